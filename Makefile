@@ -1,0 +1,35 @@
+# Two entry points a new user needs: `make demo` and `make test`.
+# Both create the virtual environment and install what they need first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: demo test lint bench venv
+
+$(VENV)/.core:
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.core pyproject.toml
+	# torch first and pinned: an open range would pull the CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.examples: $(VENV)/.core
+	$(PIP) install -q -e '.[examples]'
+	touch $@
+
+venv: $(VENV)/.test
+
+demo: $(VENV)/.examples
+	$(VENV)/bin/nnefx demo
+
+test: $(VENV)/.test
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+
+bench: $(VENV)/.test
+	$(PY) benchmarks/run_all.py

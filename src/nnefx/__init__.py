@@ -1,0 +1,28 @@
+"""nnefx: read, check, shape, convert and run neural networks with exact semantics.
+
+The pipeline (see ARCHITECTURE.md): text → tokens → AST → checked & expanded graph →
+shaped graph → plan → execution, with formats (NNEF, IR, CVM, ONNX) at the edges and one
+operator registry (:mod:`nnefx.ops`) in the middle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api import load, save
+from .diagnostics import Location, NNEFXError
+from .graph import Graph, Model, Operation, Tensor
+
+__version__ = "0.1.0"
+
+__all__ = ["Graph", "Location", "Model", "NNEFXError", "Operation", "Session", "Tensor", "load",
+           "save", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # The runtime pulls in every operator family; import it only when asked for.
+    if name == "Session":
+        from .runtime.session import Session
+
+        return Session
+    raise AttributeError(f"module 'nnefx' has no attribute {name!r}")

@@ -1,0 +1,107 @@
+"""``nnefx.load`` / ``nnefx.save``: one entry point for every format.
+
+Formats sit at the edges (seed design): each is a module that turns a file into a
+:class:`~nnefx.graph.Model` or back.  This module only decides *which* one, from the path,
+and imports it lazily so that ``import nnefx`` stays cheap and optional dependencies
+(defusedxml, onnx) are needed only by the formats that use them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+from .diagnostics import NNEFXError
+from .graph import Model
+
+# (format name, module, loader function, saver function or None)
+_FORMATS: dict[str, tuple[str, str, str | None]] = {
+    "nnef-folder": ("nnefx.io.container", "load_folder", "save_folder"),
+    "nnef-archive": ("nnefx.io.container", "load_archive", "save_archive"),
+    "nnef-file": ("nnefx.io.container", "load_document", "save_document"),
+    "ir": ("nnefx.formats.ir", "load", "save"),
+    "cvm": ("nnefx.formats.cvm", "load", None),
+    "onnx": ("nnefx.formats.onnx", "load", "save"),
+}
+
+#: Short names accepted by ``save(..., format=...)`` and ``nnefx convert --format``.
+FORMAT_ALIASES = {"folder": "nnef-folder", "archive": "nnef-archive", "file": "nnef-file",
+                  "nnef": "nnef-folder", "xml": "ir", "ir": "ir", "onnx": "onnx"}
+
+
+def detect_format(path: str) -> str:
+    """Guess a model's format from its path (and, for folders, their content)."""
+    lower = path.lower().rstrip("/")
+    if os.path.isdir(path):
+        return "nnef-folder"
+    if lower.endswith((".tgz", ".tar.gz", ".tar")):
+        return "nnef-archive"
+    if lower.endswith(".nnef") or lower.endswith(".quant"):
+        return "nnef-file"
+    if lower.endswith(".xml"):
+        return "ir"
+    if lower.endswith(".json"):
+        return "cvm"
+    if lower.endswith(".onnx"):
+        return "onnx"
+    if not os.path.exists(path):
+        raise NNEFXError(f"no such file or folder: {path}")
+    raise NNEFXError(f"cannot tell the format of '{path}' (expected a model folder, .nnef, .tgz/.tar, "
+                     ".xml, .json or .onnx)")
+
+
+def save_format_for(path: str) -> str:
+    """The format ``save`` writes to ``path`` when none is named."""
+    lower = path.lower().rstrip("/")
+    if lower.endswith((".tgz", ".tar.gz", ".tar")):
+        return "nnef-archive"
+    if lower.endswith(".nnef") and not lower.endswith("/"):
+        return "nnef-file"
+    if lower.endswith(".xml"):
+        return "ir"
+    if lower.endswith(".onnx"):
+        return "onnx"
+    return "nnef-folder"
+
+
+def _entry(fmt: str, which: int) -> Any:
+    module, loader, saver = _FORMATS[fmt]
+    name = (loader, saver)[which]
+    if name is None:
+        raise NNEFXError(f"nnefx cannot write the '{fmt}' format")
+    try:
+        mod = importlib.import_module(module)
+        return getattr(mod, name)
+    except (ImportError, AttributeError) as exc:
+        raise NNEFXError(f"the '{fmt}' format is not available in this installation ({exc})") from None
+
+
+def load(path: str | os.PathLike, **options: Any) -> Model:
+    """Read a model from ``path`` in whatever supported format it is.
+
+    Options are passed to the format's loader, e.g. ``params=`` for CVM models,
+    ``dialect=`` for NNEF documents, ``format=`` to force a format.
+    """
+    path = os.fspath(path)
+    fmt = options.pop("format", None) or detect_format(path)
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    if fmt not in _FORMATS:
+        raise NNEFXError(f"unknown format '{fmt}'")
+    try:
+        return _entry(fmt, 0)(path, **options)
+    except NNEFXError as exc:
+        raise exc.at_file(path) from None
+
+
+def save(model: Model, path: str | os.PathLike, format: str | None = None, **options: Any) -> None:
+    """Write ``model`` to ``path``; the format follows the path unless named.
+
+    Savers write to a temporary file or folder beside the target and rename it into place,
+    so an interrupted save never leaves a half-written model.
+    """
+    path = os.fspath(path)
+    fmt = FORMAT_ALIASES.get(format, format) if format else save_format_for(path)
+    if fmt not in _FORMATS:
+        raise NNEFXError(f"unknown format '{format}'")
+    _entry(fmt, 1)(model, path, **options)

@@ -1,0 +1,137 @@
+"""The ``nnefx`` command: check, inspect, run and convert models.
+
+Every subcommand loads a model through :func:`nnefx.load`, so each works on every format.
+Errors from the library (:class:`NNEFXError`) are printed as ``FILE:LINE:COL: error:
+MESSAGE`` and give exit status 1; usage errors give 2 (argparse's convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from .diagnostics import NNEFXError
+
+
+def _add_load_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dialect", choices=["provisional", "final"],
+                   help="force the NNEF dialect (default: detected from the document)")
+    p.add_argument("--params", help="parameter file of a CVM graph JSON model")
+    p.add_argument("--format", dest="input_format",
+                   help="force the input format (folder, archive, file, ir, cvm, onnx)")
+
+
+def _load(args: argparse.Namespace):
+    from .api import load
+
+    options = {}
+    if getattr(args, "dialect", None):
+        options["dialect"] = args.dialect
+    if getattr(args, "params", None):
+        options["params"] = args.params
+    if getattr(args, "input_format", None):
+        options["format"] = args.input_format
+    return load(args.model, **options)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    model = _load(args)
+    g = model.graph
+    print(f"{args.model}: ok: graph '{g.name}', {len(g.operations)} operations, "
+          f"{len(g.tensors)} tensors")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from . import report
+
+    model = _load(args)
+    if args.json:
+        print(json.dumps(report.graph_json(model.graph), indent=1))
+    else:
+        print(report.summary_text(model, cost=args.cost))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .api import save
+
+    model = _load(args)
+    save(model, args.output, format=args.output_format)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runtime.cli import run_command
+
+    return run_command(args, _load(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nnefx", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"nnefx {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("check", help="validate a model (exit 0 valid, 1 invalid)")
+    p.add_argument("model", help="NNEF folder/.nnef/archive, IR .xml, CVM .json or .onnx")
+    _add_load_options(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("inspect", help="show a model's graph, shapes and variables")
+    p.add_argument("model")
+    p.add_argument("--json", action="store_true", help="print the flat, expanded graph as JSON")
+    p.add_argument("--cost", action="store_true", help="also report the integer runtime's ops cost")
+    _add_load_options(p)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("convert", help="convert a model to another format or container")
+    p.add_argument("model")
+    p.add_argument("output", help="target path (folder, .nnef, .tgz, .xml, .onnx)")
+    p.add_argument("--to", dest="output_format", help="force the output format")
+    _add_load_options(p)
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("run", help="execute a model on given or random inputs")
+    p.add_argument("model")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--output", "-o", metavar="DIR", help="write outputs as NAME.npy into DIR")
+    p.add_argument("--backend", choices=["fast", "formal"], default="fast")
+    p.add_argument("--steps", type=int, default=1, help="run this many steps (recurrent models)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    p.add_argument("--profile", action="store_true", help="print time per operation kind")
+    _add_load_options(p)
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except NNEFXError as exc:
+        if exc.location is None and getattr(args, "model", None):
+            exc.at_file(args.model)
+        print(str(exc), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The data model every part of nnefx meets in.
+
+Front-ends (NNEF text, IR XML, CVM JSON, ONNX) produce a :class:`Graph`; the shape pass
+fills in shapes; the runtime plans and executes it; exporters print it.  The model mirrors
+NNEF's own notion of a flat graph (seed 000 §2.1): data nodes (:class:`Tensor`) and
+operation nodes (:class:`Operation`), where tensor *introduction* (``external``,
+``variable``, ``constant``) is itself an operation, exactly as in an NNEF document.
+
+Conventions:
+
+* ``Operation.inputs`` maps parameter names to *values*: a tensor reference is a ``str``
+  (the tensor's name), a literal is a Python ``bool``/``int``/``float``, and tensor arrays
+  are ``list``s (tuples stay ``tuple``s).  Tensor parameters can never hold strings, so a
+  ``str`` there is always a reference.
+* ``Operation.attribs`` holds non-tensor parameters as plain Python values.
+* ``Operation.outputs`` maps result names to tensor names (or lists of them).
+* Shapes are tuples of ints; ``None`` stands for a dimension not known yet, and a
+  ``Tensor.shape`` of ``None`` means nothing is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .diagnostics import Location, NNEFXError
+
+#: The three NNEF tensor data types.  The provisional dialect spells ``integer`` as
+#: ``extent`` in source text but the model uses the final names throughout.
+DTYPES = ("scalar", "integer", "logical")
+
+Shape = tuple  # tuple[int | None, ...]
+
+
+@dataclass
+class Tensor:
+    """A data node: a named tensor with its type, shape and (for variables/constants) data."""
+
+    name: str
+    dtype: str = "scalar"
+    shape: Shape | None = None
+    data: np.ndarray | None = None
+    #: Quantization info, e.g. ``{"op_name": "linear_quantize", "min": 0.0, "max": 1.0, ...}``
+    #: (from ``graph.quant`` or a binary header); None when not quantized.
+    quant: dict[str, Any] | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+
+@dataclass
+class Operation:
+    """An operation node: one invocation of a registered operator."""
+
+    op: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    attribs: dict[str, Any] = field(default_factory=dict)
+    #: Resolved generic data type (NNEF ``<?>``), e.g. ``"scalar"``; None when not generic.
+    dtype: str | None = None
+    #: Where the invocation came from, so runtime errors can point back into the file.
+    location: Location | None = None
+
+    def input_names(self) -> list[str]:
+        """All tensor names this operation reads, flattened, in parameter order."""
+        return [v for v in _flatten(self.inputs.values()) if isinstance(v, str)]
+
+    def output_names(self) -> list[str]:
+        return [v for v in _flatten(self.outputs.values()) if isinstance(v, str)]
+
+
+@dataclass
+class Graph:
+    """A flat graph: named inputs/outputs, tensors by name, operations in topological order."""
+
+    name: str
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+    operations: list[Operation] = field(default_factory=list)
+
+    def tensor(self, name: str) -> Tensor:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise NNEFXError(f"graph '{self.name}' has no tensor named '{name}'") from None
+
+    def producers(self) -> dict[str, Operation]:
+        """Map each tensor name to the operation that writes it (``update`` excluded)."""
+        out: dict[str, Operation] = {}
+        for op in self.operations:
+            if op.op == "update":
+                continue
+            for name in op.output_names():
+                out[name] = op
+        return out
+
+    def variables(self) -> Iterator[tuple[Operation, Tensor]]:
+        """The ``variable`` operations with their tensors, in graph order."""
+        for op in self.operations:
+            if op.op == "variable":
+                name = op.output_names()[0]
+                yield op, self.tensors[name]
+
+    def validate_structure(self) -> None:
+        """Check references: every input read is defined before use, every name is known.
+
+        Importers call this after building a graph so that later passes can rely on a
+        valid topological order.
+        """
+        defined: set[str] = set()
+        for op in self.operations:
+            for name in op.input_names():
+                if name not in self.tensors:
+                    raise NNEFXError(f"operation '{op.op}' reads unknown tensor '{name}'", op.location)
+                if name not in defined:
+                    raise NNEFXError(f"operation '{op.op}' reads tensor '{name}' before it is defined",
+                                     op.location)
+            for name in op.output_names():
+                if name not in self.tensors:
+                    raise NNEFXError(f"operation '{op.op}' writes unknown tensor '{name}'", op.location)
+                if op.op != "update":
+                    defined.add(name)
+        for name in self.inputs + self.outputs:
+            if name not in self.tensors:
+                raise NNEFXError(f"graph '{self.name}' names unknown tensor '{name}' as input/output")
+
+
+@dataclass
+class Model:
+    """A graph with everything that travels with it: where it came from and its extras.
+
+    Variable data lives in ``graph.tensors[...].data``.  ``format`` names the container the
+    model was read from (``"nnef-folder"``, ``"nnef-archive"``, ``"nnef-file"``, ``"ir"``,
+    ``"cvm"``, ``"onnx"``) and ``source`` the path, so errors and ``save`` know both.
+    """
+
+    graph: Graph
+    format: str = "memory"
+    source: str | None = None
+    #: Fragment definitions or other format-specific metadata an exporter may want back.
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """Variable data by variable label (or tensor name where no label is known)."""
+        result: dict[str, np.ndarray] = {}
+        for op, tensor in self.graph.variables():
+            if tensor.data is not None:
+                result[str(op.attribs.get("label", tensor.name))] = tensor.data
+        return result
+
+
+def _flatten(values: Any) -> Iterator[Any]:
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _flatten(v)
+        else:
+            yield v

@@ -1,0 +1,150 @@
+"""The operator registry: one entry per operation, everything about it side by side.
+
+An :class:`OpDef` holds
+
+* ``declaration`` — the NNEF fragment text in the final (1.0.5) dialect: the signature for
+  primitives (``fragment relu( x: tensor<scalar> ) -> ( y: tensor<scalar> );``), the full
+  definition with body for compound operations.  The NNEF front-end builds its standard
+  library from these texts, so the declared signature *is* the one the checker enforces.
+* ``shape`` — the shape rule ``shape(*input_shapes, **attribs) -> tuple of result shapes``.
+* ``formal`` — the reference kernel, written to read like the mathematical definition
+  (loops are fine); it is the arbiter when kernels disagree.
+* ``fast`` — a vectorised kernel that must agree with ``formal`` (bit-exactly for integer
+  and logical results, within a documented bound for floats).
+
+Calling conventions shared by shape rules and kernels:
+
+* Positional arguments follow the order of the *tensor* parameters in the declaration;
+  a ``tensor[]`` parameter arrives as a list.  Non-tensor parameters (attributes) arrive
+  as keyword arguments with their declared names.  A generic operation (``<?>``) also gets
+  the keyword ``dtype`` with the resolved data type (``"scalar"``, ``"integer"`` or
+  ``"logical"``) when its entry sets ``generic=True``.
+* Shapes are tuples of ints (``None`` for an unknown dimension in shape rules).
+* Results are returned as a tuple in the declaration's result order; a single result may
+  be returned bare.  A ``tensor[]`` result is a list.
+
+Families live in one module each under :mod:`nnefx.ops` (``elementwise``, ``reduce``,
+``sliding``, ``shape``, ...; ``integer/`` for the deterministic integer set; ``ir`` for the
+IR extension operations).  Importing :mod:`nnefx.ops` imports them all, so merely defining
+an operation registers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..diagnostics import NNEFXError
+
+Kernel = Callable[..., Any]
+ShapeRule = Callable[..., Any]
+
+#: Domains group operations by where they come from.  ``nnef`` = the NNEF 1.0.5 standard
+#: operations; ``cvm`` = the deterministic integer set (seed 002); ``ir`` = IR layers with
+#: no NNEF counterpart.  Non-``nnef`` operations are nnefx extensions in NNEF documents.
+DOMAINS = ("nnef", "cvm", "ir", "nnefx")
+
+
+@dataclass
+class OpDef:
+    """Everything nnefx knows about one operation."""
+
+    name: str
+    family: str
+    declaration: str
+    domain: str = "nnef"
+    #: True for compound operations whose declaration carries a body that expands them.
+    compound: bool = False
+    #: True when kernels take the resolved generic data type as keyword ``dtype``.
+    generic: bool = False
+    shape_rule: ShapeRule | None = None
+    formal_kernel: Kernel | None = None
+    fast_kernel: Kernel | None = None
+    #: Free-form facts for tooling: integer precision rule, cost, peer notes, ...
+    extra: dict[str, Any] = field(default_factory=dict)
+    doc: str = ""
+
+    # Decorator helpers so a family module reads: define(...); @op.shape; @op.formal; @op.fast
+    def shape(self, fn: ShapeRule) -> ShapeRule:
+        self.shape_rule = fn
+        return fn
+
+    def formal(self, fn: Kernel) -> Kernel:
+        self.formal_kernel = fn
+        return fn
+
+    def fast(self, fn: Kernel) -> Kernel:
+        self.fast_kernel = fn
+        return fn
+
+    def kernel(self, backend: str) -> Kernel:
+        """The kernel for ``backend`` (``"formal"`` or ``"fast"``); fast falls back to formal."""
+        if backend == "formal":
+            k = self.formal_kernel
+        elif backend == "fast":
+            k = self.fast_kernel or self.formal_kernel
+        else:
+            raise NNEFXError(f"unknown backend '{backend}' (expected 'formal' or 'fast')")
+        if k is None:
+            raise NNEFXError(f"operation '{self.name}' has no {backend} kernel")
+        return k
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def define(name: str, family: str, declaration: str, *, domain: str = "nnef", compound: bool = False,
+           generic: bool = False, doc: str = "", **extra: Any) -> OpDef:
+    """Create and register an operation; returns the entry for decorating its rules."""
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain {domain!r}")
+    if name in _REGISTRY:
+        raise ValueError(f"operation {name!r} is defined twice "
+                         f"({_REGISTRY[name].family} and {family})")
+    entry = OpDef(name=name, family=family, declaration=declaration.strip(), domain=domain,
+                  compound=compound, generic=generic, doc=doc, extra=dict(extra))
+    _REGISTRY[name] = entry
+    return entry
+
+
+def get(name: str) -> OpDef:
+    """The entry for ``name``; raises :class:`NNEFXError` naming the operation if unknown."""
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise NNEFXError(f"unsupported operation '{name}'") from None
+
+
+def find(name: str) -> OpDef | None:
+    _ensure_loaded()
+    return _REGISTRY.get(name)
+
+
+def all_ops(domain: str | None = None) -> Iterator[OpDef]:
+    """All entries (optionally of one domain), in name order, for tests and tooling."""
+    _ensure_loaded()
+    for name in sorted(_REGISTRY):
+        entry = _REGISTRY[name]
+        if domain is None or entry.domain == domain:
+            yield entry
+
+
+def declarations(domain: str = "nnef") -> str:
+    """The NNEF source of every declaration in ``domain``, for the front-end's stdlib."""
+    return "\n\n".join(op.declaration for op in all_ops(domain))
+
+
+_loaded = False
+
+
+def _ensure_loaded() -> None:
+    """Import every family module once (they register themselves on import)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from . import load_all
+
+    load_all()

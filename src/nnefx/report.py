@@ -1,0 +1,83 @@
+"""Human and JSON reports about a model (``nnefx inspect``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .graph import Graph, Model
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    return value
+
+
+def graph_json(graph: Graph) -> dict[str, Any]:
+    """The flat graph as the JSON ``nnefx inspect --json`` prints (issue 2 §9)."""
+    return {
+        "name": graph.name,
+        "inputs": list(graph.inputs),
+        "outputs": list(graph.outputs),
+        "tensors": {
+            name: {"shape": None if t.shape is None else [None if d is None else int(d) for d in t.shape],
+                   "dtype": t.dtype}
+            for name, t in graph.tensors.items()
+        },
+        "operations": [
+            {"op": op.op, "inputs": _jsonable(op.inputs), "outputs": _jsonable(op.outputs),
+             "attribs": _jsonable(op.attribs)}
+            for op in graph.operations
+        ],
+    }
+
+
+def _fmt_shape(shape: Any) -> str:
+    if shape is None:
+        return "?"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def summary_text(model: Model, cost: bool = False) -> str:
+    """A readable summary: inputs, outputs, operation counts and the variables table."""
+    g = model.graph
+    lines = [f"graph {g.name} ({model.format}{', ' + model.source if model.source else ''})"]
+    for title, names in (("inputs", g.inputs), ("outputs", g.outputs)):
+        lines.append(f"{title}:")
+        for name in names:
+            t = g.tensors.get(name)
+            lines.append(f"  {name}: {t.dtype if t else '?'} {_fmt_shape(t.shape if t else None)}")
+    counts: dict[str, int] = {}
+    for op in g.operations:
+        counts[op.op] = counts.get(op.op, 0) + 1
+    lines.append(f"operations: {len(g.operations)}")
+    for name in sorted(counts):
+        lines.append(f"  {name}: {counts[name]}")
+    total_bytes = 0
+    total_items = 0
+    rows = []
+    for op, t in g.variables():
+        label = str(op.attribs.get("label", t.name))
+        nbytes = int(t.data.nbytes) if t.data is not None else 0
+        items = int(np.prod(t.shape)) if t.shape and all(d is not None for d in t.shape) else 0
+        total_bytes += nbytes
+        total_items += items
+        storage = str(t.data.dtype) if t.data is not None else "-"
+        rows.append(f"  {label}: {t.dtype} ({storage}) {_fmt_shape(t.shape)} {nbytes} bytes")
+    lines.append(f"variables: {len(rows)} ({total_items} items, {total_bytes} bytes)")
+    lines.extend(rows)
+    if cost:
+        from .formats.cvm.cost import model_cost  # integer runtime's "ops" measure
+
+        lines.append(f"cost: {model_cost(model)} ops")
+    return "\n".join(lines)
