@@ -25,7 +25,7 @@ $(VENV)/.examples: $(VENV)/.core
 venv: $(VENV)/.test
 
 demo: $(VENV)/.examples
-	$(VENV)/bin/nnefx demo
+	$(PY) examples/digits/demo.py
 
 test: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests benchmarks examples
