@@ -31,6 +31,7 @@ an operation registers it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,8 +133,31 @@ def all_ops(domain: str | None = None) -> Iterator[OpDef]:
 
 
 def declarations(domain: str = "nnef") -> str:
-    """The NNEF source of every declaration in ``domain``, for the front-end's stdlib."""
-    return "\n\n".join(op.declaration for op in all_ops(domain))
+    """The NNEF source of every declaration in ``domain``, for the front-end's stdlib.
+
+    Primitives come first, then compounds in dependency order (each after every operation
+    its body invokes), because one-pass readers such as the official ``nnef`` parser
+    reject an invocation of a fragment defined further down.
+    """
+    ops = list(all_ops(domain))
+    names = {op.name for op in ops}
+    ordered: list[OpDef] = [op for op in ops if not op.compound]
+    done = {op.name for op in ordered}
+    pending = [op for op in ops if op.compound]
+    while pending:
+        progress = False
+        for op in list(pending):
+            body = op.declaration.split("{", 1)[1] if "{" in op.declaration else ""
+            used = {n for n in re.findall(r"\b([A-Za-z_]\w*)\s*[(<]", body) if n in names}
+            if used <= done | {op.name}:
+                ordered.append(op)
+                done.add(op.name)
+                pending.remove(op)
+                progress = True
+        if not progress:  # a dependency cycle: keep the remaining ones in name order
+            ordered.extend(pending)
+            break
+    return "\n\n".join(op.declaration for op in ordered)
 
 
 _loaded = False
