@@ -1,0 +1,155 @@
+"""``nnefx run``: execute a model on given or random inputs and write the outputs.
+
+Input files are read with ``allow_pickle=False`` (nothing from a file is executed) and
+outputs are written to a temporary file in the target folder and renamed into place, so an
+interrupted run never leaves a truncated ``.npy`` behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import Location, NNEFXError
+from ..graph import Model
+from .profile import Profile
+from .session import Session, TensorInfo
+
+
+def parse_input_option(text: str) -> tuple[str, str]:
+    """``NAME=FILE.npy`` → (name, path); a usage error otherwise."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise NNEFXError(f"--input expects NAME=FILE.npy, got '{text}'")
+    return name, path
+
+
+def load_npy(path: str) -> np.ndarray:
+    """A numpy array from a ``.npy`` file, without unpickling anything."""
+    try:
+        with open(path, "rb") as f:
+            array = np.load(f, allow_pickle=False)
+    except FileNotFoundError:
+        raise NNEFXError("no such file", Location(path)) from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise NNEFXError(f"not a readable .npy array ({exc})", Location(path)) from None
+    if not isinstance(array, np.ndarray):
+        raise NNEFXError("expected a single .npy array (not an .npz archive)", Location(path))
+    return array
+
+
+def random_input(info: TensorInfo, rng: np.random.Generator) -> np.ndarray:
+    """Random data of the declared shape (unknown dimensions become 1) and data type."""
+    shape = tuple(1 if d is None else d for d in (info.shape or ()))
+    if info.dtype == "integer":
+        return rng.integers(0, 10, size=shape)
+    if info.dtype == "logical":
+        return rng.random(shape) < 0.5
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def safe_file_name(name: str) -> str:
+    """A file name for a tensor name (IR and CVM names may contain '/', ':' and the like)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
+    return cleaned or "output"
+
+
+def save_npy_atomic(path: str, array: np.ndarray) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _fmt_shape(shape: Any) -> str:
+    if shape is None:
+        return "?"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def describe_array(array: np.ndarray) -> str:
+    """A one-line summary: values when few, else min / max / mean."""
+    if array.size == 0:
+        return "empty"
+    if array.size <= 6:
+        return "values " + np.array2string(array.reshape(-1), precision=5, separator=", ")
+    if array.dtype == np.bool_:
+        return f"{int(array.sum())} of {array.size} true"
+    finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+    text = "no finite values" if finite.size == 0 else \
+        f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean(dtype=np.float64):.6g}"
+    if finite.size != array.size:
+        text += f"  ({array.size - finite.size} NaN/Inf)"
+    return text
+
+
+def run_command(args: argparse.Namespace, model: Model) -> int:
+    """The ``run`` subcommand; ``args`` as parsed by :func:`nnefx.cli.build_parser`."""
+    if args.steps < 1:
+        raise NNEFXError(f"--steps must be at least 1, got {args.steps}")
+    session = Session(model, backend=args.backend)
+    plan = session.plan
+    print(f"graph '{plan.graph.name}': {plan.summary()}")
+
+    given: dict[str, np.ndarray] = {}
+    sources: dict[str, str] = {}
+    names = [i.name for i in session.inputs]
+    for option in args.input:
+        name, path = parse_input_option(option)
+        if name not in names:
+            raise NNEFXError(f"'{name}' is not an input of the model (inputs: {', '.join(names) or 'none'})")
+        if name in given:
+            raise NNEFXError(f"input '{name}' is given twice")
+        given[name] = load_npy(path)
+        sources[name] = path
+    rng = np.random.default_rng(args.seed)
+    for info in session.inputs:
+        if info.name not in given:
+            given[info.name] = random_input(info, rng)
+            sources[info.name] = f"random (seed {args.seed})"
+        array = given[info.name]
+        print(f"input  {info.name}: {info.dtype} {_fmt_shape(array.shape)} <- {sources[info.name]}")
+
+    profile = Profile() if args.profile else None
+    started = time.perf_counter()
+    outputs: dict[str, np.ndarray] = {}
+    for _ in range(args.steps):
+        outputs = session.run(given, profile=profile)
+    elapsed = time.perf_counter() - started
+
+    for info in session.outputs:
+        array = outputs[info.name]
+        print(f"output {info.name}: {info.dtype} {_fmt_shape(array.shape)}  {describe_array(array)}")
+    steps = f"{args.steps} steps" if args.steps > 1 else "1 step"
+    print(f"ran {steps} in {elapsed * 1e3:.3f} ms ({args.backend} backend)")
+
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        used: set[str] = set()
+        for info in session.outputs:
+            base = safe_file_name(info.name)
+            file = base
+            n = 1
+            while file.lower() in used:
+                n += 1
+                file = f"{base}_{n}"
+            used.add(file.lower())
+            path = os.path.join(args.output, file + ".npy")
+            save_npy_atomic(path, outputs[info.name])
+            print(f"wrote {path}")
+    if profile is not None:
+        print()
+        print(profile.table())
+    return 0

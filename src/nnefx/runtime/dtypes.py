@@ -1,0 +1,88 @@
+"""How NNEF data types are stored in numpy arrays while a graph runs.
+
+NNEF has three tensor data types (``scalar``, ``integer``, ``logical``) and leaves their
+machine representation to the implementation.  nnefx stores them as float32, int64 and
+bool, like the official tools' Python side.  A model may ask for a different width through
+``Model.extras["storage"]`` (e.g. ``{"integer": "int32"}`` for graphs of the deterministic
+integer runtime), so the session itself never needs to know which format a graph came from.
+
+Conversions check the *kind* (float / integer / bool) strictly — feeding floats to an
+``integer`` input is a user error, not something to round silently — but adapt the *width*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import Location, NNEFXError
+
+DEFAULT_STORAGE: dict[str, np.dtype] = {
+    "scalar": np.dtype(np.float32),
+    "integer": np.dtype(np.int64),
+    "logical": np.dtype(np.bool_),
+}
+
+_KIND_OF = {"scalar": "f", "integer": "iu", "logical": "b"}
+_KIND_WORDS = {"scalar": "floating-point", "integer": "integer", "logical": "boolean"}
+
+
+def storage_map(*overrides: Mapping[str, Any] | None) -> dict[str, np.dtype]:
+    """The NNEF-type → numpy-dtype map, defaults updated by each mapping in turn."""
+    result = dict(DEFAULT_STORAGE)
+    for mapping in overrides:
+        for key, value in (mapping or {}).items():
+            if key not in result:
+                raise NNEFXError(f"storage override for unknown data type '{key}' "
+                                 f"(expected one of {', '.join(DEFAULT_STORAGE)})")
+            dt = np.dtype(value)
+            if dt.kind not in _KIND_OF[key]:
+                raise NNEFXError(f"storage for '{key}' must be a {_KIND_WORDS[key]} dtype, not {dt}")
+            result[key] = dt
+    return result
+
+
+def kind_matches(array: np.ndarray, nnef_dtype: str) -> bool:
+    """True when ``array``'s numpy kind can hold ``nnef_dtype`` values without reinterpretation."""
+    return array.dtype.kind in _KIND_OF.get(nnef_dtype, "fiub")
+
+
+def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], what: str,
+               location: Location | None = None) -> np.ndarray:
+    """``value`` as an array of the storage dtype for ``nnef_dtype``; wrong kinds are errors.
+
+    Integer narrowing (int64 data into int32 storage) is allowed only when every value fits,
+    so nothing wraps around silently.
+    """
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    target = storage[nnef_dtype]
+    if array.dtype == target:
+        return array
+    if not kind_matches(array, nnef_dtype):
+        raise NNEFXError(f"{what} must be {nnef_dtype} ({_KIND_WORDS[nnef_dtype]}) data, "
+                         f"got {array.dtype}", location)
+    if target.kind in "iu" and array.size:
+        info = np.iinfo(target)
+        lo, hi = array.min(), array.max()
+        if lo < info.min or hi > info.max:
+            raise NNEFXError(f"{what} has values outside the {target} range of this graph "
+                             f"([{lo}, {hi}])", location)
+    return array.astype(target)
+
+
+def literal_array(value: Any, nnef_dtype: str | None, storage: Mapping[str, np.dtype]) -> np.ndarray:
+    """A literal used where a tensor is expected (``add(x, 1.0)``): a rank-0 array.
+
+    The declared parameter type decides the storage (an integer literal passed for a
+    ``tensor<scalar>`` becomes a float); without one, the Python type does.
+    """
+    if nnef_dtype is None:
+        if isinstance(value, (bool, np.bool_)):
+            nnef_dtype = "logical"
+        elif isinstance(value, (int, np.integer)):
+            nnef_dtype = "integer"
+        else:
+            nnef_dtype = "scalar"
+    return np.asarray(value, dtype=storage[nnef_dtype])

@@ -1,0 +1,263 @@
+"""Run a graph: the execution half of seed 000 §2.4.1.
+
+A :class:`Session` compiles its graph once (:func:`~nnefx.runtime.planner.compile_plan`)
+and then, per :meth:`Session.run`, feeds the ``external`` tensors, executes the plan, reads
+the outputs and applies the ``update`` operations to the variables, so the next run sees the
+new values (recurrent networks).  :meth:`Session.reset` restores the loaded values and
+:meth:`Session.save` writes the current ones back to a model file.
+
+The session is format-agnostic: it only knows NNEF's four tensor-introducing operations
+(``external``, ``variable``, ``constant``, ``update``) and calls every other operation's
+kernel from the registry.  Format-specific behaviour is expressed as operations in the graph
+by the importers; integer widths come from ``Model.extras["storage"]`` (see
+:mod:`nnefx.runtime.dtypes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+from ..graph import Graph, Model
+from .dtypes import to_storage
+from .planner import Plan, Resolver, check_result, compile_plan
+from .profile import Profile
+
+
+class TensorInfo(NamedTuple):
+    """Name, declared shape (None for an unknown dimension) and NNEF data type of a tensor."""
+
+    name: str
+    shape: tuple | None
+    dtype: str
+
+
+class Session:
+    """A compiled graph with its variable state, ready to run many times.
+
+    ``backend`` is ``"fast"`` (vectorised kernels) or ``"formal"`` (the reference kernels
+    that follow the mathematical definitions).  ``input_shapes`` substitutes other shapes for
+    the declared input shapes (same rank; ``None`` = any extent), e.g. to feed batches to a
+    model declared with batch 1; intermediate shapes are then not compared with the declared
+    ones.  ``check_numerics`` stops at the first operation producing NaN or Inf.
+    """
+
+    def __init__(self, model_or_graph: Model | Graph, backend: str = "fast", *,
+                 input_shapes: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
+                 fold: bool = True, check_numerics: bool = False, resolve: Resolver | None = None):
+        if isinstance(model_or_graph, Model):
+            model = model_or_graph
+        elif isinstance(model_or_graph, Graph):
+            model = Model(model_or_graph)
+        else:
+            raise NNEFXError(f"Session needs a Model or a Graph, not {type(model_or_graph).__name__}")
+        self.model = model
+        self.backend = backend
+        self.check_numerics = check_numerics
+        merged_storage = dict(model.extras.get("storage") or {})
+        merged_storage.update(storage or {})
+        self.plan: Plan = compile_plan(model.graph, backend, storage=merged_storage, fold=fold,
+                                       resolve=resolve, source=model.source,
+                                       check_shapes=not input_shapes)
+        self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
+        for name, shape in (input_shapes or {}).items():
+            if name not in self._input_shapes:
+                raise NNEFXError(f"input_shapes names '{name}', which is not an input "
+                                 f"(inputs: {', '.join(self._input_shapes) or 'none'})")
+            declared = self._input_shapes[name]
+            shape = tuple(None if d is None else int(d) for d in shape)
+            if declared is not None and len(declared) != len(shape):
+                raise NNEFXError(f"input '{name}' is declared with rank {len(declared)}; "
+                                 f"a substitute shape must have the same rank, got {list(shape)}")
+            self._input_shapes[name] = shape
+        self._var_of_key = {spec.key: spec for spec in self.plan.variables}
+        self._state: dict[str, np.ndarray] = {}
+        self.reset()
+
+    # ---- description -----------------------------------------------------------------------
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        """The tensors :meth:`run` needs, in declaration order."""
+        return [TensorInfo(s.name, self._input_shapes[s.name], s.dtype) for s in self.plan.inputs]
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        """The tensors :meth:`run` returns, in the graph's output order."""
+        return [TensorInfo(name, shape, dtype) for name, _, dtype, shape in self.plan.outputs]
+
+    @property
+    def variables(self) -> dict[str, np.ndarray]:
+        """Current variable values by label (read-only arrays; copy before changing)."""
+        return {spec.label: self._state[spec.key] for spec in self.plan.variables}
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Give every variable its loaded value again."""
+        self._state = {spec.key: spec.initial for spec in self.plan.variables}
+
+    def save(self, path: str | os.PathLike, format: str | None = None) -> None:
+        """Write the model with the *current* variable values to ``path`` (any writable format)."""
+        from ..api import save
+
+        graph = self.model.graph
+        tensors = dict(graph.tensors)
+        for spec in self.plan.variables:
+            tensors[spec.name] = dataclasses.replace(tensors[spec.name], data=np.array(self._state[spec.key]))
+        new_graph = dataclasses.replace(graph, tensors=tensors)
+        save(dataclasses.replace(self.model, graph=new_graph), path, format=format)
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def run(self, inputs: Mapping[str, Any] | None = None, *, profile: Profile | None = None) -> dict[str, np.ndarray]:
+        """Execute one cycle: feed ``inputs``, compute, apply updates; outputs by name, graph order."""
+        start = time.perf_counter() if profile is not None else 0.0
+        plan = self.plan
+        inputs = {} if inputs is None else inputs
+        if not isinstance(inputs, Mapping):
+            raise NNEFXError("Session.run takes a mapping from input names to arrays")
+        names = [s.name for s in plan.inputs]
+        for name in inputs:
+            if name not in names:
+                raise NNEFXError(f"'{name}' is not an input of graph '{plan.graph.name}' "
+                                 f"(inputs: {', '.join(names) or 'none'})")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise NNEFXError(f"missing input{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(repr(m) for m in missing)} of graph '{plan.graph.name}'")
+        regs = plan.template.copy()
+        for spec in plan.inputs:
+            array = self._check_input(spec.name, spec.dtype, inputs[spec.name])
+            if spec.slot >= 0:
+                regs[spec.slot] = array
+        for var in plan.variables:
+            if var.slot >= 0:
+                regs[var.slot] = self._state[var.key]
+
+        _execute(plan, regs, profile, self.check_numerics)
+
+        new_state: dict[str, np.ndarray] = {}
+        for upd in plan.updates:
+            value = regs[upd.slot]
+            var = self._var_of_key[upd.key]
+            if value.shape != var.shape:
+                raise NNEFXError(f"'update' of variable '{var.label}' (shape {list(var.shape)}) "
+                                 f"got a value of shape {list(value.shape)}", _update_where(plan, upd))
+            value = to_storage(value, var.dtype, plan.storage, f"new value of variable '{var.label}'",
+                               _update_where(plan, upd))
+            if not value.flags.owndata:
+                value = np.array(value, copy=True)  # a view of an input or of other state
+            value.setflags(write=False)
+            new_state[upd.key] = value
+        self._state.update(new_state)
+
+        result: dict[str, np.ndarray] = {}
+        for name, slot, _, _ in plan.outputs:
+            value = regs[slot]
+            if not value.flags.writeable or not value.flags.owndata:
+                value = np.array(value, copy=True)  # never hand out state or a view of the inputs
+            result[name] = value
+        if profile is not None:
+            profile.runs += 1
+            profile.total_seconds += time.perf_counter() - start
+        return result
+
+    def _check_input(self, name: str, dtype: str, value: Any) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            try:
+                value = np.asarray(value)
+            except (ValueError, TypeError) as exc:
+                raise NNEFXError(f"input '{name}' is not array-like ({exc})") from None
+        if value.dtype == object:
+            raise NNEFXError(f"input '{name}' is not a numeric array")
+        shape = self._input_shapes[name]
+        if shape is not None:
+            if value.ndim != len(shape) or any(d is not None and d != v for d, v in zip(shape, value.shape, strict=True)):
+                want = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+                raise NNEFXError(f"input '{name}' must have shape {want}, got {list(value.shape)}")
+        array = to_storage(value, dtype, self.plan.storage, f"input '{name}'")
+        view = array.view()
+        view.setflags(write=False)  # kernels must not write into the caller's array
+        return view
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape) if i.shape else ''}" for i in self.inputs)
+        return f"<Session '{self.plan.graph.name}' ({self.backend}) inputs: {ins}>"
+
+
+def _update_where(plan: Plan, upd: Any) -> Any:
+    from .planner import _op_location
+
+    return _op_location(upd.op, upd.index, plan.source)
+
+
+def _execute(plan: Plan, regs: list[Any], profile: Profile | None, check_numerics: bool) -> None:
+    """The run loop: nothing here depends on the graph beyond what the plan precomputed."""
+    clock = time.perf_counter
+    for step in plan.steps:
+        args = [regs[a] if a.__class__ is int else [regs[x] for x in a] for a in step.args]
+        if step.finite_inputs:
+            _check_finite_args(step, args)
+        try:
+            if profile is None:
+                with np.errstate(all="ignore"):
+                    results = step.kernel(*args, **step.kwargs)
+            else:
+                t0 = clock()
+                with np.errstate(all="ignore"):
+                    results = step.kernel(*args, **step.kwargs)
+                profile.add(step.kind, clock() - t0)
+        except NNEFXError as exc:
+            loc = exc.location if exc.location is not None and (exc.location.line or exc.location.field) \
+                else step.where
+            raise NNEFXError(f"in operation '{step.kind}': {exc.message}", loc) from None
+        except MemoryError:
+            raise NNEFXError(f"operation '{step.kind}' ran out of memory", step.where) from None
+        except Exception as exc:  # a kernel bug or an argument it cannot handle
+            raise NNEFXError(f"operation '{step.kind}' failed: {type(exc).__name__}: {exc}", step.where) from None
+        outs = step.outs
+        if len(outs) == 1 and not (results.__class__ is tuple and len(results) == 1):
+            results = (results,)
+        elif results.__class__ is not tuple or len(results) != len(outs):
+            raise NNEFXError(f"kernel of '{step.kind}' returned the wrong number of results", step.where)
+        k = 0
+        for slot, value, names in zip(outs, results, step.out_names, strict=True):
+            if slot.__class__ is int:
+                regs[slot] = _result(step, names, value, k, check_numerics)
+                k += 1
+            else:
+                if not isinstance(value, (list, tuple)) or len(value) != len(slot):
+                    raise NNEFXError(f"kernel of '{step.kind}' returned the wrong number of tensors "
+                                     f"for '{names[0]}'...", step.where)
+                for s, v, n in zip(slot, value, names, strict=True):
+                    regs[s] = _result(step, n, v, k, check_numerics)
+                    k += 1
+        for slot in step.free:
+            regs[slot] = None
+
+
+def _result(step: Any, name: str, value: Any, k: int, check_numerics: bool) -> np.ndarray:
+    storage, nnef_dtype = step.out_storage[k]
+    shape = step.out_shapes[k]
+    if value.__class__ is not np.ndarray or value.dtype != storage or (shape is not None and value.shape != shape):
+        value = check_result(step.op, name, value, storage, nnef_dtype, shape, step.where)
+    if check_numerics and value.dtype.kind == "f" and not np.isfinite(value).all():
+        bad = np.argwhere(~np.isfinite(value))[0]
+        raise NNEFXError(f"operation '{step.kind}' produced {value[tuple(bad)]} in '{name}' at index "
+                         f"{list(int(i) for i in bad)}", step.where)
+    return value
+
+
+def _check_finite_args(step: Any, args: list[Any]) -> None:
+    for position, arg in enumerate(args):
+        for a in (arg if isinstance(arg, list) else [arg]):
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
+                raise NNEFXError(f"operation '{step.kind}' does not accept NaN or Inf, found in its "
+                                 f"tensor argument #{position + 1}", step.where)
