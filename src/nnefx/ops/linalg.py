@@ -18,3 +18,93 @@ fragment linear(
     output = matmul(input, filter, transposeB = true) + bias;
 }
 """, compound=True)
+
+
+# =============================================================================================
+# Shape rules and kernels
+# =============================================================================================
+#
+# Formal ``matmul`` forms each dot product exactly (float32 products are exact in float64,
+# ``math.fsum`` sums exactly) and rounds once; fast uses float32 BLAS through numpy, whose
+# error is bounded by about k * eps32 * sum(|a| * |b|) for inner extent k.
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ._common import broadcast_index, broadcast_shapes, op_error, scalar  # noqa: E402
+from .elementwise import BINARY_OPS  # noqa: E402
+
+
+def _mat_dims(shape, transposed):
+    rows, cols = shape[-2], shape[-1]
+    return (cols, rows) if transposed else (rows, cols)
+
+
+@matmul.shape
+def _matmul_shape(A, B, transposeA=False, transposeB=False):
+    A, B = tuple(A), tuple(B)
+    if len(A) != len(B) or len(A) < 2:
+        raise op_error("matmul", f"operands must have equal ranks >= 2, got {A} and {B}")
+    m, k1 = _mat_dims(A, transposeA)
+    k2, n = _mat_dims(B, transposeB)
+    if k1 is not None and k2 is not None and k1 != k2:
+        raise op_error("matmul", f"inner dimensions differ: {k1} vs {k2} (shapes {A} and {B}, "
+                                 f"transposeA={transposeA}, transposeB={transposeB})")
+    batch = broadcast_shapes("matmul", A[:-2], B[:-2])
+    return batch + (m, n)
+
+
+@matmul.formal
+def _matmul_formal(A, B, transposeA=False, transposeB=False):
+    a, b = scalar(A), scalar(B)
+    shape = _matmul_shape(a.shape, b.shape, transposeA, transposeB)
+    if transposeA:
+        a = np.swapaxes(a, -1, -2)
+    if transposeB:
+        b = np.swapaxes(b, -1, -2)
+    k = a.shape[-1]
+    out = np.empty(shape, np.float32)
+    for index in np.ndindex(*shape):
+        batch, i, j = index[:-2], index[-2], index[-1]
+        ab = broadcast_index(batch, a.shape[:-2])
+        bb = broadcast_index(batch, b.shape[:-2])
+        terms = [float(a[ab + (i, l)]) * float(b[bb + (l, j)]) for l in range(k)]
+        finite = all(math.isfinite(t) for t in terms)
+        out[index] = math.fsum(terms) if finite else sum(terms)
+    return out
+
+
+@matmul.fast
+def _matmul_fast(A, B, transposeA=False, transposeB=False):
+    a, b = scalar(A), scalar(B)
+    _matmul_shape(a.shape, b.shape, transposeA, transposeB)
+    if transposeA:
+        a = np.swapaxes(a, -1, -2)
+    if transposeB:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b).astype(np.float32, copy=False)
+
+
+@linear.shape
+def _linear_shape(input, filter, bias=()):
+    input, filter = tuple(input), tuple(filter)
+    if len(input) != 2 or len(filter) != 2:
+        raise op_error("linear", f"input and filter must have rank 2, got {input} and {filter}")
+    out = _matmul_shape(input, filter, False, True)
+    return broadcast_shapes("linear", out, tuple(bias))
+
+
+@linear.formal
+def _linear_formal(input, filter, bias=0.0):
+    """output = matmul(input, filter, transposeB = true) + bias."""
+    _linear_shape(np.shape(input), np.shape(filter), np.shape(bias))
+    return BINARY_OPS["add"].formal_kernel(_matmul_formal(input, filter, transposeB=True), bias)
+
+
+@linear.fast
+def _linear_fast(input, filter, bias=0.0):
+    x, w, b = scalar(input), scalar(filter), scalar(bias)
+    _linear_shape(x.shape, w.shape, b.shape)
+    y = x @ w.T
+    return (y + (b.reshape(b.shape + (1,) * (2 - b.ndim)) if b.ndim < 2 else b)).astype(np.float32, copy=False)

@@ -51,3 +51,191 @@ fragment moments( input: tensor<scalar>, axes: integer[] ) -> ( mean: tensor<sca
     variance = mean_reduce(sqr(input - mean), axes = axes);
 }
 """, compound=True)
+
+
+# =============================================================================================
+# Shape rules and kernels
+# =============================================================================================
+#
+# Formal: for every output element, visit the reduced sub-volume in row-major order; sums are
+# exact (``math.fsum``) and rounded to float32 once.  Fast: numpy reductions accumulating in
+# float64, rounded to float32 once, so both agree to within 1 ulp for sums.  max/min
+# propagate NaN (as numpy does); arg-reductions take the first maximum/minimum (a NaN counts
+# as the extreme, as in numpy).
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ._common import check_axes, scalar  # noqa: E402
+from .elementwise import BINARY_OPS, sqr  # noqa: E402
+
+
+def reduced_shape(op: str, shape, axes) -> tuple:
+    axes = check_axes(op, axes, len(shape))
+    return tuple(1 if k in axes else d for k, d in enumerate(shape))
+
+
+def _shape_for(name):
+    def rule(input, axes=(), **_):
+        return reduced_shape(name, input, axes)
+    return rule
+
+
+def _groups(x: np.ndarray, axes):
+    """Yield (output index, list of the reduced elements in row-major order)."""
+    axes = sorted(axes)
+    out_shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+    for index in np.ndindex(*out_shape):
+        items = []
+        for sub in np.ndindex(*(x.shape[a] for a in axes)):
+            full = list(index)
+            for a, i in zip(axes, sub, strict=True):
+                full[a] = i
+            items.append(x[tuple(full)])
+        yield index, items
+    return
+
+
+def _formal_reduce(name, x, axes, fn, dtype):
+    reduced_shape(name, x.shape, axes)
+    out = np.empty(tuple(1 if k in axes else d for k, d in enumerate(x.shape)), dtype=dtype)
+    for index, items in _groups(x, axes):
+        out[index] = fn(items)
+    return out
+
+
+def _fmax(items):
+    best = items[0]
+    for v in items[1:]:
+        if math.isnan(best):
+            break
+        if math.isnan(v) or v > best:
+            best = v
+    return best
+
+
+def _fmin(items):
+    best = items[0]
+    for v in items[1:]:
+        if math.isnan(best):
+            break
+        if math.isnan(v) or v < best:
+            best = v
+    return best
+
+
+def _farg(items, better):
+    best = 0
+    for k in range(1, len(items)):
+        if math.isnan(items[best]):
+            break
+        if math.isnan(items[k]) or better(items[k], items[best]):
+            best = k
+    return best
+
+
+@sum_reduce.formal
+def _sum_formal(input, axes=(), normalize=False):
+    x = scalar(input)
+    count = math.prod(x.shape[a] for a in axes)
+
+    def total(items):
+        s = math.fsum(float(v) for v in items) if all(math.isfinite(v) for v in items) else sum(float(v) for v in items)
+        return s / count if normalize else s
+    return _formal_reduce("sum_reduce", x, axes, total, np.float32)
+
+
+@sum_reduce.fast
+def _sum_fast(input, axes=(), normalize=False):
+    x = scalar(input)
+    reduced_shape("sum_reduce", x.shape, axes)
+    s = np.sum(x, axis=tuple(axes), keepdims=True, dtype=np.float64)
+    if normalize:
+        s = s / math.prod(x.shape[a] for a in axes)
+    return s.astype(np.float32)
+
+
+max_reduce.formal(lambda input, axes=(): _formal_reduce("max_reduce", scalar(input), axes, _fmax, np.float32))
+min_reduce.formal(lambda input, axes=(): _formal_reduce("min_reduce", scalar(input), axes, _fmin, np.float32))
+
+
+def _extreme_fast(name, fn):
+    def fast(input, axes=()):
+        x = scalar(input)
+        reduced_shape(name, x.shape, axes)
+        if not axes or x.size == 0:
+            return x.copy()
+        return fn(x, axis=tuple(axes), keepdims=True)
+    return fast
+
+
+max_reduce.fast(_extreme_fast("max_reduce", np.max))
+min_reduce.fast(_extreme_fast("min_reduce", np.min))
+
+argmax_reduce.formal(lambda input, axes=(): _formal_reduce(
+    "argmax_reduce", scalar(input), axes, lambda items: _farg(items, lambda a, b: a > b), np.int64))
+argmin_reduce.formal(lambda input, axes=(): _formal_reduce(
+    "argmin_reduce", scalar(input), axes, lambda items: _farg(items, lambda a, b: a < b), np.int64))
+
+
+def _arg_fast(name, fn):
+    def fast(input, axes=()):
+        x = scalar(input)
+        out_shape = reduced_shape(name, x.shape, axes)
+        axes_ = sorted(axes)
+        kept = [k for k in range(x.ndim) if k not in axes_]
+        moved = np.transpose(x, kept + axes_).reshape([x.shape[k] for k in kept] + [-1])
+        return fn(moved, axis=-1).astype(np.int64).reshape(out_shape)
+    return fast
+
+
+argmax_reduce.fast(_arg_fast("argmax_reduce", np.argmax))
+argmin_reduce.fast(_arg_fast("argmin_reduce", np.argmin))
+
+all_reduce.formal(lambda input, axes=(): _formal_reduce(
+    "all_reduce", np.asarray(input, np.bool_), axes, lambda items: all(bool(v) for v in items), np.bool_))
+any_reduce.formal(lambda input, axes=(): _formal_reduce(
+    "any_reduce", np.asarray(input, np.bool_), axes, lambda items: any(bool(v) for v in items), np.bool_))
+
+
+def _logic_fast(name, fn):
+    def fast(input, axes=()):
+        x = np.asarray(input, np.bool_)
+        reduced_shape(name, x.shape, axes)
+        return fn(x, axis=tuple(axes), keepdims=True)
+    return fast
+
+
+all_reduce.fast(_logic_fast("all_reduce", np.all))
+any_reduce.fast(_logic_fast("any_reduce", np.any))
+
+for _op in (sum_reduce, max_reduce, min_reduce, argmax_reduce, argmin_reduce, all_reduce, any_reduce, mean_reduce):
+    _op.shape(_shape_for(_op.name))
+
+mean_reduce.formal(lambda input, axes=(): _sum_formal(input, axes, normalize=True))
+mean_reduce.fast(lambda input, axes=(): _sum_fast(input, axes, normalize=True))
+
+
+@moments.shape
+def _moments_shape(input, axes=()):
+    s = reduced_shape("moments", input, axes)
+    return s, s
+
+
+@moments.formal
+def _moments_formal(input, axes=()):
+    """mean = mean_reduce(input); variance = mean_reduce(sqr(input - mean)) (population)."""
+    mean = mean_reduce.formal_kernel(input, axes)
+    centred = BINARY_OPS["sub"].formal_kernel(input, mean)
+    return mean, mean_reduce.formal_kernel(sqr.formal_kernel(centred), axes)
+
+
+@moments.fast
+def _moments_fast(input, axes=()):
+    x = scalar(input)
+    reduced_shape("moments", x.shape, axes)
+    mean = np.mean(x, axis=tuple(axes), keepdims=True, dtype=np.float64).astype(np.float32)
+    d = (x - mean).astype(np.float64)
+    var = np.mean(d * d, axis=tuple(axes), keepdims=True)
+    return mean, var.astype(np.float32)

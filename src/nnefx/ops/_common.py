@@ -1,0 +1,324 @@
+"""Shared shape and data helpers for the NNEF operator families.
+
+Why a module of its own: broadcasting, axis checks, window arithmetic (padding, stride,
+dilation) and border handling are used by many families and must agree everywhere, between
+the shape rules, the formal kernels and the fast kernels.
+
+Conventions (NNEF 1.0.5 §4):
+
+* Broadcasting aligns dimensions from index 0 and pads the shorter shape with *trailing*
+  1s — the opposite of numpy.  :func:`nnef_view` right-pads an array's shape so numpy
+  broadcasting then does the NNEF thing.
+* Shape rules see ``None`` for an unknown extent; they propagate it.
+* Data types of results: ``scalar`` -> ``np.float32``, ``integer`` -> ``np.int64``,
+  ``logical`` -> ``np.bool_``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+
+DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}
+
+Dim = "int | None"
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+def op_error(op: str, message: str) -> NNEFXError:
+    """An error about operation ``op``; the caller attaches the file location."""
+    return NNEFXError(f"operation '{op}': {message}")
+
+
+def attr_error(op: str, attr: str, value: Any, why: str) -> NNEFXError:
+    """An invalid attribute: names the operation, the attribute and its value."""
+    return NNEFXError(f"operation '{op}': attribute '{attr}' = {value!r} {why}")
+
+
+# --- data conversions --------------------------------------------------------------------------
+
+def scalar(x: Any) -> np.ndarray:
+    """``x`` as a float32 array (literals arrive as Python numbers)."""
+    return np.asarray(x, dtype=np.float32)
+
+
+def integer(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64)
+
+
+def logical(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.bool_)
+
+
+def as_dtype(x: Any, dtype: str | None) -> np.ndarray:
+    """``x`` converted to the numpy type of the NNEF data type (``None``: keep its own)."""
+    if dtype is None:
+        return np.asarray(x)
+    return np.asarray(x, dtype=DTYPE_OF[dtype])
+
+
+# --- broadcasting ----------------------------------------------------------------------------
+
+def broadcast_shapes(op: str, *shapes: Sequence[int | None]) -> tuple:
+    """The NNEF broadcast of ``shapes``: align from dimension 0, pad with trailing 1s.
+
+    Per dimension the extents must be equal or one of them 1; an unknown (``None``) extent
+    broadcasts with 1 to ``None`` and with a known extent k > 1 to k (assumed compatible).
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[int | None] = []
+    for i in range(rank):
+        dim: int | None = 1
+        for s in shapes:
+            d = s[i] if i < len(s) else 1
+            if d == 1:
+                continue
+            if d is None:
+                if dim == 1:
+                    dim = None
+                continue
+            if dim is None or dim == 1:
+                dim = d
+            elif dim != d:
+                raise op_error(op, "shapes " + " and ".join(str(tuple(s)) for s in shapes)
+                               + f" cannot be broadcast (dimension {i}: {dim} vs {d})")
+        out.append(dim)
+    return tuple(out)
+
+
+def nnef_view(x: np.ndarray, rank: int) -> np.ndarray:
+    """``x`` reshaped with trailing 1s up to ``rank``, so numpy broadcasting aligns like NNEF."""
+    if x.ndim >= rank:
+        return x
+    return x.reshape(x.shape + (1,) * (rank - x.ndim))
+
+
+def nnef_broadcast(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Arrays right-padded to a common rank (numpy broadcasting then follows NNEF's rule)."""
+    rank = max(a.ndim for a in arrays)
+    return [nnef_view(a, rank) for a in arrays]
+
+
+def checked_broadcast(op: str, *arrays: Any) -> list[np.ndarray]:
+    """Check that the arrays broadcast the NNEF way, then right-pad them for numpy."""
+    arrays_ = [np.asarray(a) for a in arrays]
+    broadcast_shapes(op, *(a.shape for a in arrays_))
+    return nnef_broadcast(*arrays_)
+
+
+def broadcast_index(index: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The element of an operand of ``shape`` that broadcasting maps output ``index`` to."""
+    return tuple(0 if shape[k] == 1 else index[k] for k in range(len(shape)))
+
+
+# --- attribute checks ------------------------------------------------------------------------
+
+def check_axes(op: str, axes: Sequence[int], rank: int, attr: str = "axes", unique: bool = True) -> list[int]:
+    """Axes must lie in [0, rank) (NNEF has no negative axes) and be unique."""
+    axes = list(axes)
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not 0 <= a < rank:
+            raise attr_error(op, attr, axes, f"has an axis outside [0, {rank})")
+    if unique and len(set(axes)) != len(axes):
+        raise attr_error(op, attr, axes, "repeats an axis")
+    return [int(a) for a in axes]
+
+
+def check_positive(op: str, attr: str, values: Sequence[int], allow_zero: bool = False) -> None:
+    lo = 0 if allow_zero else 1
+    if any(v is not None and v < lo for v in values):
+        raise attr_error(op, attr, list(values), "must have items >= 0" if allow_zero else "must have items > 0")
+
+
+def volume(shape: Sequence[int | None]) -> int | None:
+    if any(d is None for d in shape):
+        return None
+    return int(math.prod(shape))
+
+
+# --- sliding windows ---------------------------------------------------------------------------
+
+BORDERS = ("ignore", "constant", "replicate", "reflect", "reflect-even")
+
+
+def check_border(op: str, border: str, allowed: Sequence[str]) -> None:
+    if border not in allowed:
+        raise attr_error(op, "border", border, "is not one of " + ", ".join(repr(b) for b in allowed))
+
+
+def window_arrays(op: str, n: int, size: Sequence[int], padding: Sequence, stride: Sequence[int],
+                  dilation: Sequence[int]) -> tuple[list[int], list | None, list[int], list[int]]:
+    """Validate ``size``/``padding``/``stride``/``dilation`` for ``n`` windowed dimensions.
+
+    Returns ``(size, padding or None for automatic, stride, dilation)`` with empty
+    ``stride``/``dilation`` replaced by 1s.
+    """
+    size = list(size)
+    if len(size) != n:
+        raise attr_error(op, "size", size, f"must have {n} items")
+    check_positive(op, "size", size)
+    stride = list(stride) or [1] * n
+    dilation = list(dilation) or [1] * n
+    if len(stride) != n:
+        raise attr_error(op, "stride", stride, f"must be empty or have {n} items")
+    if len(dilation) != n:
+        raise attr_error(op, "dilation", dilation, f"must be empty or have {n} items")
+    check_positive(op, "stride", stride)
+    check_positive(op, "dilation", dilation)
+    pads: list | None = None
+    if len(padding):
+        if len(padding) != n:
+            raise attr_error(op, "padding", list(padding), f"must be empty or have {n} items")
+        pads = []
+        for item in padding:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise attr_error(op, "padding", list(padding), "must hold (before, after) pairs")
+            pads.append((int(item[0]), int(item[1])))
+    return size, pads, [int(s) for s in stride], [int(d) for d in dilation]
+
+
+def dilated(f: int, d: int) -> int:
+    """Extent of a kernel of size ``f`` with dilation ``d``."""
+    return (f - 1) * d + 1
+
+
+def auto_padding_down(X: int, f: int, s: int, d: int) -> tuple[int, int]:
+    """Automatic padding of a basic (down-scaling) op: x = ceil(X/s), extra padding after."""
+    x = -(-X // s)
+    t = max((x - 1) * s + dilated(f, d) - X, 0)
+    return t // 2, t - t // 2
+
+
+def auto_padding_up(x: int, X: int, f: int, s: int, d: int) -> tuple[int, int]:
+    """Automatic padding of a reverse (up-scaling) op producing extent ``X`` from ``x``."""
+    t = max((x - 1) * s + dilated(f, d) - X, 0)
+    return t // 2, t - t // 2
+
+
+def down_extent(op: str, dim: int, X: int | None, f: int, s: int, d: int,
+                pad: tuple[int, int] | None) -> int | None:
+    """Output extent of a basic op along one dimension (``None`` stays ``None``)."""
+    if X is None:
+        return None
+    if pad is None:
+        return -(-X // s)
+    p, q = pad
+    fd = dilated(f, d)
+    if p + X + q < fd:
+        raise op_error(op, f"padded extent {p + X + q} of dimension {dim} is smaller than the "
+                           f"dilated window {fd}")
+    return (p + X + q - fd) // s + 1
+
+
+def up_extent(op: str, dim: int, x: int | None, f: int, s: int, d: int,
+              pad: tuple[int, int] | None) -> int | None:
+    """Output extent of a reverse op along one dimension when no ``output_shape`` is given."""
+    if x is None:
+        return None
+    if pad is None:
+        return x * s
+    X = (x - 1) * s + dilated(f, d) - (pad[0] + pad[1])
+    if X <= 0:
+        raise op_error(op, f"dimension {dim} would have non-positive extent {X}")
+    return X
+
+
+def resolve_padding_down(X: Sequence[int], size: Sequence[int], stride: Sequence[int],
+                         dilation: Sequence[int], pads: list | None) -> list[tuple[int, int]]:
+    """Concrete padding of a basic op (automatic padding resolved against extents ``X``)."""
+    if pads is not None:
+        return pads
+    return [auto_padding_down(X[i], size[i], stride[i], dilation[i]) for i in range(len(size))]
+
+
+def resolve_padding_up(x: Sequence[int], X: Sequence[int], size: Sequence[int], stride: Sequence[int],
+                       dilation: Sequence[int], pads: list | None) -> list[tuple[int, int]]:
+    if pads is not None:
+        return pads
+    return [auto_padding_up(x[i], X[i], size[i], stride[i], dilation[i]) for i in range(len(size))]
+
+
+def check_output_shape(op: str, output_shape: Sequence[int], x: Sequence[int | None], size, stride, dilation,
+                       pads, offset: int) -> None:
+    """A given ``output_shape`` must down-scale back to the input extents (spatial/windowed dims)."""
+    for i in range(len(size)):
+        X = output_shape[offset + i]
+        xi = x[offset + i]
+        if xi is None:
+            continue
+        pad = pads[i] if pads is not None else None
+        back = down_extent(op, offset + i, X, size[i], stride[i], dilation[i], pad)
+        if back != xi:
+            raise attr_error(op, "output_shape", list(output_shape),
+                             f"does not down-scale to the input extent {xi} in dimension {offset + i}")
+
+
+def border_index(j: int, z: int, border: str) -> int | None:
+    """Map index ``j`` of an extent-``z`` axis into range by ``border``; None = outside.
+
+    ``None`` means the position lies outside and has no input element: the caller uses the
+    constant (``'constant'``) or skips it (``'ignore'``).  Reflections repeat periodically
+    when the padding exceeds the extent (the spec defines one reflection; repeating is the
+    natural continuation and what ``numpy.pad`` does).
+    """
+    if 0 <= j < z:
+        return j
+    if border in ("constant", "ignore"):
+        return None
+    if border == "replicate":
+        return 0 if j < 0 else z - 1
+    if border == "reflect":
+        if z == 1:
+            return 0
+        period = 2 * z - 2
+        j = j % period
+        return j if j < z else period - j
+    if border == "reflect-even":
+        period = 2 * z
+        j = j % period
+        return j if j < z else period - 1 - j
+    raise NNEFXError(f"unknown border '{border}'")
+
+
+_NP_MODES = {"replicate": "edge", "reflect": "reflect", "reflect-even": "symmetric"}
+
+
+def pad_array(x: np.ndarray, pads: Sequence[tuple[int, int]], border: str, value: float = 0.0) -> np.ndarray:
+    """Extend (or, for negative amounts, crop) ``x`` per axis by ``border`` (§3.3).
+
+    ``'constant'``/``'ignore'`` fill with ``value``; the others mirror :func:`border_index`.
+    """
+    crop = tuple(slice(max(-p, 0), x.shape[k] - max(-q, 0)) for k, (p, q) in enumerate(pads))
+    x = x[crop]
+    widths = [(max(p, 0), max(q, 0)) for p, q in pads]
+    if not any(p or q for p, q in widths):
+        return x
+    if border in ("constant", "ignore"):
+        return np.pad(x, widths, mode="constant", constant_values=value)
+    if border == "reflect" and any(x.shape[k] == 1 and (p or q) for k, (p, q) in enumerate(widths)):
+        # numpy cannot reflect an extent-1 axis; a one-element reflection is that element.
+        for k, w in enumerate(widths):
+            if w != (0, 0):
+                x = np.pad(x, [w if i == k else (0, 0) for i in range(x.ndim)],
+                           mode="edge" if x.shape[k] == 1 else "reflect")
+        return x
+    return np.pad(x, widths, mode=_NP_MODES[border])
+
+
+def window_view(x: np.ndarray, size: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+                out_shape: Sequence[int]) -> np.ndarray:
+    """A read-only strided view ``v[i..., j...] = x[i*s + j*d ...]`` (no copy).
+
+    ``x`` must already be padded; the result has shape ``out_shape + size``.
+    """
+    strides = x.strides
+    view_shape = tuple(out_shape) + tuple(size)
+    view_strides = tuple(strides[k] * stride[k] for k in range(x.ndim)) + \
+        tuple(strides[k] * dilation[k] for k in range(x.ndim))
+    return np.lib.stride_tricks.as_strided(x, view_shape, view_strides, writeable=False)
