@@ -28,7 +28,7 @@ demo: $(VENV)/.examples
 	$(PY) examples/digits/demo.py
 
 test: $(VENV)/.test
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests $(wildcard benchmarks examples)
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider
 
 bench: $(VENV)/.test
