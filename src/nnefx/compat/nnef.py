@@ -1,0 +1,195 @@
+"""Drop-in replacement for the Python API of the official Khronos ``nnef`` package.
+
+Code written for ``import nnef`` runs unchanged with ``import nnefx.compat.nnef as nnef``:
+the same functions (``parse_string``, ``parse_file``, ``load_graph``, ``save_graph``,
+``infer_shapes``, ``read_tensor``, ``write_tensor``, ``format_graph`` & co.) and the same
+types (``Graph``, ``Tensor``, ``Operation`` namedtuples, ``Identifier``, ``Error``) with the
+same fields, orders and conventions.  Everything is pure Python on top of nnefx: the
+document is parsed and checked by nnefx's front-end, shapes come from nnefx's operator
+registry, tensor files from :mod:`nnefx.io.binary`.
+
+Like the official package, operations stay atomic (standard compounds and document-defined
+fragments alike) unless their names are listed in ``lowered``, in which case they are
+expanded into their bodies and the tensors this creates are named ``<op><n>`` as the
+official parser names them.
+
+Differences, all deliberate (see README "Drop-in for the official nnef Python API"):
+
+* ``stdlib`` (an alternative standard library text) is not supported: nnefx's standard
+  library is its operator registry.  Passing a non-empty ``stdlib`` raises :class:`Error`.
+* nnefx checks more than the official parser (e.g. non-positive extents in ``external``
+  shapes, ``constant`` value counts), so a few documents the official package accepts are
+  rejected here with an error naming the position.
+* ``read_tensor``/``write_tensor`` also accept a path, and raise :class:`Error` (also a
+  ``ValueError``) for malformed files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+from ..io import binary as _binary
+from ..ops import registry as _registry
+from . import _convert
+from ._printer import (
+    format_argument,
+    format_extensions,
+    format_graph,
+    format_invocation,
+    format_result,
+    format_shapes,
+    format_version,
+)
+from ._shapes import infer_shapes
+from ._types import Error, Graph, Identifier, Operation, Tensor, TensorFileError
+
+__all__ = [
+    "Error", "Graph", "Identifier", "Operation", "Tensor", "StandardOperations",
+    "parse_string", "parse_file", "load_graph", "save_graph", "infer_shapes",
+    "read_tensor", "write_tensor", "format_version", "format_extensions", "format_argument",
+    "format_result", "format_shapes", "format_invocation", "format_graph",
+]
+
+#: Names of the NNEF standard operations (what ``nnef.StandardOperations`` lists).
+StandardOperations = frozenset(op.name for op in _registry.all_ops("nnef"))
+
+_FRAGMENT_HEADER = re.compile(r"\bfragment\s+(\w+)\s*(?:<[^>]*>)?\s*\([^{;]*?\)\s*->\s*\([^{;]*?\)", re.S)
+
+
+def _document_fragments(text: str) -> dict[str, str]:
+    """Headers of the fragments a document defines, by name (for parameter order/defaults)."""
+    return {m.group(1): m.group(0) for m in _FRAGMENT_HEADER.finditer(text)}
+
+
+def _error(exc: NNEFXError, source: str) -> Error:
+    return Error(exc.message, exc.location, source=source)
+
+
+def _compile(text: str, quant: str | None, source: str, lowered: Iterable[str]) -> Any:
+    from ..semantics.frontend import compile_document
+
+    try:
+        return compile_document(text, file=source, quant=quant, lowered=list(lowered), atomic=True)
+    except NNEFXError as exc:
+        raise _error(exc, source) from None
+    except RecursionError:
+        raise Error("document nests too deeply") from None
+
+
+def _parse(text: str, quant: str | None, stdlib: str | None, lowered: Iterable[str] | None,
+           source: str) -> Graph:
+    if stdlib:
+        raise Error("nnefx.compat.nnef does not support a custom 'stdlib': the standard operations "
+                    "come from nnefx's operator registry")
+    lowered = [name for name in (lowered or []) if name]
+    fragments = _document_fragments(text)
+    graph = _compile(text, quant, source, lowered)
+    rename = None
+    if lowered:
+        atomic = _compile(text, quant, source, [])
+        rename = _convert.official_names(graph, set(atomic.tensors))
+    return _convert.convert_graph(graph, fragments, rename)
+
+
+def parse_string(graph_str: str, quant_str: str | None = None, stdlib: str | None = None,
+                 lowered: Iterable[str] | None = None) -> Graph:
+    """Parse and check an NNEF document given as text; shapes are left to :func:`infer_shapes`."""
+    return _parse(graph_str, quant_str, stdlib, lowered, "input")
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        raise Error(f"Could not open file: {path}") from None
+
+
+def parse_file(graph_fn: str, quant_fn: str | None = None, stdlib: str | None = None,
+               lowered: Iterable[str] | None = None) -> Graph:
+    """Parse and check an NNEF document file (plus an optional ``graph.quant`` file)."""
+    text = _read_text(graph_fn)
+    quant = _read_text(quant_fn) if quant_fn else None
+    return _parse(text, quant, stdlib, lowered, graph_fn)
+
+
+def _variable_path(folder: str, label: str) -> str:
+    filename = label + ".dat"
+    if filename.startswith("/"):
+        filename = filename[1:]
+    return os.path.join(folder, filename)
+
+
+def load_graph(path: str, stdlib: str | None = None, lowered: Iterable[str] | None = None,
+               load_variables: bool = True) -> Graph:
+    """Load a model: a single ``.nnef`` file, or a folder with ``graph.nnef``, ``graph.quant``
+    and one ``<label>.dat`` per variable (read when ``load_variables``)."""
+    if os.path.isfile(path):
+        return parse_file(path, stdlib=stdlib, lowered=lowered)
+    graph_fn = os.path.join(path, "graph.nnef")
+    quant_fn = os.path.join(path, "graph.quant")
+    graph = parse_file(graph_fn, quant_fn if os.path.isfile(quant_fn) else None, stdlib=stdlib,
+                       lowered=lowered)
+    if load_variables:
+        for op in graph.operations:
+            if op.name != "variable":
+                continue
+            name = op.outputs["output"]
+            filename = _variable_path(path, op.attribs["label"])
+            data = read_tensor(filename)
+            shape = op.attribs["shape"]
+            if list(data.shape) != list(shape):
+                raise Error(f"shape {list(data.shape)} in variable file does not match shape {shape} "
+                            "defined in network structure")
+            t = graph.tensors[name]
+            graph.tensors[name] = Tensor(t.name, t.dtype, list(data.shape), data, t.quantization)
+    return graph
+
+
+def save_graph(graph: Graph, path: str, annotate_shapes: bool = False) -> None:
+    """Write ``graph`` as a model folder (``graph.nnef`` + variable data that is present)."""
+    if os.path.exists(path):
+        raise RuntimeError(f"folder already exists: '{path}'")
+    os.makedirs(path)
+    text = "version 1.0;\n\n" + format_graph(graph.name, graph.inputs, graph.outputs, graph.operations,
+                                             graph.tensors, annotate_shapes=annotate_shapes)
+    _binary.write_atomic(os.path.join(path, "graph.nnef"), [text.encode("utf-8")])
+    for op in graph.operations:
+        if op.name != "variable":
+            continue
+        filename = _variable_path(path, op.attribs["label"])
+        os.makedirs(os.path.dirname(filename), exist_ok=True)
+        tensor = graph.tensors[op.outputs["output"]]
+        if tensor.data is not None:
+            write_tensor(filename, tensor.data, quantized=bool(tensor.quantization))
+
+
+def read_tensor(file: Any, return_quantization: bool = False) -> Any:
+    """Read a tensor file: the array, or ``(array, quantized)`` with ``return_quantization``.
+
+    ``file`` is a binary (or, as the official loader passes it, text-mode) file object, or a
+    path.  Quantized data comes back as its integer codes, as with the official package.
+    """
+    if hasattr(file, "buffer") and not hasattr(file, "readinto"):
+        file = file.buffer  # a text-mode file object: read its bytes
+    try:
+        array, quant = _binary.read_tensor(file, mmap=False)
+    except NNEFXError as exc:
+        raise TensorFileError(exc.message, exc.location) from None
+    quantized = np.bool_(bool(quant))
+    return (array, quantized) if return_quantization else array
+
+
+def write_tensor(file: Any, tensor: np.ndarray, quantized: bool = False, version: tuple[int, int] = (1, 0)) -> None:
+    """Write ``tensor`` in the NNEF binary format (bytes identical to the official writer)."""
+    tensor = np.asarray(tensor)
+    try:
+        _binary.write_tensor(file, tensor, quant=bool(quantized) or None, version=tuple(version))
+    except NNEFXError as exc:
+        raise TensorFileError(exc.message, exc.location) from None
