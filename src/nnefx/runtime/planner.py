@@ -309,10 +309,11 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
             kernel = opdef.kernel(backend)
         except NNEFXError as exc:
             raise NNEFXError(exc.message, _op_location(op, i, source)) from None
-        args = _arguments(graph, op, opdef, i, store, source, literal_slots, canon)
+        generic = op.dtype or _generic_dtype(graph, op, opdef)
+        args = _arguments(graph, op, opdef, generic, i, store, source, literal_slots, canon)
         kwargs = dict(op.attribs)
         if opdef.generic:
-            kwargs["dtype"] = op.dtype or _generic_dtype(graph, op)
+            kwargs["dtype"] = generic
         if fold and _all_constant(args, const_values, literal_slots):
             _fold(graph, op, i, kernel, args, kwargs, const_values, literal_slots, store, source)
             folded += 1
@@ -493,15 +494,21 @@ def _constant_value(graph: Graph, op: Operation, index: int, name: str, store: d
     return array
 
 
-def _generic_dtype(graph: Graph, op: Operation) -> str:
-    for name in op.input_names():
-        return graph.tensors[name].dtype
+def _generic_dtype(graph: Graph, op: Operation, opdef: OpDef) -> str:
+    """The type bound to ``?`` when the graph did not record it: from a generic argument."""
+    params = tensor_params(opdef.declaration) or ()
+    for p in params:
+        if p.dtype is None:
+            value = op.inputs.get(p.name)
+            for v in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(v, str):
+                    return graph.tensors[v].dtype
     for name in op.output_names():
         return graph.tensors[name].dtype
     return "scalar"
 
 
-def _arguments(graph: Graph, op: Operation, opdef: OpDef, index: int, store: dict[str, np.dtype],
+def _arguments(graph: Graph, op: Operation, opdef: OpDef, generic: str, index: int, store: dict[str, np.dtype],
                source: str | None, literals: list[np.ndarray], canon: Callable[[str], str]) -> list[Any]:
     """Positional arguments: tensor names (str), or literal indices (int) into ``literals``."""
     params = tensor_params(opdef.declaration)
@@ -517,7 +524,7 @@ def _arguments(graph: Graph, op: Operation, opdef: OpDef, index: int, store: dic
         ordered = []
         skipped: str | None = None  # a left-out parameter whose default only the kernel knows
         for p in params:
-            dtype = p.dtype or op.dtype
+            dtype = p.dtype or generic
             if p.name in op.inputs:
                 if skipped is not None:
                     raise NNEFXError(f"operation '{op.op}' is missing tensor argument '{skipped}'", where)
