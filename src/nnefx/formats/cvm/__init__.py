@@ -1,0 +1,27 @@
+"""CVM models: the deterministic integer runtime's graph JSON + params binary.
+
+``nnefx.load("m.json", params="m.params")`` lands in :func:`load`.  The reader validates the
+model exactly where the runtime would refuse it (structure, attributes, shapes, precisions,
+params) and builds an ordinary nnefx graph of ``cvm_*`` operations, so the generic Session
+runs it with either backend.  :mod:`.precision` is the bit-precision analysis and
+:mod:`.cost` the runtime's "ops" measure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...graph import Model
+from .cost import model_cost
+from .params import read_params, write_params
+from .precision import infer_precisions, model_precisions
+
+
+def load(path: str, *, params: str | None = None, **opts: Any) -> Model:
+    """Read a CVM graph JSON and its params file (default: ``<stem>.params`` beside it)."""
+    from .reader import load as _load
+
+    return _load(path, params=params, **opts)
+
+
+__all__ = ["infer_precisions", "load", "model_cost", "model_precisions", "read_params", "write_params"]

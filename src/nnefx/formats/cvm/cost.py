@@ -1,0 +1,68 @@
+"""The runtime's "ops" (gas) measure of an integer graph, for ``nnefx inspect --cost``.
+
+    total = sum over variables of 5 * size(v)
+          + sum over operations of base(op) * size(output 0) + 5 * sum of size(outputs)
+
+``base`` is each operation's ``OpDef.extra["cost"]`` rule (1 when it has none), written from
+what the runtime computes (cvm.md §4) -- which differs from its documentation table for
+dense, sum and non_max_suppression.  Graph inputs count as variables; the input-saturation
+clip the CVM loader inserts is the runtime's ``set_input``, not an operator, and costs
+nothing.  Limits as in the runtime: a base above 2^30 or a running sum above 2^40 is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...diagnostics import NNEFXError
+from ...graph import Model
+from ...ops import registry
+from ...ops.integer._int import size_of
+
+_LIMIT_BASE = 2**30
+_LIMIT_SUM = 2**40
+
+
+def _flat(values: Any) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        out.extend(_flat(v)) if isinstance(v, (list, tuple)) else out.append(v)
+    return out
+
+
+def model_cost(model: Model) -> int:
+    """The runtime's ops count of ``model`` (its graph must have shapes)."""
+    g = model.graph
+    skip = set(model.extras.get("cvm", {}).get("saturated", {}).values())
+
+    def size(name: str, op) -> int:
+        shape = g.tensors[name].shape
+        if shape is None or any(d is None for d in shape):
+            raise NNEFXError(f"cost: the shape of '{name}' is unknown", op.location)
+        return size_of(shape)
+
+    ops = 0
+    memory = 0
+    for op in g.operations:
+        outs = op.output_names()
+        if op.op in ("external", "variable", "constant"):
+            memory += 5 * size(outs[0], op)
+            continue
+        if any(n in skip for n in outs):
+            continue
+        entry = registry.get(op.op)
+        if entry.domain != "cvm":
+            raise NNEFXError(f"cost: the ops measure is defined for the integer operator set only; "
+                             f"'{op.op}' is not one of them", op.location)
+        rule = entry.extra.get("cost")
+        base = 1
+        if rule is not None:
+            shapes = [g.tensors[v].shape if isinstance(v, str) else () for v in _flat(op.inputs.values())]
+            base = int(rule(shapes, [g.tensors[n].shape for n in outs], **op.attribs))
+        if base > _LIMIT_BASE:
+            raise NNEFXError(f"cost: operation '{op.op}' costs {base} per element (limit 2^30)", op.location)
+        ops += base * size(outs[0], op)
+        memory += 5 * sum(size(n, op) for n in outs)
+        if ops > _LIMIT_SUM or memory > _LIMIT_SUM:
+            raise NNEFXError("cost: the model exceeds the runtime's limit of 2^40 ops", op.location)
+    return ops + memory

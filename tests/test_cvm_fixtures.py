@@ -1,0 +1,118 @@
+"""The 13 CVM example models with the real runtime's outputs: reproduced bit for bit by both
+backends through nnefx.Session and through ``nnefx run``; "ops" cost and output precision
+equal the runtime's figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nnefx
+from nnefx.cli import main
+from nnefx.formats.cvm import model_cost, model_precisions
+
+FIX = Path(__file__).parent / "fixtures" / "cvm"
+INDEX = json.loads((FIX / "index.json").read_text())
+NAMES = [e["name"] for e in INDEX]
+BY_NAME = {e["name"]: e for e in INDEX}
+
+
+def _load(name):
+    return nnefx.load(str(FIX / f"{name}.json"), params=str(FIX / f"{name}.params"))
+
+
+def _expected(name):
+    n = len(BY_NAME[name]["heads"])
+    if n == 1:
+        return [np.load(FIX / f"{name}.out.npy")]
+    return [np.load(FIX / f"{name}.out{i}.npy") for i in range(n)]
+
+
+def test_all_thirteen_examples_are_present():
+    assert len(NAMES) == 13
+
+
+@pytest.mark.parametrize("backend", ["formal", "fast"])
+@pytest.mark.parametrize("name", NAMES)
+def test_session_reproduces_runtime_bit_for_bit(name, backend):
+    model = _load(name)
+    session = nnefx.Session(model, backend=backend)
+    outputs = session.run({"data": np.load(FIX / f"{name}.in.npy")})
+    got = [outputs[n] for n in model.graph.outputs]
+    expected = _expected(name)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == np.int32
+        assert g.shape == e.shape
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cost_equals_runtime_ops(name):
+    assert model_cost(_load(name)) == BY_NAME[name]["ops"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_output_precision_equals_runtime(name):
+    model = _load(name)
+    prec = model_precisions(model)
+    assert max(prec[n] for n in model.graph.outputs) == BY_NAME[name]["output_precision"]
+    assert model.extras["cvm"]["output_precision"] == BY_NAME[name]["output_precision"]
+
+
+@pytest.mark.parametrize("backend", ["formal", "fast"])
+@pytest.mark.parametrize("name", NAMES)
+def test_cli_run_reproduces_runtime(name, backend, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["run", str(FIX / f"{name}.json"), "--params", str(FIX / f"{name}.params"),
+               "--input", f"data={FIX / f'{name}.in.npy'}", "--backend", backend, "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    model = _load(name)
+    for tensor, expected in zip(model.graph.outputs, _expected(name), strict=True):
+        np.testing.assert_array_equal(np.load(out / f"{tensor}.npy"), expected)
+
+
+def test_cli_inspect_cost_prints_runtime_ops(capsys):
+    name = "ex01_conv_pool_dense"
+    assert main(["inspect", str(FIX / f"{name}.json"), "--params", str(FIX / f"{name}.params"), "--cost"]) == 0
+    assert "cost: 22734 ops" in capsys.readouterr().out
+
+
+def test_params_file_defaults_to_sibling():
+    model = nnefx.load(str(FIX / "ex01_conv_pool_dense.json"))
+    assert model.weights["c_w"].shape == (4, 3, 3, 3)
+
+
+def test_input_saturation_is_an_explicit_graph_operation():
+    model = _load("ex02_groupconv_ceilpool")
+    first = model.graph.operations[1]
+    assert first.op == "cvm_cvm_clip" and first.attribs == {"precision": 6}
+    assert first.inputs == {"x": "data"}
+    # the example's data exceed +-31 and still reproduce the runtime (saturated, not refused)
+    x = np.load(FIX / "ex02_groupconv_ceilpool.in.npy")
+    assert np.abs(x).max() > 31
+
+
+def test_max_default_axis_departure_is_followed():
+    """ex05: max(axis=()) starts at 0 (runtime), max over all listed axes is the true max."""
+    model = _load("ex05_max_default_axis")
+    outs = nnefx.Session(model, backend="formal").run({"data": np.load(FIX / "ex05_max_default_axis.in.npy")})
+    first, second = (outs[n] for n in model.graph.outputs)
+    assert first.tolist() == [0] and second[0] < 0
+
+
+def test_int8_params_are_sign_extended():
+    model = _load("ex12_dense_int8_params")
+    assert all(w.dtype == np.int32 for w in model.weights.values())
+    assert min(int(w.min()) for w in model.weights.values()) < 0
+
+
+def test_graph_operations_use_prefixed_names_and_heads_order():
+    model = _load("ex03_gvc_nms")
+    ops = [op.op for op in model.graph.operations]
+    assert ops == ["external", "cvm_cvm_clip", "cvm_get_valid_counts", "cvm_non_max_suppression"]
+    gvc = model.graph.operations[2]
+    assert model.graph.outputs == [model.graph.operations[3].outputs["y"], gvc.outputs["valid_count"]]
