@@ -188,8 +188,8 @@ def _decode_text(data: bytes, file: str) -> str:
 def _compile(text: str, file: str, quant: str | None, quant_file: str, opts: dict[str, Any]) -> Graph:
     from ..semantics.frontend import compile_document
 
-    graph = compile_document(text, file=file, quant=quant, **opts)
-    _check_quant_keys(graph, quant, quant_file)
+    graph = compile_document(text, file=file, quant=quant, quant_file=quant_file, **opts)
+    _check_quant_keys(graph, quant, quant_file)   # also holds if the front-end drops unknown keys
     return graph
 
 
