@@ -602,7 +602,8 @@ def call_kernel(op: Operation, kernel: Callable[..., Any], args: list[Any], kwar
             return kernel(*args, **kwargs)
     except NNEFXError as exc:
         loc = exc.location if exc.location is not None and (exc.location.line or exc.location.field) else where
-        raise NNEFXError(f"in operation '{op.op}': {exc.message}", loc) from None
+        message = exc.message if f"'{op.op}'" in exc.message else f"in operation '{op.op}': {exc.message}"
+        raise NNEFXError(message, loc) from None
     except MemoryError:
         raise NNEFXError(f"operation '{op.op}' ran out of memory", where) from None
     except Exception as exc:  # a kernel bug or an argument it cannot handle

@@ -217,7 +217,9 @@ def _execute(plan: Plan, regs: list[Any], profile: Profile | None, check_numeric
         except NNEFXError as exc:
             loc = exc.location if exc.location is not None and (exc.location.line or exc.location.field) \
                 else step.where
-            raise NNEFXError(f"in operation '{step.kind}': {exc.message}", loc) from None
+            message = exc.message if f"'{step.kind}'" in exc.message else \
+                f"in operation '{step.kind}': {exc.message}"
+            raise NNEFXError(message, loc) from None
         except MemoryError:
             raise NNEFXError(f"operation '{step.kind}' ran out of memory", step.where) from None
         except Exception as exc:  # a kernel bug or an argument it cannot handle
