@@ -132,9 +132,12 @@ class GraphBuilder:
 
     # -- naming ---------------------------------------------------------------------------
 
-    def _claim(self, name: str | None, stem: str) -> str:
+    def _claim(self, name: str | None, stem: str, bare: bool = False) -> str:
         if name is None:
             stem = re.sub(r"\W", "_", stem)
+            if bare and _is_ident(stem) and stem not in self._names:
+                self._names.add(stem)
+                return stem
             while True:
                 self._counter += 1
                 name = f"{stem}{self._counter}"
@@ -168,9 +171,9 @@ class GraphBuilder:
         if array.ndim == 0:
             array = array.reshape(1)
         dtype = dtype or _dtype_of_array(array, quant is not None)
-        stem = re.sub(r"\W", "_", label.rsplit("/", 1)[-1]) or "variable"
-        value = Value(self._claim(name, stem if not stem[0].isdigit() else "v_" + stem), "variable", dtype,
-                      tuple(array.shape))
+        stem = re.sub(r"\W", "_", label.strip("/")) or "variable"
+        value = Value(self._claim(name, stem if not stem[0].isdigit() else "v_" + stem, bare=True),
+                      "variable", dtype, tuple(array.shape))
         self._statements.append(_Statement(value, "variable", (),
                                            {"shape": list(array.shape), "label": label}, dtype,
                                            f"variable({label!r})", data=array))
