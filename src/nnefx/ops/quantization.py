@@ -72,3 +72,138 @@ fragment logarithmic_quantize(
     y = sign(x) * 2.0 ^ q;
 }
 """, compound=True)
+
+
+# =============================================================================================
+# Shape rules and kernels
+# =============================================================================================
+#
+# Formal kernels run each body through the primitives' formal kernels.  The fast kernels do
+# the very same float32 steps vectorised (transcendental steps evaluated in float64 and
+# rounded once, like the formal ones), so both agree bit for bit: a quantizer's output jumps
+# at thresholds, so a last-ulp difference could otherwise move a value a whole step.
+
+import numpy as np  # noqa: E402
+
+from ._common import attr_error, broadcast_shapes, checked_broadcast, op_error, scalar  # noqa: E402
+from .elementwise import BINARY_OPS, UNARY_OPS, clamp, log2  # noqa: E402
+from .shape import cast  # noqa: E402
+
+_F = {name: op.formal_kernel for name, op in {**BINARY_OPS, **UNARY_OPS}.items()}
+_f32 = np.float32
+
+
+def _check_bits(op, bits):
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 0 < bits <= 64:
+        raise attr_error(op, "bits", bits, "must be an integer in [1, 64]")
+
+
+def _shape_rule(op):
+    def rule(x, *params, bits=8, **_):
+        _check_bits(op, bits)
+        out = broadcast_shapes(op, x, *params)
+        if len(out) != len(x) or any(a is not None and b is not None and a != b for a, b in zip(out, x, strict=True)):
+            raise op_error(op, f"parameter shapes {[tuple(p) for p in params]} do not broadcast to x of shape {tuple(x)}")
+        return tuple(x)
+    return rule
+
+
+for _op in (min_max_linear_quantize, zero_point_linear_quantize, linear_quantize, logarithmic_quantize):
+    _op.shape(_shape_rule(_op.name))
+
+
+def _round(v):  # floor(v + 0.5) on a float32 array, exactly
+    f = np.floor(v)
+    return (f + (v - f >= 0.5)).astype(_f32)
+
+
+def _ranges(bits, signed, symmetric):
+    r = _f32(2 ** bits - 1 - int(bool(signed) and bool(symmetric)))
+    p = _f32(2 ** (bits - 1) - int(bool(symmetric)) if signed else 0)
+    return r, p
+
+
+@min_max_linear_quantize.formal
+def _mmlq_formal(x, min, max, bits, signed, symmetric):
+    _check_bits("min_max_linear_quantize", bits)
+    r, p = _ranges(bits, signed, symmetric)
+    z = clamp.formal_kernel(x, min, max)
+    span = _F["sub"](max, min)
+    q = _F["sub"](_F["round"](_F["mul"](_F["div"](_F["sub"](z, min), span), r)), p)
+    return _F["add"](_F["mul"](_F["div"](_F["add"](q, p), r), span), min)
+
+
+@min_max_linear_quantize.fast
+def _mmlq_fast(x, min, max, bits, signed, symmetric):
+    _check_bits("min_max_linear_quantize", bits)
+    x, lo, hi = checked_broadcast("min_max_linear_quantize", scalar(x), scalar(min), scalar(max))
+    r, p = _ranges(bits, signed, symmetric)
+    with np.errstate(all="ignore"):
+        t = np.where(x < hi, x, hi)
+        z = np.where(t > lo, t, lo)
+        span = hi - lo
+        q = _round((z - lo) / span * r) - p
+        return ((q + p) / r * span + lo).astype(_f32)
+
+
+linear_quantize.formal(lambda x, min, max, bits: _mmlq_formal(x, min, max, bits, False, False))
+linear_quantize.fast(lambda x, min, max, bits: _mmlq_fast(x, min, max, bits, False, False))
+
+
+def _zp_bounds(bits, signed, symmetric):
+    r = _f32(2 ** (bits - 1) - 1 if signed else 2 ** bits - 1)
+    lo = _f32(0.0) if not signed else (-r if symmetric else -r - _f32(1.0))
+    return lo, r
+
+
+@zero_point_linear_quantize.formal
+def _zplq_formal(x, zero_point, scale, bits, signed, symmetric):
+    _check_bits("zero_point_linear_quantize", bits)
+    z = cast.formal_kernel(np.asarray(zero_point, np.int64), dtype="scalar")
+    s = _F["add"](_F["round"](_F["div"](x, scale)), z)
+    lo, r = _zp_bounds(bits, signed, symmetric)
+    q = clamp.formal_kernel(s, lo, r)
+    return _F["mul"](_F["sub"](q, z), scale)
+
+
+@zero_point_linear_quantize.fast
+def _zplq_fast(x, zero_point, scale, bits, signed, symmetric):
+    _check_bits("zero_point_linear_quantize", bits)
+    x, zp, sc = checked_broadcast("zero_point_linear_quantize", scalar(x), np.asarray(zero_point, np.int64),
+                                  scalar(scale))
+    z = zp.astype(_f32)
+    lo, r = _zp_bounds(bits, signed, symmetric)
+    with np.errstate(all="ignore"):
+        s = _round(x / sc) + z
+        t = np.where(s < r, s, r)
+        q = np.where(t > lo, t, lo)
+        return ((q - z) * sc).astype(_f32)
+
+
+@logarithmic_quantize.formal
+def _logq_formal(x, max, bits):
+    _check_bits("logarithmic_quantize", bits)
+    m = _F["ceil"](log2.formal_kernel(max))
+    r = _f32(2 ** bits - 1)
+    q = _F["round"](clamp.formal_kernel(log2.formal_kernel(_F["abs"](x)), _F["sub"](m, r), m))
+    return _F["mul"](_F["sign"](x), _F["pow"](_f32(2.0), q))
+
+
+def _log2_exact_steps(v):
+    """log(v) / log(2.0) with each step rounded to float32 once, as the formal kernels do."""
+    ln = np.log(v.astype(np.float64)).astype(_f32)
+    return (ln.astype(np.float64) / np.float64(np.log(_f32(2.0)).astype(_f32))).astype(_f32)
+
+
+@logarithmic_quantize.fast
+def _logq_fast(x, max, bits):
+    _check_bits("logarithmic_quantize", bits)
+    x, hi = checked_broadcast("logarithmic_quantize", scalar(x), scalar(max))
+    with np.errstate(all="ignore"):
+        m = np.ceil(_log2_exact_steps(hi))
+        r = _f32(2 ** bits - 1)
+        lo = m - r
+        a = _log2_exact_steps(np.abs(x))
+        t = np.where(a < m, a, m)
+        q = _round(np.where(t > lo, t, lo))
+        return (np.sign(x) * np.power(np.float64(2.0), q.astype(np.float64)).astype(_f32)).astype(_f32)

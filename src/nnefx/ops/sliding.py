@@ -165,3 +165,779 @@ fragment separable_deconv(
     output = deconv(filtered, plane_filter, bias, {_PASS}, output_shape = output_shape, groups = 0);
 }}
 """, compound=True)
+
+
+# =============================================================================================
+# Shape rules and kernels
+# =============================================================================================
+#
+# Border modes (spec §3.3): 'constant' reads zeros outside the input and those zeros take
+# part (max-pooling sees them, averaging divides by the whole window volume); 'ignore' skips
+# outside positions: sums leave them out, a normalized box/debox (avg_pool) divides by the
+# number of positions inside (the tools' "count_include_pad = false"; a window entirely
+# outside gives 0), they never win an argmax; 'replicate', 'reflect' (edge not repeated) and
+# 'reflect-even' (edge repeated) read mirrored/clamped input elements.  ``sample`` reading
+# outside under 'ignore' gives 0.
+#
+# Formal kernels loop over output positions and window offsets and map each input index
+# through :func:`border_index`, accumulating in float64 and rounding once.  Fast kernels pad
+# with numpy, take strided window views and use BLAS (im2col) for convolutions; they
+# accumulate in float32 (conv, deconv) or float64 (box, debox) and agree with the formal
+# ones within |fast - formal| <= 1e-5 * sum(|terms|) (+ the float32 rounding of the result).
+# Arg-max over windows (argmax_pool) treats NaN as the largest value (first NaN wins), as
+# argmax_reduce does; ties go to the first position in row-major window order.
+
+import itertools  # noqa: E402
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ._common import (  # noqa: E402
+    BORDERS,
+    attr_error,
+    border_index,
+    check_border,
+    check_output_shape,
+    dilated,
+    down_extent,
+    op_error,
+    pad_array,
+    resolve_padding_down,
+    resolve_padding_up,
+    scalar,
+    up_extent,
+    window_arrays,
+)
+
+CONV_BORDERS = ("constant", "replicate", "reflect", "reflect-even")
+BOX_BORDERS = BORDERS
+SAMPLE_BORDERS = ("constant", "replicate", "reflect", "reflect-even", "ignore")
+DESAMPLE_BORDERS = ("constant",)
+
+
+# --- shape helpers ------------------------------------------------------------------------
+
+def _down_shape(op, X, size, pads, stride, dilation):
+    return tuple(down_extent(op, k, X[k], size[k], stride[k], dilation[k], pads[k] if pads else None)
+                 for k in range(len(size)))
+
+
+def _up_shape(op, x, size, pads, stride, dilation):
+    return tuple(up_extent(op, k, x[k], size[k], stride[k], dilation[k], pads[k] if pads else None)
+                 for k in range(len(size)))
+
+
+def _check_output_shape_attr(op, output_shape, rank):
+    output_shape = list(output_shape)
+    if len(output_shape) != rank or any(not isinstance(d, (int, np.integer)) or d <= 0 for d in output_shape):
+        raise attr_error(op, "output_shape", output_shape, f"must be empty or have {rank} positive items")
+    return [int(d) for d in output_shape]
+
+
+def _bias_channels(op, bias, channels):
+    """Bias is a singleton, a [c] vector (tools' convention) or 1s with c in dimension 1."""
+    bias = tuple(bias)
+    if all(d == 1 for d in bias):
+        return
+    if len(bias) == 1 and bias[0] in (channels, None):
+        return
+    if len(bias) >= 2 and bias[1] in (channels, None) and all(d in (1, None) for k, d in enumerate(bias) if k != 1):
+        return
+    raise op_error(op, f"bias of shape {bias} must be a singleton or have the {channels} output channels "
+                       "in dimension 1 (or be a vector of that length)")
+
+
+def _conv_common(op, input, filter, padding, stride, dilation, groups, border):
+    input, filter = tuple(input), tuple(filter)
+    if len(input) < 3:
+        raise op_error(op, f"input must have rank >= 3 (batch, channel, spatial...), got shape {input}")
+    if len(filter) != len(input):
+        raise op_error(op, f"filter rank {len(filter)} differs from input rank {len(input)}")
+    check_border(op, border, CONV_BORDERS)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 0:
+        raise attr_error(op, "groups", groups, "must be an integer >= 0 (0 = depth-wise)")
+    n = len(input) - 2
+    size = [1 if f is None else f for f in filter[2:]]
+    size, pads, stride, dilation = window_arrays(op, n, size, padding, stride, dilation)
+    return input, filter, size, pads, stride, dilation
+
+
+@conv.shape
+def _conv_shape(input, filter, bias=(), border="constant", padding=(), stride=(), dilation=(), groups=1):
+    input, filter, size, pads, stride, dilation = _conv_common("conv", input, filter, padding, stride,
+                                                               dilation, groups, border)
+    C = input[1]
+    G = C if groups == 0 else groups
+    if G is not None and filter[1] is not None and C is not None and filter[1] * G != C:
+        raise op_error("conv", f"filter shape {filter} with groups = {groups} needs {filter[1]}*{G} = "
+                               f"{filter[1] * G} input channels, input has {C}")
+    if G is not None and filter[0] is not None and (G == 0 or filter[0] % G):
+        raise op_error("conv", f"groups {G} does not divide the {filter[0]} output channels of filter {filter}")
+    _bias_channels("conv", bias, filter[0])
+    X = input[2:]
+    if any(f is None for f in filter[2:]):
+        spatial = tuple(None for _ in X)
+    else:
+        spatial = _down_shape("conv", X, size, pads, stride, dilation)
+    return (input[0], filter[0]) + spatial
+
+
+def _deconv_groups(groups, filter, output_shape, c):
+    if groups != 0:
+        return groups
+    return output_shape[1] if output_shape else c
+
+
+@deconv.shape
+def _deconv_shape(input, filter, bias=(), border="constant", padding=(), stride=(), dilation=(), output_shape=(),
+                  groups=1):
+    input, filter, size, pads, stride, dilation = _deconv_checked(input, filter, border, padding, stride, dilation,
+                                                                  output_shape, groups)
+    output_shape = list(output_shape)
+    G = _deconv_groups(groups, filter, output_shape, input[1])
+    C = None if G is None or filter[1] is None else filter[1] * G
+    _bias_channels("deconv", bias, C)
+    if output_shape:
+        return tuple(output_shape)
+    if any(f is None for f in filter[2:]):
+        return (input[0], C) + tuple(None for _ in input[2:])
+    return (input[0], C) + _up_shape("deconv", input[2:], size, pads, stride, dilation)
+
+
+def _deconv_checked(input, filter, border, padding, stride, dilation, output_shape, groups):
+    input, filter, size, pads, stride, dilation = _conv_common("deconv", input, filter, padding, stride,
+                                                               dilation, groups, border)
+    c = input[1]
+    if filter[0] is not None and c is not None and filter[0] != c:
+        raise op_error("deconv", f"filter shape {filter} needs {filter[0]} input channels, input has {c}")
+    output_shape = list(output_shape)
+    if output_shape:
+        output_shape = _check_output_shape_attr("deconv", output_shape, len(input))
+    G = _deconv_groups(groups, filter, output_shape, c)
+    if G is not None and filter[0] is not None and (G == 0 or filter[0] % G):
+        raise op_error("deconv", f"groups {G} does not divide the {filter[0]} input channels of filter {filter}")
+    if output_shape:
+        if input[0] is not None and output_shape[0] != input[0]:
+            raise attr_error("deconv", "output_shape", output_shape, f"has batch {output_shape[0]}, input has {input[0]}")
+        if filter[1] is not None and G is not None and output_shape[1] != filter[1] * G:
+            raise attr_error("deconv", "output_shape", output_shape,
+                             f"has {output_shape[1]} channels, filter and groups give {filter[1] * G}")
+        check_output_shape("deconv", output_shape, input, size, stride, dilation, pads, 2)
+    return input, filter, size, pads, stride, dilation
+
+
+def _box_common(op, input, size, border, padding, stride, dilation, borders):
+    input = tuple(input)
+    check_border(op, border, borders)
+    return window_arrays(op, len(input), size, padding, stride, dilation)
+
+
+def _basic_shape(op, borders):
+    def rule(input, size=(), border="constant", padding=(), stride=(), dilation=(), **_):
+        size, pads, stride, dilation = _box_common(op, input, size, border, padding, stride, dilation, borders)
+        return _down_shape(op, tuple(input), size, pads, stride, dilation)
+    return rule
+
+
+def _reverse_shape(op, borders):
+    def rule(input, size=(), border="constant", padding=(), stride=(), dilation=(), output_shape=(), **_):
+        input = tuple(input)
+        size, pads, stride, dilation = _box_common(op, input, size, border, padding, stride, dilation, borders)
+        if len(output_shape):
+            output_shape = _check_output_shape_attr(op, output_shape, len(input))
+            check_output_shape(op, output_shape, input, size, stride, dilation, pads, 0)
+            return tuple(output_shape)
+        return _up_shape(op, input, size, pads, stride, dilation)
+    return rule
+
+
+box.shape(_basic_shape("box", BOX_BORDERS))
+debox.shape(_reverse_shape("debox", BOX_BORDERS))
+argmax_pool.shape(_basic_shape("argmax_pool", SAMPLE_BORDERS))
+for _op in (max_pool_with_index, max_pool, avg_pool, rms_pool):
+    _op.shape(_basic_shape(_op.name, SAMPLE_BORDERS if "max" in _op.name else BOX_BORDERS))
+max_pool_with_index.shape((lambda rule: lambda *a, **k: (rule(*a, **k), rule(*a, **k)))(
+    _basic_shape("max_pool_with_index", SAMPLE_BORDERS)))
+
+
+@sample.shape
+def _sample_shape(input, index, size=(), border="constant", padding=(), stride=(), dilation=()):
+    out = _basic_shape("sample", SAMPLE_BORDERS)(input, size, border, padding, stride, dilation)
+    if len(index) != len(out) or any(a is not None and b is not None and a != b for a, b in zip(index, out, strict=True)):
+        raise op_error("sample", f"index shape {tuple(index)} must equal the output shape {out}")
+    return out
+
+
+@desample.shape
+def _desample_shape(input, index, size=(), border="constant", padding=(), stride=(), dilation=(), output_shape=()):
+    if len(index) != len(input) or any(a is not None and b is not None and a != b for a, b in zip(index, input, strict=True)):
+        raise op_error("desample", f"index shape {tuple(index)} must equal the input shape {tuple(input)}")
+    return _reverse_shape("desample", DESAMPLE_BORDERS)(input, size, border, padding, stride, dilation, output_shape)
+
+
+# --- window geometry for kernels --------------------------------------------------------------
+
+class _Window:
+    """Resolved geometry of one windowed op over concrete extents (windowed dims only)."""
+
+    def __init__(self, X, x, size, pads, stride, dilation):
+        self.X, self.x = list(X), list(x)  # up-scaled and down-scaled extents
+        self.size, self.pads, self.stride, self.dilation = list(size), pads, list(stride), list(dilation)
+
+    def offsets(self):
+        """Window offsets j in row-major order (the order argmax_pool indices count in)."""
+        return itertools.product(*(range(f) for f in self.size))
+
+
+def _down_window(op, X, size, padding, stride, dilation):
+    size, pads, stride, dilation = window_arrays(op, len(X), size, padding, stride, dilation)
+    x = _down_shape(op, X, size, pads, stride, dilation)
+    return _Window(X, x, size, resolve_padding_down(X, size, stride, dilation, pads), stride, dilation)
+
+
+def _up_window(op, x, size, padding, stride, dilation, output_shape, offset=0):
+    size, pads, stride, dilation = window_arrays(op, len(x), size, padding, stride, dilation)
+    if len(output_shape):
+        X = list(output_shape)[offset:]
+    else:
+        X = _up_shape(op, x, size, pads, stride, dilation)
+    return _Window(X, x, size, resolve_padding_up(x, X, size, stride, dilation, pads), stride, dilation)
+
+
+def _read(x, src, border):
+    """in~[src] per §3.3: the element, or None outside under 'constant'/'ignore'."""
+    mapped = []
+    for k, j in enumerate(src):
+        m = border_index(j, x.shape[k], border)
+        if m is None:
+            return None
+        mapped.append(m)
+    return x[tuple(mapped)]
+
+
+# --- conv / deconv: formal ------------------------------------------------------------------
+
+def _group_sizes(C, c, G):
+    return C // G, c // G
+
+
+@conv.formal
+def _conv_formal(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), groups=1):
+    """out[b][k][i] = sum_{k1 in group(k), j} in~[b][k1][i*s + j*d - p] * w[k][k1'][j] + bias."""
+    x, w, b = scalar(input), scalar(filter), scalar(bias)
+    out_shape = _conv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, groups)
+    B, C = x.shape[:2]
+    c = w.shape[0]
+    G = C if groups == 0 else groups
+    Cg, cg = _group_sizes(C, c, G)
+    win = _down_window("conv", x.shape[2:], w.shape[2:], padding, stride, dilation)
+    out = np.zeros(out_shape, np.float64)
+    for i in np.ndindex(*out_shape[2:]):
+        for j in win.offsets():
+            src = [i[k] * win.stride[k] + j[k] * win.dilation[k] - win.pads[k][0] for k in range(len(i))]
+            for bb in range(B):
+                for k in range(c):
+                    g = k // cg
+                    acc = 0.0
+                    for k1 in range(Cg):
+                        v = _read(x[bb, g * Cg + k1], src, border)
+                        if v is not None:
+                            acc += float(v) * float(w[(k, k1) + j])
+                    out[(bb, k) + i] += acc
+    return _add_bias(out, b, c).astype(np.float32)
+
+
+def _add_bias(out, b, c):
+    if b.size == 1:
+        return out + float(b.reshape(()))
+    return out + b.astype(np.float64).reshape((1, c) + (1,) * (out.ndim - 2))
+
+
+@deconv.formal
+def _deconv_formal(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), output_shape=(),
+                   groups=1):
+    """out[b][k1][i] = sum_{k2 in group(k1), j} in~[b][k2][(i + p - j*d) / s] * w[k2][k1'][j] + bias,
+    over the terms where every (i + p - j*d) is divisible by s."""
+    x, w, b = scalar(input), scalar(filter), scalar(bias)
+    out_shape = _deconv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, output_shape, groups)
+    B, c = x.shape[:2]
+    C = out_shape[1]
+    G = _deconv_groups(groups, w.shape, list(output_shape), c)
+    Cg, cg = _group_sizes(C, c, G)
+    win = _up_window("deconv", x.shape[2:], w.shape[2:], padding, stride, dilation, out_shape, offset=2)
+    out = np.zeros(out_shape, np.float64)
+    for i in np.ndindex(*out_shape[2:]):
+        for j in win.offsets():
+            t = [i[k] + win.pads[k][0] - j[k] * win.dilation[k] for k in range(len(i))]
+            if any(t[k] % win.stride[k] for k in range(len(i))):
+                continue
+            src = [t[k] // win.stride[k] for k in range(len(i))]
+            for bb in range(B):
+                for k1 in range(C):
+                    g = k1 // Cg
+                    acc = 0.0
+                    for k2 in range(g * cg, g * cg + cg):
+                        v = _read(x[bb, k2], src, border)
+                        if v is not None:
+                            acc += float(v) * float(w[(k2, k1 - g * Cg) + j])
+                    out[(bb, k1) + i] += acc
+    return _add_bias(out, b, C).astype(np.float32)
+
+
+# --- conv / deconv: fast ------------------------------------------------------------------
+
+def _view(xp, size, stride, dilation, out_shape):
+    """v[i..., j...] = xp[i*s + j*d ...] over all dims of xp (a strided view, no copy)."""
+    st = xp.strides
+    shape = tuple(out_shape) + tuple(size)
+    strides = tuple(st[k] * stride[k] for k in range(xp.ndim)) + tuple(st[k] * dilation[k] for k in range(xp.ndim))
+    return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+
+
+@conv.fast
+def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), groups=1):
+    """im2col over a padded strided view, one batched BLAS product per group."""
+    x, w, b = scalar(input), scalar(filter), scalar(bias)
+    out_shape = _conv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, groups)
+    B, C = x.shape[:2]
+    c = w.shape[0]
+    n = x.ndim - 2
+    G = C if groups == 0 else groups
+    Cg, cg = _group_sizes(C, c, G)
+    win = _down_window("conv", x.shape[2:], w.shape[2:], padding, stride, dilation)
+    xp = pad_array(x, [(0, 0), (0, 0)] + win.pads, border)
+    xs = tuple(out_shape[2:])
+    F = tuple(w.shape[2:])
+    v = _view(xp, [1, 1] + list(F), [1, 1] + win.stride, [1, 1] + win.dilation, (B, C) + xs)
+    v = v.reshape((B, G, Cg) + xs + F)  # copies: the im2col matrix
+    # -> (G, B, xs..., Cg, F...) -> (G, B*X, Cg*F)
+    perm = (1, 0) + tuple(range(3, 3 + n)) + (2,) + tuple(range(3 + n, 3 + 2 * n))
+    cols = v.transpose(perm).reshape(G, B * math.prod(xs), Cg * math.prod(F))
+    wm = w.reshape(G, cg, Cg * math.prod(F)).transpose(0, 2, 1)
+    y = np.matmul(cols, wm)  # (G, B*X, cg)
+    y = y.reshape((G, B) + xs + (cg,))
+    y = y.transpose((1, 0, n + 2) + tuple(range(2, 2 + n))).reshape((B, c) + xs)
+    return _add_bias_f32(y, b, c)
+
+
+def _add_bias_f32(y, b, c):
+    if b.size == 1:
+        return (y + b.reshape(())).astype(np.float32)
+    return (y + b.reshape((1, c) + (1,) * (y.ndim - 2))).astype(np.float32)
+
+
+def _extension(win, k):
+    """How many border elements a reverse op can read before/after down-scaled dim k."""
+    s, d, f, p = win.stride[k], win.dilation[k], win.size[k], win.pads[k][0]
+    before = max(0, -((p - (f - 1) * d) // s))
+    after = max(0, (win.X[k] - 1 + p) // s - (win.x[k] - 1))
+    return before, after
+
+
+def _scatter_geometry(win, ext):
+    """Buffer layout for scattering: input element q (extended) lands at q*s + j*d + lead."""
+    lead, start, length = [], [], []
+    for k in range(len(win.size)):
+        xe = win.x[k] + ext[k][0] + ext[k][1]
+        base = win.pads[k][0] + ext[k][0] * win.stride[k]
+        ld = max(0, -base)
+        lead.append(ld)
+        start.append(base + ld)
+        length.append(max(ld + (xe - 1) * win.stride[k] + dilated(win.size[k], win.dilation[k]),
+                          base + ld + win.X[k]))
+    return lead, start, length
+
+
+@deconv.fast
+def _deconv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), output_shape=(),
+                 groups=1):
+    """Scatter form: for each filter offset j, one BLAS product per group added at q*s + j*d."""
+    x, w, b = scalar(input), scalar(filter), scalar(bias)
+    out_shape = _deconv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, output_shape, groups)
+    B, c = x.shape[:2]
+    C = out_shape[1]
+    n = x.ndim - 2
+    G = _deconv_groups(groups, w.shape, list(output_shape), c)
+    Cg, cg = _group_sizes(C, c, G)
+    win = _up_window("deconv", x.shape[2:], w.shape[2:], padding, stride, dilation, out_shape, offset=2)
+    ext = [(0, 0)] * n if border == "constant" else [_extension(win, k) for k in range(n)]
+    xe = pad_array(x, [(0, 0), (0, 0)] + ext, border)
+    lead, start, length = _scatter_geometry(win, ext)
+    xs = xe.shape[2:]
+    buf = np.zeros((B, C) + tuple(length), np.float32)
+    xg = xe.reshape((B, G, cg) + xs)
+    wg = w.reshape((G, cg, Cg) + tuple(w.shape[2:]))
+    for j in win.offsets():
+        contrib = np.einsum("bgq...,gqc->bgc...", xg, wg[(slice(None),) * 3 + j], optimize=True)
+        region = tuple(slice(j[k] * win.dilation[k] + lead[k],
+                             j[k] * win.dilation[k] + lead[k] + (xs[k] - 1) * win.stride[k] + 1, win.stride[k])
+                       for k in range(n))
+        buf[(slice(None), slice(None)) + region] += contrib.reshape((B, C) + xs)
+    y = buf[(slice(None), slice(None)) + tuple(slice(start[k], start[k] + win.X[k]) for k in range(n))]
+    return _add_bias_f32(y, b, C)
+
+
+# --- box / debox ----------------------------------------------------------------------------
+
+@box.formal
+def _box_formal(input, size=(), border="constant", padding=(), stride=(), dilation=(), normalize=False):
+    """out[i] = sum_j in~[i*s + j*d - p] (all dimensions), / volume if normalize."""
+    x = scalar(input)
+    out_shape = box.shape_rule(x.shape, size, border, padding, stride, dilation)
+    win = _down_window("box", x.shape, size, padding, stride, dilation)
+    out = np.zeros(out_shape, np.float32)
+    volume = math.prod(win.size)
+    for i in np.ndindex(*out_shape):
+        acc, count = 0.0, 0
+        for j in win.offsets():
+            src = [i[k] * win.stride[k] + j[k] * win.dilation[k] - win.pads[k][0] for k in range(len(i))]
+            v = _read(x, src, border)
+            if v is None and border == "ignore":
+                continue
+            acc += 0.0 if v is None else float(v)
+            count += 1
+        if normalize:
+            divisor = count if border == "ignore" else volume
+            acc = acc / divisor if divisor else 0.0
+        out[i] = acc
+    return out
+
+
+def _box_sums(x, win, border):
+    """Window sums (float64) and, for 'ignore', the in-range counts."""
+    xp = pad_array(x.astype(np.float64), win.pads, border)
+    n = x.ndim
+    axes = tuple(range(n, 2 * n))
+    sums = _view(xp, win.size, win.stride, win.dilation, win.x).sum(axis=axes)
+    counts = None
+    if border == "ignore":
+        mp = pad_array(np.ones(x.shape, np.float64), win.pads, "constant")
+        counts = _view(mp, win.size, win.stride, win.dilation, win.x).sum(axis=axes)
+    return sums, counts
+
+
+@box.fast
+def _box_fast(input, size=(), border="constant", padding=(), stride=(), dilation=(), normalize=False):
+    x = scalar(input)
+    box.shape_rule(x.shape, size, border, padding, stride, dilation)
+    win = _down_window("box", x.shape, size, padding, stride, dilation)
+    sums, counts = _box_sums(x, win, border)
+    if normalize:
+        if counts is None:
+            sums = sums / math.prod(win.size)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                sums = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+    return sums.astype(np.float32)
+
+
+@debox.formal
+def _debox_formal(input, size=(), border="constant", padding=(), stride=(), dilation=(), output_shape=(),
+                  normalize=False):
+    """out[i] = sum_j in~[(i + p - j*d) / s] over divisible terms, / volume if normalize."""
+    x = scalar(input)
+    out_shape = debox.shape_rule(x.shape, size, border, padding, stride, dilation, output_shape)
+    win = _up_window("debox", x.shape, size, padding, stride, dilation, out_shape)
+    volume = math.prod(win.size)
+    out = np.zeros(out_shape, np.float32)
+    for i in np.ndindex(*out_shape):
+        acc, count = 0.0, 0
+        for j in win.offsets():
+            t = [i[k] + win.pads[k][0] - j[k] * win.dilation[k] for k in range(len(i))]
+            if any(t[k] % win.stride[k] for k in range(len(i))):
+                continue
+            v = _read(x, [t[k] // win.stride[k] for k in range(len(i))], border)
+            if v is None and border == "ignore":
+                continue
+            acc += 0.0 if v is None else float(v)
+            count += 1
+        if normalize:
+            divisor = count if border == "ignore" else volume
+            acc = acc / divisor if divisor else 0.0
+        out[i] = acc
+    return out
+
+
+def _scatter(xe, win, ext, dtype=np.float64):
+    """Sum of xe scattered to q*s + j*d over window offsets j; cropped to the output."""
+    n = xe.ndim
+    lead, start, length = _scatter_geometry(win, ext)
+    buf = np.zeros(tuple(length), dtype)
+    for j in win.offsets():
+        region = tuple(slice(j[k] * win.dilation[k] + lead[k],
+                             j[k] * win.dilation[k] + lead[k] + (xe.shape[k] - 1) * win.stride[k] + 1, win.stride[k])
+                       for k in range(n))
+        buf[region] += xe
+    return buf[tuple(slice(start[k], start[k] + win.X[k]) for k in range(n))]
+
+
+@debox.fast
+def _debox_fast(input, size=(), border="constant", padding=(), stride=(), dilation=(), output_shape=(),
+                normalize=False):
+    x = scalar(input)
+    out_shape = debox.shape_rule(x.shape, size, border, padding, stride, dilation, output_shape)
+    win = _up_window("debox", x.shape, size, padding, stride, dilation, out_shape)
+    n = x.ndim
+    ext = [(0, 0)] * n if border in ("constant", "ignore") else [_extension(win, k) for k in range(n)]
+    sums = _scatter(pad_array(x.astype(np.float64), ext, border), win, ext)
+    if normalize:
+        if border == "ignore":
+            counts = _scatter(np.ones(x.shape), win, ext)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                sums = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        else:
+            sums = sums / math.prod(win.size)
+    return sums.astype(np.float32)
+
+
+# --- argmax_pool / sample / desample ----------------------------------------------------------
+
+def _better(v, best):
+    """NaN counts as the largest value; strictly greater otherwise (first one wins ties)."""
+    if math.isnan(best):
+        return False
+    return math.isnan(v) or v > best
+
+
+@argmax_pool.formal
+def _argmax_pool_formal(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    """index[i] = row-major position in the window of the first maximum of in~."""
+    x = scalar(input)
+    out_shape = argmax_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
+    win = _down_window("argmax_pool", x.shape, size, padding, stride, dilation)
+    out = np.zeros(out_shape, np.int64)
+    for i in np.ndindex(*out_shape):
+        best, best_pos = None, 0
+        for pos, j in enumerate(win.offsets()):
+            src = [i[k] * win.stride[k] + j[k] * win.dilation[k] - win.pads[k][0] for k in range(len(i))]
+            v = _read(x, src, border)
+            if v is None:
+                if border == "ignore":
+                    continue
+                v = 0.0
+            v = float(v)
+            if best is None or _better(v, best):
+                best, best_pos = v, pos
+        out[i] = best_pos
+    return out
+
+
+def _window_values(x, win, border):
+    """(values, included) as (out..., V) arrays; V = window volume in row-major order."""
+    fill = 0.0
+    xp = pad_array(x, win.pads, border, fill)
+    n = x.ndim
+    V = math.prod(win.size)
+    vals = _view(xp, win.size, win.stride, win.dilation, win.x).reshape(tuple(win.x) + (V,))
+    if border == "ignore":
+        mp = pad_array(np.ones(x.shape, np.bool_), win.pads, "constant", False)
+        inc = _view(mp, win.size, win.stride, win.dilation, win.x).reshape(tuple(win.x) + (V,))
+    else:
+        inc = np.ones((1,) * n + (V,), np.bool_)
+    return vals, inc
+
+
+def argmax_pool_fast(x, win, border):
+    vals, inc = _window_values(x, win, border)
+    nan = np.isnan(vals) & inc
+    has_nan = nan.any(axis=-1)
+    vmax = np.where(inc, np.where(np.isnan(vals), -np.inf, vals), -np.inf).max(axis=-1, keepdims=True)
+    first_max = np.argmax((vals == vmax) & inc, axis=-1)
+    first_nan = np.argmax(nan, axis=-1)
+    return np.where(has_nan, first_nan, first_max).astype(np.int64)
+
+
+@argmax_pool.fast
+def _argmax_pool_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    x = scalar(input)
+    argmax_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
+    win = _down_window("argmax_pool", x.shape, size, padding, stride, dilation)
+    return argmax_pool_fast(x, win, border)
+
+
+def _check_window_index(op, idx, win):
+    V = math.prod(win.size)
+    if idx.size and (idx.min() < 0 or idx.max() >= V):
+        bad = int(idx[(idx < 0) | (idx >= V)].flat[0])
+        raise op_error(op, f"index {bad} is outside the window volume [0, {V})")
+
+
+@sample.formal
+def _sample_formal(input, index, size=(), border="constant", padding=(), stride=(), dilation=()):
+    """output[i] = in~[i*s + unravel(index[i])*d - p]."""
+    x, idx = scalar(input), np.asarray(index, np.int64)
+    out_shape = _sample_shape(x.shape, idx.shape, size, border, padding, stride, dilation)
+    win = _down_window("sample", x.shape, size, padding, stride, dilation)
+    _check_window_index("sample", idx, win)
+    out = np.zeros(out_shape, np.float32)
+    for i in np.ndindex(*out_shape):
+        j = np.unravel_index(int(idx[i]), win.size)
+        src = [i[k] * win.stride[k] + int(j[k]) * win.dilation[k] - win.pads[k][0] for k in range(len(i))]
+        v = _read(x, src, border)
+        out[i] = 0.0 if v is None else v
+    return out
+
+
+def sample_fast(x, idx, win, border):
+    xp = pad_array(x, win.pads, border)
+    j = np.unravel_index(idx, win.size)
+    grid = np.indices(idx.shape, sparse=True)
+    pos = tuple(grid[k] * win.stride[k] + j[k] * win.dilation[k] for k in range(x.ndim))
+    return xp[pos].astype(np.float32)
+
+
+@sample.fast
+def _sample_fast(input, index, size=(), border="constant", padding=(), stride=(), dilation=()):
+    x, idx = scalar(input), np.asarray(index, np.int64)
+    _sample_shape(x.shape, idx.shape, size, border, padding, stride, dilation)
+    win = _down_window("sample", x.shape, size, padding, stride, dilation)
+    _check_window_index("sample", idx, win)
+    return sample_fast(x, idx, win, border)
+
+
+@desample.formal
+def _desample_formal(input, index, size=(), border="constant", padding=(), stride=(), dilation=(), output_shape=()):
+    """output[i] = sum_j input[q] over j with i + p - j*d = q*s, q in range, index[q] = j."""
+    x, idx = scalar(input), np.asarray(index, np.int64)
+    out_shape = _desample_shape(x.shape, idx.shape, size, border, padding, stride, dilation, output_shape)
+    win = _up_window("desample", x.shape, size, padding, stride, dilation, out_shape)
+    _check_window_index("desample", idx, win)
+    out = np.zeros(out_shape, np.float32)
+    for i in np.ndindex(*out_shape):
+        acc = 0.0
+        for pos, j in enumerate(win.offsets()):
+            t = [i[k] + win.pads[k][0] - j[k] * win.dilation[k] for k in range(len(i))]
+            if any(t[k] % win.stride[k] for k in range(len(i))):
+                continue
+            q = tuple(t[k] // win.stride[k] for k in range(len(i)))
+            if all(0 <= q[k] < x.shape[k] for k in range(len(i))) and idx[q] == pos:
+                acc += float(x[q])
+        out[i] = acc
+    return out
+
+
+@desample.fast
+def _desample_fast(input, index, size=(), border="constant", padding=(), stride=(), dilation=(), output_shape=()):
+    x, idx = scalar(input), np.asarray(index, np.int64)
+    out_shape = _desample_shape(x.shape, idx.shape, size, border, padding, stride, dilation, output_shape)
+    win = _up_window("desample", x.shape, size, padding, stride, dilation, out_shape)
+    _check_window_index("desample", idx, win)
+    j = np.unravel_index(idx, win.size)
+    grid = np.indices(idx.shape, sparse=True)
+    target = [grid[k] * win.stride[k] + j[k] * win.dilation[k] - win.pads[k][0] for k in range(x.ndim)]
+    target = np.broadcast_arrays(*target)
+    inside = np.ones(idx.shape, np.bool_)
+    for k in range(x.ndim):
+        inside &= (target[k] >= 0) & (target[k] < out_shape[k])
+    out = np.zeros(out_shape, np.float64)
+    np.add.at(out, tuple(t[inside] for t in target), x[inside].astype(np.float64))
+    return out.astype(np.float32)
+
+
+# --- pooling compounds --------------------------------------------------------------------
+
+@max_pool_with_index.formal
+def _mpwi_formal(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    index = _argmax_pool_formal(input, size, border, padding, stride, dilation)
+    return _sample_formal(input, index, size, border, padding, stride, dilation), index
+
+
+@max_pool_with_index.fast
+def _mpwi_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    x = scalar(input)
+    argmax_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
+    win = _down_window("max_pool_with_index", x.shape, size, padding, stride, dilation)
+    index = argmax_pool_fast(x, win, border)
+    return sample_fast(x, index, win, border), index
+
+
+max_pool.formal(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
+                _mpwi_formal(input, size, border, padding, stride, dilation)[0])
+
+
+@max_pool.fast
+def _max_pool_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    """Window maximum over a strided view; NaN propagates (it is the arg-max's choice)."""
+    x = scalar(input)
+    max_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
+    win = _down_window("max_pool", x.shape, size, padding, stride, dilation)
+    n = x.ndim
+    if border != "ignore":
+        xp = pad_array(x, win.pads, border)
+        return _view(xp, win.size, win.stride, win.dilation, win.x).max(axis=tuple(range(n, 2 * n)))
+    xp = pad_array(x, win.pads, "constant", -np.inf)
+    out = _view(xp, win.size, win.stride, win.dilation, win.x).max(axis=tuple(range(n, 2 * n)))
+    mp = pad_array(np.ones(x.shape, np.bool_), win.pads, "constant", False)
+    any_in = _view(mp, win.size, win.stride, win.dilation, win.x).any(axis=tuple(range(n, 2 * n)))
+    # A window entirely outside samples its first position, which reads 0 under 'ignore'.
+    return np.where(any_in, out, np.float32(0.0)).astype(np.float32)
+
+
+avg_pool.formal(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
+                _box_formal(input, size, border, padding, stride, dilation, normalize=True))
+avg_pool.fast(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
+              _box_fast(input, size, border, padding, stride, dilation, normalize=True))
+
+
+def _rms_formal(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    from .elementwise import sqr, sqrt
+    return sqrt.formal_kernel(_box_formal(sqr.formal_kernel(input), size, border, padding, stride, dilation,
+                                          normalize=True))
+
+
+def _rms_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
+    x = scalar(input)
+    return np.sqrt(_box_fast(np.square(x), size, border, padding, stride, dilation, normalize=True))
+
+
+rms_pool.formal(_rms_formal)
+rms_pool.fast(_rms_fast)
+
+
+# --- separable convolutions -----------------------------------------------------------------
+
+def _check_point_filter(op, plane_filter, point_filter):
+    if any(d not in (1, None) for d in tuple(point_filter)[2:]):
+        raise op_error(op, f"point filter {tuple(point_filter)} must have spatial extents 1")
+
+
+@separable_conv.shape
+def _sepconv_shape(input, plane_filter, point_filter, bias=(), border="constant", padding=(), stride=(),
+                   dilation=(), groups=1):
+    _check_point_filter("separable_conv", plane_filter, point_filter)
+    filtered = _conv_shape(input, plane_filter, (), border, padding, stride, dilation, 0)
+    return _conv_shape(filtered, point_filter, bias, groups=groups)
+
+
+@separable_deconv.shape
+def _sepdeconv_shape(input, plane_filter, point_filter, bias=(), border="constant", padding=(), stride=(),
+                     dilation=(), output_shape=(), groups=1):
+    _check_point_filter("separable_deconv", plane_filter, point_filter)
+    filtered = _deconv_shape(input, point_filter, (), groups=groups)
+    return _deconv_shape(filtered, plane_filter, bias, border, padding, stride, dilation, output_shape, 0)
+
+
+def _sepconv(kconv):
+    def run(input, plane_filter, point_filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(),
+            groups=1):
+        _sepconv_shape(np.shape(input), np.shape(plane_filter), np.shape(point_filter), np.shape(bias), border,
+                       padding, stride, dilation, groups)
+        filtered = kconv(input, plane_filter, 0.0, border, padding, stride, dilation, 0)
+        return kconv(filtered, point_filter, bias, groups=groups)
+    return run
+
+
+def _sepdeconv(kdeconv):
+    def run(input, plane_filter, point_filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(),
+            output_shape=(), groups=1):
+        _sepdeconv_shape(np.shape(input), np.shape(plane_filter), np.shape(point_filter), np.shape(bias), border,
+                         padding, stride, dilation, output_shape, groups)
+        filtered = kdeconv(input, point_filter, 0.0, groups=groups)
+        return kdeconv(filtered, plane_filter, bias, border, padding, stride, dilation, output_shape, 0)
+    return run
+
+
+separable_conv.formal(_sepconv(_conv_formal))
+separable_conv.fast(_sepconv(_conv_fast))
+separable_deconv.formal(_sepdeconv(_deconv_formal))
+separable_deconv.fast(_sepdeconv(_deconv_fast))
