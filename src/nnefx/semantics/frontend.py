@@ -1,0 +1,187 @@
+"""The NNEF front-end: text in, checked, expanded, shaped :class:`~nnefx.graph.Graph` out.
+
+``compile_document`` runs the compile flow of seed 000 §2.4.1: parse (either dialect),
+check (seed 001 §3.3), expand fragments by evaluating compile-time expressions, propagate
+shapes and data types, and attach ``graph.quant`` information.  Every failure is an
+:class:`~nnefx.diagnostics.NNEFXError` with the file, line and column of the offending token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..diagnostics import NNEFXError
+from ..graph import Graph
+from ..syntax import ast
+from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant
+from .checker import Checker, check_declaration, match_arguments, static_literal_type
+from .expander import Expander
+from .shapes import infer_shapes
+from .stdlib import KNOWN_EXTENSIONS, broken_reason, visible_fragments
+from .types import can_cast
+
+
+def fragment_table(doc: ast.Document) -> dict[str, ast.Fragment]:
+    """Standard fragments visible to ``doc`` plus its own, after declaration checks."""
+    for ext in doc.extensions:
+        for name in ext.names:
+            if name not in KNOWN_EXTENSIONS:
+                raise NNEFXError(f"unknown extension '{name}' (known: {', '.join(KNOWN_EXTENSIONS)})", ext.loc)
+    table = visible_fragments(doc.dialect, doc.extension_names())
+    for frag in doc.fragments:
+        if frag.name in table:
+            where = "a standard operation" if table[frag.name].origin == "stdlib" else "defined earlier"
+            raise NNEFXError(f"fragment '{frag.name}' is already defined ({where}); fragment names must be unique",
+                             frag.loc)
+        check_declaration(frag, doc.dialect)
+        table[frag.name] = frag
+    return table
+
+
+def check_document(doc: ast.Document) -> dict[str, ast.Fragment]:
+    """All static checks of seed 001 §3.3; returns the fragment table used."""
+    table = fragment_table(doc)
+    checker = Checker(table, doc.dialect)
+    with deep_recursion():
+        for frag in doc.fragments:
+            checker.check_fragment_body(frag)
+        if doc.graph is not None:
+            _check_broken(doc, table)
+            checker.check_graph(doc.graph)
+    return table
+
+
+def _check_broken(doc: ast.Document, table: dict[str, ast.Fragment]) -> None:
+    # A standard operation whose declaration failed to load is reported where it is used.
+    for a in doc.graph.body if doc.graph else ():
+        for inv in _invocations(a.rhs):
+            if inv.name not in table:
+                reason = broken_reason(inv.name)
+                if reason is not None:
+                    raise NNEFXError(f"standard operation '{inv.name}' is unavailable: its declaration is "
+                                     f"invalid ({reason})", inv.loc)
+
+
+def _invocations(e: Any):
+    if isinstance(e, ast.Invocation):
+        yield e
+    if isinstance(e, ast.Node):
+        for child in ast.iter_children(e):
+            yield from _invocations(child)
+
+
+def compile_document(text: str, *, file: str | None = None, quant: str | None = None, dialect: str | None = None,
+                     lowered: Iterable[str] | None = None, expand_all: bool = False,
+                     atomic: Iterable[str] | None = None, input_shapes: dict[str, tuple] | None = None,
+                     quant_file: str | None = None, shapes: bool = True) -> Graph:
+    """Parse, check, expand and shape an NNEF document; returns the flat graph.
+
+    * ``dialect``: ``"provisional"`` or ``"final"``; detected from the header when None.
+    * ``lowered``: standard compound operations to expand (the official parser's meaning).
+    * ``expand_all``: expand every compound operation down to primitives, except ``atomic``.
+    * ``quant``: the text of a ``graph.quant`` document; entries land in ``Tensor.quant``
+      as ``{"op_name": NAME, **arguments}`` (defaults filled in).
+    * ``input_shapes``: shapes for external inputs (see :func:`shapes.infer_shapes`).
+    * ``shapes=False`` skips shape propagation (graphs using custom primitives, which have
+      no shape rule, can still be built and inspected).
+
+    Document-defined fragments are always expanded; standard compounds stay atomic unless
+    lowered.  Raises :class:`NNEFXError` with a location for every invalid input.
+    """
+    try:
+        with deep_recursion():
+            doc = parse_document(text, file, dialect)
+            table = check_document(doc)
+            expander = Expander(table, doc.dialect, lowered=lowered, expand_all=expand_all, atomic=atomic)
+            assert doc.graph is not None
+            graph = expander.expand_graph(doc.graph)
+            graph.validate_structure()
+            if shapes:
+                infer_shapes(graph, input_shapes)
+            if quant:
+                attach_quant(graph, quant, table, file=quant_file, dialect=doc.dialect)
+    except NNEFXError as exc:
+        if file is not None:
+            exc.at_file(file)
+        raise
+    except RecursionError:
+        raise NNEFXError("document nested too deeply to process", None if file is None else
+                         __import__("nnefx.diagnostics", fromlist=["Location"]).Location(file)) from None
+    return graph
+
+
+def parse_quant_entries(text: str, table: dict[str, ast.Fragment], *, file: str | None = None,
+                        dialect: str = FINAL) -> dict[str, dict[str, Any]]:
+    """Parse and check a ``graph.quant`` text: tensor name → ``{"op_name": ..., **args}``."""
+    qdoc = parse_quant(text, file, dialect)
+    out: dict[str, dict[str, Any]] = {}
+    locs = {}
+    expander = Expander(table, dialect)
+    for entry in qdoc.entries:
+        if entry.tensor in out:
+            raise NNEFXError(f"tensor '{entry.tensor}' is quantized twice (first at line {locs[entry.tensor].line})",
+                             entry.loc)
+        frag = table.get(entry.op)
+        if frag is None:
+            raise NNEFXError(f"unknown quantization operation '{entry.op}'", entry.loc)
+        if not frag.params:
+            raise NNEFXError(f"'{entry.op}' has no parameters", entry.loc)
+        info: dict[str, Any] = {"op_name": entry.op}
+        given = {}
+        for arg in entry.args:
+            p = frag.param(arg.name or "")
+            if p is None or p is frag.params[0]:
+                names = ", ".join(x.name for x in frag.params[1:])
+                raise NNEFXError(f"'{entry.op}' has no quantization parameter '{arg.name}' (expected: {names})",
+                                 arg.loc)
+            if arg.name in given:
+                raise NNEFXError(f"argument '{arg.name}' is given twice", arg.loc)
+            t = static_literal_type(arg.value)
+            want = p.type.type
+            if want.is_tensor():
+                ok = _numeric_nested(arg.value)
+            else:
+                ok = can_cast(t, want.bind("scalar"))
+            if not ok:
+                raise NNEFXError(f"argument '{arg.name}' of '{entry.op}' expects {want}, found {t}", arg.value.loc)
+            given[arg.name] = expander.eval(arg.value, {})
+        for p in frag.params[1:]:
+            if p.name in given:
+                info[p.name] = given[p.name]
+            elif p.default is not None:
+                info[p.name] = expander.eval(p.default, {})
+            else:
+                raise NNEFXError(f"'{entry.op}' needs argument '{p.name}'", entry.loc)
+        out[entry.tensor] = info
+        locs[entry.tensor] = entry.loc
+    return out
+
+
+def _numeric_nested(e: ast.Expr) -> bool:
+    if isinstance(e, ast.Literal):
+        return e.kind in ("integer", "scalar", "logical")
+    if isinstance(e, ast.ArrayExpr):
+        return all(_numeric_nested(i) for i in e.items)
+    return False
+
+
+def attach_quant(graph: Graph, text: str, table: dict[str, ast.Fragment], *, file: str | None = None,
+                 dialect: str = FINAL) -> Graph:
+    """Attach ``graph.quant`` entries to ``graph.tensors[...].quant``."""
+    try:
+        entries = parse_quant_entries(text, table, file=file, dialect=dialect)
+    except NNEFXError as exc:
+        if file is not None:
+            exc.at_file(file)
+        raise
+    qdoc_locs = {e.tensor: e.loc for e in parse_quant(text, file, dialect).entries}
+    for name, info in entries.items():
+        if name not in graph.tensors:
+            raise NNEFXError(f"graph.quant names tensor '{name}', which the graph does not define", qdoc_locs[name])
+        graph.tensors[name].quant = info
+    return graph
+
+
+__all__ = ["attach_quant", "check_document", "compile_document", "fragment_table", "match_arguments",
+           "parse_quant_entries"]

@@ -1,0 +1,184 @@
+"""Shape propagation over a flat graph (seed 000 §2.2, seed 001 §3.3.4).
+
+Tensor-introducing operations give shapes directly (``external``, ``variable``,
+``constant``); ``update`` keeps its variable's shape; every other operation's result shapes
+come from its registry shape rule ``rule(*input_shapes, **attribs[, dtype=...])``.
+
+Unspecified extents (``0`` in a provisional ``external``) are ``None``.  They stay ``None``
+until ``input_shapes`` supplies them; rules see the ``None`` dimensions, and whatever a rule
+cannot decide yet is left unknown and checked when the shapes are given.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ..diagnostics import NNEFXError
+from ..graph import Graph, Operation
+
+
+def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None) -> Graph:
+    """Fill ``Tensor.shape`` of every tensor of ``graph`` (in place; returns the graph).
+
+    ``input_shapes`` maps external tensor names to shapes that replace the declared ones
+    (same rank); use it to fill unspecified extents.
+    """
+    if input_shapes:
+        externals = {n for op in graph.operations if op.op == "external" for n in op.output_names()}
+        for name in input_shapes:
+            if name not in externals:
+                raise NNEFXError(f"input_shapes names '{name}', which is not an external input of graph "
+                                 f"'{graph.name}' (inputs: {', '.join(sorted(externals)) or 'none'})")
+    for op in graph.operations:
+        infer_operation(graph, op, input_shapes)
+    return graph
+
+
+def _shape_attr(op: Operation, allow_unknown: bool) -> tuple:
+    shape = op.attribs.get("shape")
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                       for d in shape):
+        raise NNEFXError(f"'{op.op}' needs a 'shape' given as an array of integers", op.location)
+    out = []
+    for d in shape:
+        if d < 0 or (d == 0 and not allow_unknown):
+            raise NNEFXError(f"'{op.op}' shape items must be positive, found {list(shape)}", op.location)
+        out.append(None if d == 0 else d)
+    return tuple(out)
+
+
+def _input_shape(graph: Graph, v: Any) -> Any:
+    if isinstance(v, str):
+        return graph.tensors[v].shape
+    if isinstance(v, list):
+        return [_input_shape(graph, x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_input_shape(graph, x) for x in v)
+    return ()  # a literal stands for a singleton constant tensor (rank 0)
+
+
+def _unknown(s: Any) -> bool:
+    if s is None:
+        return True
+    if isinstance(s, list):
+        return any(_unknown(x) for x in s)
+    return False
+
+
+def _set(graph: Graph, names: Any, shapes: Any, op: Operation) -> None:
+    if isinstance(names, str):
+        if shapes is not None:
+            if not isinstance(shapes, (tuple, list)) or not all(
+                    d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in shapes):
+                raise NNEFXError(f"shape rule of '{op.op}' returned an invalid shape {shapes!r}", op.location)
+            shapes = tuple(shapes)
+        graph.tensors[names].shape = shapes
+        return
+    if isinstance(names, list):
+        if shapes is None:
+            for n in names:
+                _set(graph, n, None, op)
+            return
+        if not isinstance(shapes, (list, tuple)) or len(shapes) != len(names):
+            n = len(shapes) if isinstance(shapes, (list, tuple)) else 1
+            raise NNEFXError(f"'{op.op}' produces {n} tensors here but {len(names)} names receive them",
+                             op.location)
+        for name, s in zip(names, shapes, strict=False):
+            _set(graph, name, s, op)
+
+
+def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] | None) -> None:
+    """Shape one operation (its inputs must be shaped already)."""
+    outs = list(op.outputs.values())
+    if op.op in ("external", "variable", "constant"):
+        name = op.output_names()[0]
+        if op.op == "external":
+            declared = _shape_attr(op, allow_unknown=True)
+            if input_shapes and name in input_shapes:
+                given = tuple(input_shapes[name])
+                if len(given) != len(declared):
+                    raise NNEFXError(f"input '{name}' is declared with rank {len(declared)} "
+                                     f"{_fmt(declared)} but given shape {list(given)}", op.location)
+                if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in given):
+                    raise NNEFXError(f"input shape for '{name}' must be positive integers, found {list(given)}",
+                                     op.location)
+                declared = given
+            _set(graph, name, declared, op)
+            return
+        shape = _shape_attr(op, allow_unknown=False)
+        if op.op == "constant":
+            value = op.attribs.get("value")
+            volume = 1
+            for d in shape:
+                volume *= d
+            if isinstance(value, list) and len(value) not in (1, volume):
+                raise NNEFXError(f"constant of shape {list(shape)} needs 1 or {volume} values, found {len(value)}",
+                                 op.location)
+        _set(graph, name, shape, op)
+        return
+    if op.op == "update":
+        vals = list(op.inputs.values())
+        var_shape = _input_shape(graph, vals[0]) if vals else None
+        if len(vals) > 1:
+            val_shape = _input_shape(graph, vals[1])
+            if (var_shape is not None and val_shape not in (None, ()) and not _unknown(val_shape)
+                    and None not in var_shape and tuple(val_shape) != tuple(var_shape)):
+                raise NNEFXError(f"update: value shape {list(val_shape)} differs from the variable's shape "
+                                 f"{list(var_shape)}", op.location)
+        for n in outs:
+            _set(graph, n, var_shape, op)
+        return
+    from ..ops import registry
+
+    entry = registry.find(op.op)
+    if entry is None:
+        raise NNEFXError(f"operation '{op.op}' is not supported: no registered operation of that name "
+                         "(custom primitives have no shape rule)", op.location)
+    if entry.shape_rule is None:
+        raise NNEFXError(f"operation '{op.op}' has no shape rule yet", op.location)
+    args = [_input_shape(graph, v) for v in op.inputs.values()]
+    if any(_unknown(a) for a in args):
+        for n in outs:
+            _set(graph, n, None, op)
+        return
+    kwargs = dict(op.attribs)
+    if entry.generic and _accepts_dtype(entry.shape_rule):
+        kwargs["dtype"] = op.dtype
+    partial = any(isinstance(a, tuple) and None in a or isinstance(a, list) and any(None in x for x in a)
+                  for a in args)
+    try:
+        result = entry.shape_rule(*args, **kwargs)
+    except NNEFXError as exc:
+        if exc.location is None or exc.location.line is None and op.location is not None:
+            exc.location = op.location
+        raise
+    except Exception as exc:  # a rule that cannot handle unknown extents defers
+        if partial:
+            for n in outs:
+                _set(graph, n, None, op)
+            return
+        raise NNEFXError(f"'{op.op}': invalid arguments ({type(exc).__name__}: {exc})", op.location) from None
+    if not isinstance(result, tuple) or (len(outs) == 1 and _is_shape(result)):
+        result = (result,)
+    if len(result) != len(outs):
+        raise NNEFXError(f"shape rule of '{op.op}' returned {len(result)} results for {len(outs)} outputs",
+                         op.location)
+    for names, shape in zip(outs, result, strict=False):
+        _set(graph, names, shape, op)
+
+
+def _accepts_dtype(rule: Any) -> bool:
+    try:
+        params = inspect.signature(rule).parameters
+    except (TypeError, ValueError):
+        return True
+    return "dtype" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _is_shape(v: Any) -> bool:
+    return isinstance(v, tuple) and all(d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in v)
+
+
+def _fmt(shape: tuple) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"

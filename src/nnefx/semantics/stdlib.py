@@ -1,0 +1,123 @@
+"""The standard library: every registered operation's declaration, parsed once.
+
+The texts come from :func:`nnefx.ops.registry.declarations` (final dialect), so the
+signature the checker enforces is exactly the one the operation's kernels implement.
+Each declaration is parsed on its own (file ``<stdlib:NAME>``), so one faulty entry only
+disables that operation (using it reports the fault) instead of the whole front-end.
+
+Visibility: domain ``nnef`` is always visible; the nnefx extension operations become
+visible when a final-dialect document declares the matching extension:
+
+=================  =========================================================
+``nnefx_cvm``      domain ``cvm``: the deterministic integer set (``cvm_*``)
+``nnefx_ir``       domain ``ir``: IR layers without NNEF counterpart (``ir_*``)
+``nnefx_ops``      domain ``nnefx``: nnefx helper operations
+=================  =========================================================
+
+The provisional dialect sees its own spellings of renamed operations
+(:data:`PROVISIONAL_VIEWS`); the mapping back to the final names happens when operations
+are emitted, so the graph always uses final names.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+from typing import Any
+
+from ..diagnostics import NNEFXError
+from ..syntax import ast
+from ..syntax.parser import EXT_FRAGMENTS, EXT_OPERATORS, parse_library
+
+EXTENSION_DOMAINS = {"nnefx_cvm": "cvm", "nnefx_ir": "ir", "nnefx_ops": "nnefx"}
+KNOWN_EXTENSIONS = (EXT_FRAGMENTS, EXT_OPERATORS, *EXTENSION_DOMAINS)
+
+#: provisional name -> (final operation, {provisional param: final param}, fixed attributes,
+#: final params hidden from the provisional signature)
+PROVISIONAL_VIEWS: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
+    "matmul": ("matmul", {"trA": "transposeA", "trB": "transposeB"}, {}),
+    "transpose": ("transpose", {"perm": "axes"}, {}),
+    "idn": ("copy", {}, {}),
+    "planewise_conv": ("conv", {}, {"groups": 0}),
+    "planewise_deconv": ("deconv", {}, {"groups": 0}),
+}
+
+_cache: dict[str, Any] = {"key": None}
+
+
+class Library:
+    """Parsed standard fragments plus the ones that failed to parse or check."""
+
+    def __init__(self) -> None:
+        self.fragments: dict[str, ast.Fragment] = {}
+        self.broken: dict[str, NNEFXError] = {}
+
+
+def _registry_key() -> tuple:
+    from ..ops import registry
+
+    return tuple((op.name, op.declaration) for op in registry.all_ops())
+
+
+def library() -> Library:
+    """The parsed and checked standard library (rebuilt only when the registry changes)."""
+    from ..ops import registry
+
+    key = _registry_key()
+    if _cache["key"] == key:
+        return _cache["lib"]
+    lib = Library()
+    for op in registry.all_ops():
+        try:
+            frags = parse_library(op.declaration, file=f"<stdlib:{op.name}>")
+        except NNEFXError as exc:
+            lib.broken[op.name] = exc
+            continue
+        for frag in frags:
+            frag.origin = "stdlib"
+            frag.domain = op.domain
+            lib.fragments[frag.name] = frag
+    from .checker import Checker, check_declaration
+
+    checker = Checker(lib.fragments, "final")
+    for name, frag in list(lib.fragments.items()):
+        try:
+            check_declaration(frag, "final")
+            checker.check_fragment_body(frag)
+        except NNEFXError as exc:
+            lib.broken[name] = exc
+    _cache["key"] = key
+    _cache["lib"] = lib
+    return lib
+
+
+def visible_fragments(dialect: str, extensions: list[str]) -> dict[str, ast.Fragment]:
+    """Standard fragments a document of ``dialect`` with ``extensions`` may call."""
+    lib = library()
+    domains = {"nnef"} | {EXTENSION_DOMAINS[e] for e in extensions if e in EXTENSION_DOMAINS}
+    table = {name: f for name, f in lib.fragments.items() if f.domain in domains}
+    if dialect == "provisional":
+        table = dict(table)
+        for prov_name, (final_name, renames, fixed) in PROVISIONAL_VIEWS.items():
+            base = table.get(final_name)
+            if base is None:
+                continue
+            view = _copy.copy(base)
+            inverse = {v: k for k, v in renames.items()}
+            view.params = []
+            for p in base.params:
+                if p.name in fixed:
+                    continue
+                if p.name in inverse:
+                    p = _copy.copy(p)
+                    p.name = inverse[p.name]
+                view.params.append(p)
+            view.name = prov_name
+            view.emit_as = final_name
+            view.param_map = dict(renames)
+            view.fixed_attribs = dict(fixed)
+            table[prov_name] = view
+    return table
+
+
+def broken_reason(name: str) -> NNEFXError | None:
+    return library().broken.get(name)

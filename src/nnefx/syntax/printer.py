@@ -1,0 +1,132 @@
+"""Print a flat :class:`~nnefx.graph.Graph` back as NNEF text (and its ``graph.quant``).
+
+The output is the flat final-dialect syntax the official parser reads: ``version 1.0;``,
+one ``extension`` statement per nnefx extension domain used, one assignment per operation
+with every attribute written out, the bound generic as ``op<T>(...)``.  Negative literals
+are written ``-1`` (part of the literal in flat syntax); non-finite reals cannot be written
+and raise :class:`NNEFXError`.  ``dialect="provisional"`` writes the seed-era spelling
+(no ``;``, provisional parameter names).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from ..diagnostics import NNEFXError
+from ..graph import Graph, Operation
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DOMAIN_EXTENSIONS = {"cvm": "nnefx_cvm", "ir": "nnefx_ir", "nnefx": "nnefx_ops"}
+#: final operation -> (provisional name, {final param: provisional param})
+_PROVISIONAL_NAMES = {"matmul": ("matmul", {"transposeA": "trA", "transposeB": "trB"}),
+                      "transpose": ("transpose", {"axes": "perm"}),
+                      "copy": ("idn", {})}
+
+
+def format_value(v: Any, *, tensor: bool = False) -> str:
+    """One value in NNEF literal syntax; inside tensor parameters ``str`` is a tensor name."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            raise NNEFXError(f"the value {v} cannot be written in NNEF (no literal for it)")
+        text = repr(v)
+        if "e" in text and "." not in text.split("e")[0]:
+            mant, exp = text.split("e")
+            text = f"{mant}.0e{exp}"
+        return text
+    if isinstance(v, str):
+        if tensor:
+            if not _IDENT.match(v):
+                raise NNEFXError(f"tensor name '{v}' is not a valid NNEF identifier")
+            return v
+        if "'" not in v:
+            return f"'{v}'"
+        if '"' not in v:
+            return f'"{v}"'
+        raise NNEFXError(f"the string {v!r} contains both quote characters and cannot be written")
+    if isinstance(v, list):
+        return "[" + ", ".join(format_value(x, tensor=tensor) for x in v) + "]"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(format_value(x, tensor=tensor) for x in v) + ")"
+    try:
+        import numpy as np
+
+        if isinstance(v, np.ndarray):
+            return format_value(v.tolist(), tensor=tensor)
+        if isinstance(v, np.generic):
+            return format_value(v.item(), tensor=tensor)
+    except ImportError:  # pragma: no cover
+        pass
+    raise NNEFXError(f"cannot write value {v!r} in NNEF")
+
+
+def _lhs(outputs: dict[str, Any]) -> str:
+    parts = []
+    for v in outputs.values():
+        parts.append(format_value(v, tensor=True))
+    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+def format_operation(op: Operation, dialect: str = "final") -> str:
+    name = op.op
+    renames: dict[str, str] = {}
+    if dialect == "provisional" and name in _PROVISIONAL_NAMES:
+        name, renames = _PROVISIONAL_NAMES[name]
+    args = [format_value(v, tensor=True) for v in op.inputs.values()]
+    args += [f"{renames.get(k, k)} = {format_value(v)}" for k, v in op.attribs.items()]
+    generic = f"<{op.dtype}>" if op.dtype and dialect == "final" else ""
+    return f"{_lhs(op.outputs)} = {name}{generic}({', '.join(args)})"
+
+
+def _domain_extensions(graph: Graph) -> list[str]:
+    from ..ops import registry
+
+    exts = []
+    for op in graph.operations:
+        entry = registry.find(op.op)
+        if entry is not None and entry.domain in _DOMAIN_EXTENSIONS:
+            ext = _DOMAIN_EXTENSIONS[entry.domain]
+            if ext not in exts:
+                exts.append(ext)
+    return exts
+
+
+def print_graph(graph: Graph, *, dialect: str = "final") -> str:
+    """The graph as an NNEF document (flat syntax)."""
+    if dialect not in ("final", "provisional"):
+        raise NNEFXError(f"unknown NNEF dialect '{dialect}' (expected 'final' or 'provisional')")
+    end = ";" if dialect == "final" else ""
+    lines = [f"version 1.0{end}"]
+    if dialect == "final":
+        for ext in _domain_extensions(graph):
+            lines.append(f"extension {ext};")
+    lines.append("")
+    for n in [graph.name, *graph.inputs, *graph.outputs]:
+        if not _IDENT.match(n):
+            raise NNEFXError(f"'{n}' is not a valid NNEF identifier")
+    lines.append(f"graph {graph.name}( {', '.join(graph.inputs)} ) -> ( {', '.join(graph.outputs)} )")
+    lines.append("{")
+    for op in graph.operations:
+        lines.append(f"    {format_operation(op, dialect)}{end}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def print_quant(graph: Graph) -> str:
+    """The ``graph.quant`` text for every tensor with quantization info ("" if none)."""
+    lines = []
+    for name, tensor in graph.tensors.items():
+        q = tensor.quant
+        if not q:
+            continue
+        op = q.get("op_name") or q.get("op-name")
+        if not op:
+            raise NNEFXError(f"quantization info of tensor '{name}' names no operation ('op_name')")
+        args = ", ".join(f"{k} = {format_value(v)}" for k, v in q.items() if k not in ("op_name", "op-name"))
+        lines.append(f'"{name}": {op}({args});')
+    return "\n".join(lines) + ("\n" if lines else "")
