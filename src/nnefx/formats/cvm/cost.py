@@ -7,7 +7,8 @@
 what the runtime computes (cvm.md §4) -- which differs from its documentation table for
 dense, sum and non_max_suppression.  Graph inputs count as variables; the input-saturation
 clip the CVM loader inserts is the runtime's ``set_input``, not an operator, and costs
-nothing.  Limits as in the runtime: a base above 2^30 or a running sum above 2^40 is refused.
+nothing (in a graph without CVM loader metadata: a ``cvm_cvm_clip`` applied directly to an
+``external`` is taken to be that saturation).  Limits as in the runtime: a base above 2^30 or a running sum above 2^40 is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ def _flat(values: Any) -> list[Any]:
 def model_cost(model: Model) -> int:
     """The runtime's ops count of ``model`` (its graph must have shapes)."""
     g = model.graph
-    skip = set(model.extras.get("cvm", {}).get("saturated", {}).values())
+    if "cvm" in model.extras:
+        skip = set(model.extras["cvm"].get("saturated", {}).values())
+    else:
+        # A graph from elsewhere (e.g. an NNEF document written from a CVM model): the clip
+        # applied directly to an input is that input's saturation, as the CVM loader writes it.
+        inputs = {op.output_names()[0] for op in g.operations if op.op == "external"}
+        skip = {n for op in g.operations if op.op == "cvm_cvm_clip" and op.input_names()[0] in inputs
+                for n in op.output_names()}
 
     def size(name: str, op) -> int:
         shape = g.tensors[name].shape

@@ -50,7 +50,11 @@ def infer_precisions(graph: Graph, known: dict[str, int] | None = None) -> dict[
     for op in graph.operations:
         if op.op in _INTRO:
             name = op.output_names()[0]
-            if name not in prec:
+            if name not in prec and op.op == "external":
+                # Nothing is known about an input but its storage: int32, i.e. 32 bits.  A CVM
+                # model's input is followed by its saturation clip, which sets the real precision.
+                prec[name] = 32
+            elif name not in prec:
                 data = graph.tensors[name].data
                 if data is None:
                     raise NNEFXError(f"precision of '{name}' is unknown (integer graphs need the bit "

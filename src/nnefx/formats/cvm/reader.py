@@ -304,7 +304,8 @@ def load_graph_json(doc: dict[str, Any], file: str | None, name: str = "cvm") ->
                 entry_name[e] = sat
             else:
                 g.operations.append(Operation("variable", {}, {"output": tname},
-                                              {"shape": list(shapes[e]), "label": nname}, location=loc))
+                                              {"shape": list(shapes[e]), "label": nname}, dtype="integer",
+                                              location=loc))
                 variables[nname] = (tname, shapes[e], p)
                 entry_name[e] = tname
             continue
