@@ -95,3 +95,168 @@ fragment batch_normalization(
     output = offset + scale * (input - mean) / sqrt(variance + epsilon);
 }
 """, compound=True)
+
+
+# =============================================================================================
+# Shape rules and kernels
+# =============================================================================================
+#
+# Formal kernels run each body through the primitives' formal kernels; fast kernels fuse the
+# body with numpy, using the fast ``box`` for the local windows.  Agreement: a few float32 ulp
+# relative to the result (the box sums are accumulated in float64 by both).
+
+import numpy as np  # noqa: E402
+
+from ._common import attr_error, broadcast_shapes, check_axes, op_error, scalar  # noqa: E402
+from .elementwise import BINARY_OPS, UNARY_OPS, sqr, sqrt  # noqa: E402
+from .elementwise import max_ as max_op  # noqa: E402
+from .reduce import sum_reduce  # noqa: E402
+from .sliding import box  # noqa: E402
+
+_F = {name: op.formal_kernel for name, op in {**BINARY_OPS, **UNARY_OPS}.items()}
+_f32 = np.float32
+
+
+def _local_shape(op):
+    def rule(input, size=(), **_):
+        size = list(size)
+        if len(size) != len(input) or any(not isinstance(s, (int, np.integer)) or s < 1 for s in size):
+            raise attr_error(op, "size", size, f"must have {len(input)} items >= 1")
+        box.shape_rule(input, size, normalize=True)
+        return tuple(input)
+    return rule
+
+
+for _op in (local_response_normalization, local_mean_normalization, local_variance_normalization,
+            local_contrast_normalization):
+    _op.shape(_local_shape(_op.name))
+
+
+def _axes_shape(op):
+    def rule(input, axes=(), **_):
+        check_axes(op, axes, len(input))
+        return tuple(input)
+    return rule
+
+
+l1_normalization.shape(_axes_shape("l1_normalization"))
+l2_normalization.shape(_axes_shape("l2_normalization"))
+
+
+def _box_avg(kernel, x, size):
+    return kernel(x, size, normalize=True)
+
+
+@local_response_normalization.formal
+def _lrn_formal(input, size=(), alpha=1.0, beta=0.5, bias=1.0):
+    _local_shape("local_response_normalization")(np.shape(input), size)
+    avg = _box_avg(box.formal_kernel, sqr.formal_kernel(input), size)
+    sigma = _F["add"](_f32(bias), _F["mul"](_f32(alpha), avg))
+    return _F["div"](input, _F["pow"](sigma, _f32(beta)))
+
+
+@local_response_normalization.fast
+def _lrn_fast(input, size=(), alpha=1.0, beta=0.5, bias=1.0):
+    x = scalar(input)
+    _local_shape("local_response_normalization")(x.shape, size)
+    sigma = _f32(bias) + _f32(alpha) * _box_avg(box.fast_kernel, np.square(x), size)
+    with np.errstate(all="ignore"):
+        return (x / np.power(sigma, _f32(beta))).astype(_f32)
+
+
+@local_mean_normalization.formal
+def _lmn_formal(input, size=()):
+    _local_shape("local_mean_normalization")(np.shape(input), size)
+    return _F["sub"](input, _box_avg(box.formal_kernel, input, size))
+
+
+@local_mean_normalization.fast
+def _lmn_fast(input, size=()):
+    x = scalar(input)
+    _local_shape("local_mean_normalization")(x.shape, size)
+    return (x - _box_avg(box.fast_kernel, x, size)).astype(_f32)
+
+
+def _lvn_formal(input, size=(), bias=0.0, epsilon=0.0):
+    _local_shape("local_variance_normalization")(np.shape(input), size)
+    sigma = sqrt.formal_kernel(_box_avg(box.formal_kernel, sqr.formal_kernel(input), size))
+    return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
+
+
+def _guarded_div(x, sigma_plus_bias, epsilon):
+    d = np.where(sigma_plus_bias > _f32(epsilon), sigma_plus_bias, _f32(epsilon))  # max() as select(a > b, a, b)
+    with np.errstate(all="ignore"):
+        return (x / d).astype(_f32)
+
+
+def _lvn_fast(input, size=(), bias=0.0, epsilon=0.0):
+    x = scalar(input)
+    _local_shape("local_variance_normalization")(x.shape, size)
+    sigma = np.sqrt(_box_avg(box.fast_kernel, np.square(x), size))
+    return _guarded_div(x, sigma + _f32(bias), epsilon)
+
+
+local_variance_normalization.formal(_lvn_formal)
+local_variance_normalization.fast(_lvn_fast)
+local_contrast_normalization.formal(lambda input, size=(), bias=0.0, epsilon=0.0:
+                                    _lvn_formal(_lmn_formal(input, size), size, bias, epsilon))
+local_contrast_normalization.fast(lambda input, size=(), bias=0.0, epsilon=0.0:
+                                  _lvn_fast(_lmn_fast(input, size), size, bias, epsilon))
+
+
+@l1_normalization.formal
+def _l1_formal(input, axes=(), bias=0.0, epsilon=0.0):
+    sigma = sum_reduce.formal_kernel(_F["abs"](input), list(axes))
+    return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
+
+
+@l1_normalization.fast
+def _l1_fast(input, axes=(), bias=0.0, epsilon=0.0):
+    x = scalar(input)
+    check_axes("l1_normalization", axes, x.ndim)
+    sigma = np.sum(np.abs(x), axis=tuple(axes), keepdims=True, dtype=np.float64).astype(_f32)
+    return _guarded_div(x, sigma + _f32(bias), epsilon)
+
+
+@l2_normalization.formal
+def _l2_formal(input, axes=(), bias=0.0, epsilon=0.0):
+    sigma = sqrt.formal_kernel(sum_reduce.formal_kernel(sqr.formal_kernel(input), list(axes)))
+    return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
+
+
+@l2_normalization.fast
+def _l2_fast(input, axes=(), bias=0.0, epsilon=0.0):
+    x = scalar(input)
+    check_axes("l2_normalization", axes, x.ndim)
+    sq = np.square(x).astype(np.float64)
+    sigma = np.sqrt(np.sum(sq, axis=tuple(axes), keepdims=True).astype(_f32))
+    return _guarded_div(x, sigma + _f32(bias), epsilon)
+
+
+@batch_normalization.shape
+def _bn_shape(input, mean, variance, offset, scale, epsilon=0.0):
+    for name, shape in (("mean", mean), ("variance", variance), ("offset", offset), ("scale", scale)):
+        out = broadcast_shapes("batch_normalization", input, shape)
+        if len(out) != len(input) or any(a is not None and b is not None and a != b
+                                         for a, b in zip(out, input, strict=True)):
+            raise op_error("batch_normalization", f"{name} of shape {tuple(shape)} does not broadcast to the "
+                                                  f"input shape {tuple(input)}")
+    return tuple(input)
+
+
+@batch_normalization.formal
+def _bn_formal(input, mean, variance, offset, scale, epsilon):
+    """output = offset + scale * (input - mean) / sqrt(variance + epsilon)."""
+    _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
+    num = _F["mul"](scale, _F["sub"](input, mean))
+    return _F["add"](offset, _F["div"](num, sqrt.formal_kernel(_F["add"](variance, _f32(epsilon)))))
+
+
+@batch_normalization.fast
+def _bn_fast(input, mean, variance, offset, scale, epsilon):
+    from ._common import checked_broadcast
+    x, m, v, o, s = checked_broadcast("batch_normalization", scalar(input), scalar(mean), scalar(variance),
+                                      scalar(offset), scalar(scale))
+    _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
+    with np.errstate(all="ignore"):
+        return (o + (s * (x - m)) / np.sqrt(v + _f32(epsilon))).astype(_f32)
