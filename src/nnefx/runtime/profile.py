@@ -38,7 +38,7 @@ class Profile:
     def table(self) -> str:
         """A fixed-width table: calls, total and per-call milliseconds, share of kernel time."""
         rows = self.rows()
-        width = max([len("operation")] + [len(k) for k, _, _ in rows])
+        width = max([len("(runtime overhead)")] + [len(k) for k, _, _ in rows])
         kernel = self.kernel_seconds or 1e-12
         lines = [f"{'operation':<{width}}  {'calls':>7}  {'total ms':>10}  {'ms/call':>9}  {'share':>6}"]
         for kind, calls, seconds in rows:
