@@ -292,3 +292,21 @@ def test_hostile_documents_never_raise_anything_else(tmp_path, mutate):
     with pytest.raises(NNEFXError) as info:
         nnefx.load(path)
     assert info.value.location is not None
+
+
+# --- builder (generated networks) ---------------------------------------------------------------
+
+def test_generated_resnet_like_network_loads_and_backends_agree(tmp_path):
+    from nnefx.formats.cvm import model_cost
+    from nnefx.formats.cvm.builder import resnet_like
+
+    text, params = resnet_like(channels=4, blocks=1, size=6, classes=3)
+    path, ppath = _write(tmp_path, text, params, name="resnet_like")
+    model = nnefx.load(path, params=ppath)
+    assert model.extras["cvm"]["output_precision"] == 8 + 8 + 6  # dense: 8 + 8 + bitlen(K = 36)
+    x = np.random.default_rng(0).integers(-200, 200, (1, 3, 6, 6)).astype(np.int32)  # saturated
+    a = nnefx.Session(model, backend="formal").run({"data": x})
+    b = nnefx.Session(model, backend="fast").run({"data": x})
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert model_cost(model) > 0
