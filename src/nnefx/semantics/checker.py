@@ -354,7 +354,7 @@ class Checker:
     def t_Unary(self, e: ast.Unary, scope: Scope) -> Type:
         t = self.type_of(e.operand, scope)
         if isinstance(t, TensorT):
-            return self.operator_call(UNARY_FRAGMENTS[e.op], [t], e)
+            return self.operator_call(UNARY_FRAGMENTS[e.op], [t], e, [e.operand])
         if e.op in "+-" and t in _NUMERIC:
             return t
         if e.op == "!" and t == LOGICAL:
@@ -367,16 +367,18 @@ class Checker:
         rt = self.type_of(e.right, scope)
         return binary_result_type(e, lt, rt, self.operator_call)
 
-    def operator_call(self, name: str, types: list[Type], e: ast.Expr) -> Type:
+    def operator_call(self, name: str, types: list[Type], e: ast.Expr,
+                      operands: list[ast.Expr] | None = None) -> Type:
         frag = self.fragments.get(name)
         if frag is None:
             raise NNEFXError(f"operator maps to '{name}', which is not declared", e.loc)
         arg_types = {p.name: t for p, t in zip(frag.params, types, strict=False)}
         g = bind_generic(frag, None, arg_types, e.loc, self.generic, self._lenient())
-        for p, t in zip(frag.params, types, strict=False):
+        for i, (p, t) in enumerate(zip(frag.params, types, strict=False)):
             want = p.type.type.bind(g)
             if not can_cast(t, want, self.dialect == "provisional"):
-                raise NNEFXError(f"operand of type {t} does not convert to {want} expected by '{name}'", e.loc)
+                where = operands[i].loc if operands else e.loc
+                raise NNEFXError(f"operand of type {t} does not convert to {want} expected by '{name}'", where)
         return result_type(frag, g)
 
     def _lenient(self) -> str | None:
@@ -492,7 +494,7 @@ def binary_result_type(e: ast.Binary, lt: Type, rt: Type, operator_call) -> Type
             raise NNEFXError(f"'in' compares {lt} with items of type {rt.item}", e.loc)
         return LOGICAL
     if isinstance(lt, TensorT) or isinstance(rt, TensorT):
-        return operator_call(BINARY_FRAGMENTS[op], [lt, rt], e)
+        return operator_call(BINARY_FRAGMENTS[op], [lt, rt], e, [e.left, e.right])
     if op in ("+", "-", "*", "/", "^"):
         if lt == rt and lt in _NUMERIC:
             return lt
