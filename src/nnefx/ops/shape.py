@@ -129,8 +129,11 @@ def _reshape_shape(input, shape=(), axis_start=0, axis_count=-1, **_):
             new.append(input[axis_start + k])
         else:
             new.append(d)
-    known_in = None if any(d is None for d in part) else math.prod(part)
-    others = [d for d in new if d != -1]
+    # A 0 copies input[s + k], which then divides out of both volumes (even when unknown).
+    copied = {k for k, d in enumerate(shape) if d == 0 and k < len(part)}
+    rest_in = [d for k, d in enumerate(part) if k not in copied]
+    known_in = None if any(d is None for d in rest_in) else math.prod(rest_in)
+    others = [d for k, d in enumerate(new) if d != -1 and k not in copied]
     known_others = None if any(d is None for d in others) else math.prod(others)
     if -1 in new:
         k = new.index(-1)
