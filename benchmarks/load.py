@@ -1,8 +1,11 @@
 """Model loading: nnefx vs the official ``nnef`` package on a model with ~100 MB of weights.
 
-Each measurement runs in a fresh subprocess so that peak memory is the loader's own:
-``tracemalloc`` peak (Python + numpy allocations) and the rise of ``ru_maxrss`` over the
-process's baseline after imports.  Two scenarios:
+Each measurement runs in a fresh subprocess (after a warm-up load without variables, so
+imports and parser set-up are not counted) so that peak memory is the loader's own:
+``tracemalloc`` peak (Python + numpy heap allocations) and the rise of the resident-set
+peak (``VmHWM``, reset through ``/proc/self/clear_refs``) over the RSS before loading.
+Memory-mapped pages that are read count in RSS but are file-backed page cache, not heap:
+compare the traced peak for what the loader allocates.  Two scenarios:
 
 * ``load``       — load the model (nnefx memory-maps big tensors, so pages are not read yet);
 * ``load+touch`` — load and then read every weight (sum), which forces the data in, so
@@ -25,27 +28,42 @@ import time
 import numpy as np
 
 CHILD = r"""
-import json, resource, sys, time, tracemalloc
+import json, sys, time, tracemalloc
 import numpy as np
-which, path, touch = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+which, path, touch, mode, repeat = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4], int(sys.argv[5])
 if which == "nnef":
     import nnef
+    nnef.load_graph(path, load_variables=False)            # warm-up: imports, parser
     load = lambda: [t.data for t in nnef.load_graph(path).tensors.values() if t.data is not None]
 else:
     import nnefx
+    nnefx.load(path, load_variables=False)                 # warm-up: imports, stdlib
     opts = {} if which == "nnefx" else {"mmap": False}
     load = lambda: [t.data for _, t in nnefx.load(path, **opts).graph.variables()]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-tracemalloc.start()
-t0 = time.perf_counter()
-arrays = load()
-total = sum(float(a.sum()) for a in arrays) if touch else 0.0
-elapsed = time.perf_counter() - t0
-peak = tracemalloc.get_traced_memory()[1]
-tracemalloc.stop()
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
-print(json.dumps({"seconds": elapsed, "traced_peak": peak, "rss_rise": rss * 1024,
-                  "bytes": int(sum(a.nbytes for a in arrays))}))
+def status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+with open("/proc/self/clear_refs", "w") as f:   # reset the VmHWM peak to the current RSS
+    f.write("5")
+if mode == "time":                              # best of several, no tracing overhead
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        arrays = load()
+        total = sum(float(a.sum()) for a in arrays) if touch else 0.0
+        times.append(time.perf_counter() - t0)
+        del arrays
+    print(json.dumps({"seconds": min(times)}))
+else:                                           # one traced run for memory
+    base = status("VmRSS")
+    tracemalloc.start()
+    arrays = load()
+    total = sum(float(a.sum()) for a in arrays) if touch else 0.0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(json.dumps({"traced_peak": peak, "rss_rise": status("VmHWM") - base}))
 """
 
 
@@ -73,8 +91,8 @@ def make_model(root: str, megabytes: int) -> int:
     return n * 1024 * 1024 * 4
 
 
-def run_child(which: str, path: str, touch: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, which, path, "1" if touch else "0"],
+def run_child(which: str, path: str, touch: bool, mode: str, repeat: int = 1) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, which, path, "1" if touch else "0", mode, str(repeat)],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -82,7 +100,7 @@ def run_child(which: str, path: str, touch: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=100, help="weights in MiB (default 100)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per loader; the best time is kept")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per loader (in one process); the best is kept")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, "model")
@@ -102,10 +120,9 @@ def main() -> None:
                  ("nnefx", os.path.join(tmp, "model.tgz"), "nnefx .tgz")]
         for touch in (False, True):
             for which, path, title in cases:
-                runs = [run_child(which, path, touch) for _ in range(args.repeat)]
-                best = min(r["seconds"] for r in runs)
-                traced = max(r["traced_peak"] for r in runs)
-                rss = max(r["rss_rise"] for r in runs)
+                best = run_child(which, path, touch, "time", args.repeat)["seconds"]
+                mem = run_child(which, path, touch, "mem")
+                traced, rss = mem["traced_peak"], mem["rss_rise"]
                 ratio = max(traced, rss) / weights
                 print(f"{title:<22}{'load+touch' if touch else 'load':<12}{best:>8.3f}"
                       f"{traced / 2**20:>11.1f} MB{rss / 2**20:>8.1f} MB{ratio:>13.2f}x")

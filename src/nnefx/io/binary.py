@@ -429,7 +429,7 @@ def decode_data(buf: memoryview | bytes | bytearray | _mmap.mmap, header: Header
 # public API: reading
 
 
-def _open_buffer(path: str, mmap: bool) -> memoryview | bytearray | _mmap.mmap:
+def _open_buffer(path: str, mmap: bool) -> memoryview | _mmap.mmap:
     try:
         f = open(path, "rb")
     except OSError as exc:
@@ -439,11 +439,16 @@ def _open_buffer(path: str, mmap: bool) -> memoryview | bytearray | _mmap.mmap:
         if mmap and size >= MMAP_THRESHOLD:
             # ACCESS_COPY: pages stay backed by the file until written; writes stay private.
             return _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
-        buf = bytearray(size)
+        buf = alloc_buffer(size)
         got = f.readinto(buf)
         if got != size:
             raise _err(f"read {got} of {size} bytes", path, "file")
         return buf
+
+
+def alloc_buffer(size: int) -> memoryview:
+    """A writable, uninitialised byte buffer (``bytearray(n)`` would zero-fill it first)."""
+    return memoryview(np.empty(size, dtype=np.uint8))
 
 
 def read_tensor(source: str | os.PathLike | bytes | bytearray | memoryview | BinaryIO, *,

@@ -204,7 +204,12 @@ def _read_file(path: str, limit: int = MAX_TEXT_SIZE) -> bytes:
         if size > limit:
             raise NNEFXError(f"file is {size} bytes; refusing text over {limit}", Location(path, field="file"))
         with open(path, "rb") as f:
-            return f.read(limit + 1)
+            # read(n) allocates n bytes up front: ask only for what the file holds (+1 to
+            # notice growth), never for the limit.
+            data = f.read(size + 1)
+        if len(data) > limit:
+            raise NNEFXError(f"file grew beyond {limit} bytes while reading", Location(path, field="file"))
+        return data
     except OSError as exc:
         raise NNEFXError(f"cannot read: {exc.strerror or exc}", Location(path, field="file")) from None
 
@@ -380,7 +385,7 @@ def _read_stream(archive: str, size: int, load_vars: bool, contents: dict[str, A
             if _wanted(name, load_vars):
                 f = tar.extractfile(member)
                 assert f is not None
-                buf = bytearray(member.size)
+                buf = binary.alloc_buffer(member.size)
                 got = f.readinto(buf)
                 if got != member.size:
                     raise _member_error(archive, member.name, f"archive member is truncated ({got} of "
@@ -411,7 +416,7 @@ def _read_plain(archive: str, size: int, load_vars: bool, use_mmap: bool, conten
                         contents[name] = memoryview(mapped)[member.offset_data:end]
                     else:
                         f.seek(member.offset_data)
-                        buf = bytearray(member.size)
+                        buf = binary.alloc_buffer(member.size)
                         if f.readinto(buf) != member.size:
                             raise _member_error(archive, member.name, "archive member is truncated")
                         contents[name] = buf
