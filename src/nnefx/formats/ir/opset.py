@@ -1,0 +1,1611 @@
+"""Mappings of the IR v10/11 opset layers onto NNEF operations (and ``ir_`` extensions).
+
+Rules followed throughout:
+
+* numpy broadcasting (right-aligned) is made explicit before every NNEF binary operation,
+  whose broadcasting aligns from dimension 0: the lower-rank operand gets leading unit
+  dimensions (folded into constants, ``unsqueeze`` for run-time tensors), after which both
+  conventions agree.
+* negative axes are normalised with the input rank; NNEF wants ``0 <= axis < rank``.
+* anything computed from constants (shape sub-graphs) is folded while loading (see the
+  ``@fold`` functions), so the graph only holds real run-time work.
+* integer run-time arithmetic (shape computations under a dynamic batch) uses ``ir_arith``/
+  ``ir_compare`` because NNEF arithmetic is defined on ``scalar`` only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ...diagnostics import NNEFXError
+from ...ops.ir_opset import arith, broadcast_to, compare, convert, gather, reshape_target
+from .mapping import Dim, LayerContext, Value, fold, layer
+from .weights import nnef_dtype
+
+V1 = ("opset1",)
+ANY = None
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def norm_axis(ctx: LayerContext, axis: int, rank: int) -> int:
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank:
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+    return a
+
+
+def norm_axes(ctx: LayerContext, axes, rank: int) -> list[int]:
+    out = [norm_axis(ctx, int(a), rank) for a in axes]
+    if len(set(out)) != len(out):
+        raise ctx.error(f"repeated axes {list(axes)}")
+    return out
+
+
+def dtype_of(v: Value) -> str:
+    return nnef_dtype(v.etype)
+
+
+def aligned(ctx: LayerContext, indices: list[int]) -> list[str]:
+    """Tensors of the given inputs with equal ranks (numpy-style leading unit dims added)."""
+    ranks = [ctx.in_rank(i) for i in indices]
+    r = max(ranks)
+    out = []
+    for i, ri in zip(indices, ranks, strict=False):
+        v = ctx.input(i)
+        if ri == r:
+            out.append(ctx.tensor(i))
+        elif v.is_const:
+            arr = np.asarray(v.const).reshape((1,) * (r - ri) + tuple(v.const.shape))
+            out.append(ctx.tensor_of(ctx.folded(arr, v.etype), f"{ctx.name}_in{i}"))
+        else:
+            out.append(ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": list(range(r - ri))},
+                                 dtype=dtype_of(v)))
+    return out
+
+
+def const_value(ctx: LayerContext, arr, etype: str) -> str:
+    return ctx.tensor_of(ctx.folded(np.asarray(arr), etype))
+
+
+def unary(ctx: LayerContext, op: str, x: str, attribs: dict | None = None) -> str:
+    return ctx.emit1(op, {"x": x}, attribs)
+
+
+def binary(ctx: LayerContext, op: str, x, y, out_dtype: str = "scalar") -> str:
+    return ctx.emit1(op, {"x": x, "y": y}, out_dtype=out_dtype)
+
+
+# --- structural helpers for the folds -------------------------------------------------------
+
+
+def _ints(a) -> list[int]:
+    return [int(x) for x in np.asarray(a).reshape(-1)]
+
+
+# --- element-wise ------------------------------------------------------------------------------
+
+_BINARY = {"Add": ("add", "add"), "Subtract": ("sub", "subtract"), "Multiply": ("mul", "multiply"),
+           "Divide": ("div", "divide"), "Maximum": ("max", "maximum"), "Minimum": ("min", "minimum"),
+           "Power": ("pow", "power"), "SquaredDifference": (None, "squared_difference"),
+           "FloorMod": (None, "floor_mod"), "Mod": (None, "mod")}
+_COMPARE = {"Equal": ("eq", "equal"), "NotEqual": ("ne", "not_equal"), "Less": ("lt", "less"),
+            "LessEqual": ("le", "less_equal"), "Greater": ("gt", "greater"),
+            "GreaterEqual": ("ge", "greater_equal")}
+
+
+def _check_broadcast(ctx: LayerContext) -> None:
+    mode = ctx.str("auto_broadcast", "numpy").lower()
+    if mode not in ("numpy", "none"):
+        raise ctx.error(f"auto_broadcast='{mode}' is not supported (only numpy and none)")
+
+
+def _arith_op(ctx: LayerContext) -> str:
+    name = _BINARY[ctx.type][1]
+    if ctx.type == "Divide" and ctx.bool("m_pythondiv", True):
+        name = "pythondiv"
+    return name
+
+
+@fold(list(_BINARY))
+def _fold_binary(ctx: LayerContext, arrays):
+    x, y = arrays
+    if x.dtype == object or y.dtype == object:
+        if ctx.type not in ("Add", "Subtract", "Multiply", "Divide"):
+            return None
+        for a in (x, y):
+            if a.dtype == object and any(isinstance(v, Dim) for v in a.reshape(-1)):
+                return None  # arithmetic on an unknown extent: computed at run time
+        x, y = x.astype(np.int64), y.astype(np.int64)
+    return arith(x, y, _arith_op(ctx)).astype(np.result_type(x, y))
+
+
+@layer(list(_BINARY), ANY)
+def _binary(ctx: LayerContext):
+    ctx.expect_inputs(2)
+    _check_broadcast(ctx)
+    nnef_op, ir_op = _BINARY[ctx.type]
+    kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
+    if kinds != {"scalar"} or nnef_op is None:
+        if kinds == {"scalar"} and ctx.type == "SquaredDifference":
+            x, y = aligned(ctx, [0, 1])
+            d = binary(ctx, "sub", x, y)
+            return ctx.result(binary(ctx, "mul", d, d))
+        z = ctx.emit1("ir_arith", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": _arith_op(ctx)},
+                      dtype=dtype_of(ctx.input(0)))
+        return ctx.result(z, ctx.in_etype(0))
+    x, y = aligned(ctx, [0, 1])
+    return ctx.result(binary(ctx, nnef_op, x, y))
+
+
+@fold(list(_COMPARE))
+def _fold_compare(ctx: LayerContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    return compare(arrays[0], arrays[1], _COMPARE[ctx.type][1])
+
+
+@layer(list(_COMPARE), ANY)
+def _compare(ctx: LayerContext):
+    ctx.expect_inputs(2)
+    _check_broadcast(ctx)
+    nnef_op, ir_op = _COMPARE[ctx.type]
+    kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
+    if kinds != {"scalar"}:
+        z = ctx.emit1("ir_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
+                      dtype=dtype_of(ctx.input(0)), out_dtype="logical")
+        return ctx.result(z, "boolean")
+    x, y = aligned(ctx, [0, 1])
+    return ctx.result(binary(ctx, nnef_op, x, y, "logical"), "boolean")
+
+
+_LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or", "LogicalXor": "xor"}
+
+
+@fold(list(_LOGICAL) + ["LogicalNot"])
+def _fold_logical(ctx: LayerContext, arrays):
+    if ctx.type == "LogicalNot":
+        return np.logical_not(arrays[0])
+    fn = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[_LOGICAL[ctx.type]]
+    return fn(arrays[0], arrays[1])
+
+
+@layer(list(_LOGICAL), ANY)
+def _logical(ctx: LayerContext):
+    ctx.expect_inputs(2)
+    _check_broadcast(ctx)
+    x, y = aligned(ctx, [0, 1])
+    op = _LOGICAL[ctx.type]
+    if op == "xor":
+        a = binary(ctx, "or", x, y, "logical")
+        b = binary(ctx, "and", x, y, "logical")
+        nb = ctx.emit1("not", {"x": b}, out_dtype="logical")
+        return ctx.result(binary(ctx, "and", a, nb, "logical"), "boolean")
+    return ctx.result(binary(ctx, op, x, y, "logical"), "boolean")
+
+
+@layer("LogicalNot", ANY)
+def _logical_not(ctx: LayerContext):
+    return ctx.result(ctx.emit1("not", {"x": ctx.tensor(0)}, out_dtype="logical"), "boolean")
+
+
+_UNARY = {"Relu": "relu", "ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
+          "Sqrt": "sqrt", "Abs": "abs", "Negative": "neg", "Floor": "floor", "Ceiling": "ceil", "Ceil": "ceil",
+          "Sin": "sin", "Cos": "cos", "Tan": "tan", "Sinh": "sinh", "Cosh": "cosh", "Asin": "asin",
+          "Acos": "acos", "Atan": "atan", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
+          "Sign": "sign", "SoftPlus": "softplus", "Erf": "ir_erf"}
+
+_NP_UNARY: dict[str, Callable] = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Abs": np.abs,
+                                  "Negative": np.negative, "Floor": np.floor, "Ceiling": np.ceil,
+                                  "Ceil": np.ceil, "Sign": np.sign}
+
+
+@fold(list(_NP_UNARY))
+def _fold_unary(ctx: LayerContext, arrays):
+    a = arrays[0]
+    if a.dtype == object:
+        return None
+    return _NP_UNARY[ctx.type](a).astype(a.dtype)
+
+
+@layer(list(_UNARY), ANY)
+def _unary(ctx: LayerContext):
+    ctx.expect_inputs(1)
+    v = ctx.input(0)
+    if dtype_of(v) != "scalar":
+        if ctx.type in ("Abs", "Negative", "Sign", "Floor", "Ceiling", "Ceil"):
+            x = ctx.tensor(0)
+            if ctx.type in ("Floor", "Ceiling", "Ceil"):
+                return ctx.result(x, v.etype)
+            zero = const_value(ctx, np.zeros((1,) * ctx.in_rank(0), np.int64), v.etype)
+            if ctx.type == "Negative":
+                return ctx.result(ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer"),
+                                  v.etype)
+            neg = ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer")
+            if ctx.type == "Abs":
+                return ctx.result(ctx.emit1("ir_arith", {"x": x, "y": neg}, {"op": "maximum"}, dtype="integer"),
+                                  v.etype)
+        raise ctx.error(f"{ctx.type} on {v.etype} tensors is not supported")
+    return ctx.result(unary(ctx, _UNARY[ctx.type], ctx.tensor(0)))
+
+
+@layer("Clamp", ANY)
+def _clamp(ctx: LayerContext):
+    lo, hi = ctx.float("min"), ctx.float("max")
+    if dtype_of(ctx.input(0)) != "scalar":
+        x = ctx.tensor(0)
+        a = ctx.emit1("ir_arith", {"x": x, "y": const_value(ctx, np.int64(math.ceil(lo)), ctx.in_etype(0))},
+                      {"op": "maximum"}, dtype="integer")
+        b = ctx.emit1("ir_arith", {"x": a, "y": const_value(ctx, np.int64(math.floor(hi)), ctx.in_etype(0))},
+                      {"op": "minimum"}, dtype="integer")
+        return ctx.result(b, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("clamp", {"x": ctx.tensor(0), "a": lo, "b": hi}))
+
+
+@layer("Elu", ANY)
+def _elu(ctx: LayerContext):
+    return ctx.result(ctx.emit1("elu", {"x": ctx.tensor(0)}, {"alpha": ctx.float("alpha")}))
+
+
+def _erf_gelu(ctx: LayerContext, x: str) -> str:
+    s = binary(ctx, "mul", x, 1.0 / math.sqrt(2.0))
+    e = unary(ctx, "ir_erf", s)
+    one = binary(ctx, "add", e, 1.0)
+    h = binary(ctx, "mul", x, 0.5)
+    return binary(ctx, "mul", h, one)
+
+
+@layer("Gelu", ANY)
+def _gelu(ctx: LayerContext):
+    x = ctx.tensor(0)
+    mode = ctx.choice("approximation_mode", ("erf", "tanh"), "erf") if ctx.version != "opset2" else "erf"
+    if mode == "erf":
+        return ctx.result(_erf_gelu(ctx, x))
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    x3 = binary(ctx, "mul", binary(ctx, "mul", x, x), x)
+    inner = binary(ctx, "add", x, binary(ctx, "mul", x3, 0.044715))
+    t = unary(ctx, "tanh", binary(ctx, "mul", inner, math.sqrt(2.0 / math.pi)))
+    return ctx.result(binary(ctx, "mul", binary(ctx, "mul", x, 0.5), binary(ctx, "add", t, 1.0)))
+
+
+@layer("Swish", ANY)
+def _swish(ctx: LayerContext):
+    x = ctx.tensor(0)
+    if ctx.n_inputs < 2:
+        return ctx.result(unary(ctx, "silu", x))
+    beta = ctx.input(1)
+    b = float(np.asarray(beta.const).reshape(-1)[0]) if beta.is_const else None
+    if b == 1.0:
+        return ctx.result(unary(ctx, "silu", x))
+    bx = binary(ctx, "mul", x, b if b is not None else ctx.tensor(1))
+    return ctx.result(binary(ctx, "mul", x, unary(ctx, "sigmoid", bx)))
+
+
+def _hsig(ctx: LayerContext, x: str) -> str:
+    c = ctx.emit1("clamp", {"x": binary(ctx, "add", x, 3.0), "a": 0.0, "b": 6.0})
+    return binary(ctx, "div", c, 6.0)
+
+
+@layer("HSigmoid", ANY)
+def _hsigmoid(ctx: LayerContext):
+    return ctx.result(_hsig(ctx, ctx.tensor(0)))
+
+
+@layer("HSwish", ANY)
+def _hswish(ctx: LayerContext):
+    x = ctx.tensor(0)
+    return ctx.result(binary(ctx, "mul", x, _hsig(ctx, x)))
+
+
+@layer("Mish", ANY)
+def _mish(ctx: LayerContext):
+    x = ctx.tensor(0)
+    return ctx.result(binary(ctx, "mul", x, unary(ctx, "tanh", unary(ctx, "softplus", x))))
+
+
+@layer("SoftSign", ANY)
+def _softsign(ctx: LayerContext):
+    x = ctx.tensor(0)
+    return ctx.result(binary(ctx, "div", x, binary(ctx, "add", unary(ctx, "abs", x), 1.0)))
+
+
+@layer("HardSigmoid", ANY)
+def _hard_sigmoid(ctx: LayerContext):
+    alpha = float(ctx.const(1, "alpha").reshape(-1)[0])
+    beta = float(ctx.const(2, "beta").reshape(-1)[0])
+    y = binary(ctx, "add", binary(ctx, "mul", ctx.tensor(0), alpha), beta)
+    return ctx.result(ctx.emit1("clamp", {"x": y, "a": 0.0, "b": 1.0}))
+
+
+@layer("Selu", ANY)
+def _selu(ctx: LayerContext):
+    alpha = float(ctx.const(1, "alpha").reshape(-1)[0])
+    lam = float(ctx.const(2, "lambda").reshape(-1)[0])
+    return ctx.result(ctx.emit1("selu", {"x": ctx.tensor(0)}, {"alpha": alpha, "lambda": lam}))
+
+
+@layer("PRelu", ANY)
+def _prelu(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    slope = ctx.input(1)
+    srank = len(slope.shape or ())
+    if srank == 1 and r >= 2 and slope.shape[0] != 1 and ctx.in_shape(0)[-1] != slope.shape[0]:
+        # a per-channel slope [C] applies along axis 1 (OpenVINO PRelu rule)
+        if slope.is_const:
+            a = const_value(ctx, slope.const.reshape((1, -1) + (1,) * (r - 2)), slope.etype)
+        else:
+            a = ctx.emit1("unsqueeze", {"input": ctx.tensor(1)}, {"axes": [0] + list(range(2, r))})
+        x = ctx.tensor(0)
+    else:
+        x, a = aligned(ctx, [0, 1])
+    return ctx.result(ctx.emit1("prelu", {"x": x, "alpha": a}))
+
+
+@fold("Select")
+def _fold_select(ctx: LayerContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    return np.where(arrays[0], arrays[1], arrays[2])
+
+
+@layer("Select", ANY)
+def _select(ctx: LayerContext):
+    ctx.expect_inputs(3)
+    _check_broadcast(ctx)
+    c, a, b = aligned(ctx, [0, 1, 2])
+    dt = dtype_of(ctx.input(1))
+    return ctx.result(ctx.emit1("select", {"condition": c, "true_value": a, "false_value": b}, dtype=dt),
+                      ctx.in_etype(1))
+
+
+# --- Convert ---------------------------------------------------------------------------------------
+
+
+@fold(("Convert", "ConvertLike"))
+def _fold_convert(ctx: LayerContext, arrays):
+    dest = _convert_target(ctx)
+    a = arrays[0]
+    if a.dtype == object:
+        if dest in ("i64", "i32") and ctx.in_etype(0) in ("i64", "i32"):
+            return a  # a symbolic shape stays symbolic through an integer conversion
+        return None
+    return ctx.folded(convert(a, dest), dest)
+
+
+def _convert_target(ctx: LayerContext) -> str:
+    from .weights import element_type
+
+    if ctx.type == "ConvertLike":
+        return ctx.in_etype(1)
+    return element_type(ctx.str("destination_type"), ctx.location)
+
+
+@layer(("Convert", "ConvertLike"), ANY)
+def _convert(ctx: LayerContext):
+    dest = _convert_target(ctx)
+    src = ctx.in_etype(0)
+    x = ctx.tensor(0)
+    sk, dk = nnef_dtype(src), nnef_dtype(dest)
+    if src == dest or (sk == dk == "scalar" and dest in ("f32", "f64") and src != "f64"):
+        return ctx.result(x, dest)  # exact: every f16/f32 value is an f32 value
+    if sk == dk == "integer" and dest in ("i64",):
+        return ctx.result(x, dest)
+    if sk != "scalar" and dk == "scalar" and dest in ("f32", "f64"):
+        return ctx.result(ctx.emit1("cast", {"input": x}, dtype="scalar"), dest)
+    if dk == "logical":
+        return ctx.result(ctx.emit1("cast", {"input": x}, dtype="logical"), dest)
+    return ctx.result(ctx.emit1("ir_convert", {"input": x}, {"destination_type": dest}, dtype=dk), dest)
+
+
+# --- shape operations ---------------------------------------------------------------------------
+
+
+@layer("ShapeOf", ANY)
+def _shape_of(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    et = ctx.str("output_type", "i64") if ctx.version != "opset1" else "i64"
+    if shape is not None and all(d is not None for d in shape):
+        return ctx.folded(np.asarray(shape, dtype=np.int64), et)
+    x = ctx.tensor(0)
+    if shape is None:
+        return ctx.result(ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer"),
+                          et)
+    sym = np.empty(len(shape), dtype=object)
+    for i, d in enumerate(shape):
+        sym[i] = Dim(x, i) if d is None else int(d)
+
+    def lazy() -> str:
+        return ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer")
+
+    return Value(sym=sym, etype=et, shape=(len(shape),), lazy=lazy)
+
+
+@fold("ShapeOf")
+def _fold_shape_of(ctx: LayerContext, arrays):
+    if arrays[0].dtype == object:
+        return None
+    return np.asarray(arrays[0].shape, dtype=np.int64)
+
+
+def _reshape_spec(ctx: LayerContext, target: np.ndarray, x: Value) -> list[int] | None:
+    """NNEF reshape ``shape`` for an IR target (possibly symbolic), or None if impossible."""
+    special_zero = ctx.bool("special_zero")
+    out: list[int] = []
+    unknown = []
+    for k, e in enumerate(target.reshape(-1)):
+        if isinstance(e, Dim):
+            if x.tensor is not None and e.tensor == x.tensor and e.axis == k:
+                out.append(0)
+            else:
+                unknown.append(k)
+                out.append(-1)
+            continue
+        e = int(e)
+        if e == 0 and not special_zero:
+            raise ctx.error("reshape to a zero extent is not supported")
+        if e < -1:
+            raise ctx.error(f"invalid reshape target extent {e}")
+        if e == 0 and x.shape is not None and k < len(x.shape) and x.shape[k] is not None:
+            e = int(x.shape[k])
+        out.append(e)
+    if out.count(-1) > 1:
+        # resolve -1 entries from the known input shape if possible
+        if x.shape is not None and all(d is not None for d in x.shape):
+            return None
+        return None
+    return out
+
+
+@fold("Reshape")
+def _fold_reshape(ctx: LayerContext, arrays):
+    x, t = arrays
+    if t.dtype == object:
+        return None
+    return x.reshape(reshape_target(x.shape, _ints(t), ctx.bool("special_zero")))
+
+
+@layer("Reshape", ANY)
+def _reshape(ctx: LayerContext):
+    x = ctx.input(0)
+    t = ctx.input(1)
+    xt = ctx.tensor(0)
+    x = Value(tensor=xt, etype=x.etype, shape=x.shape)
+    target = t.const if t.is_const else t.sym
+    if target is not None:
+        spec = _reshape_spec(ctx, np.asarray(target), x)
+        if spec is not None:
+            # with a fully known input shape, spell the target out exactly
+            if x.shape is not None and all(d is not None for d in x.shape) and all(
+                    not isinstance(e, Dim) for e in np.asarray(target).reshape(-1)):
+                try:
+                    spec = list(reshape_target(x.shape, spec, True))
+                except NNEFXError as exc:
+                    raise ctx.error(exc.message) from None
+            return ctx.result(ctx.emit1("reshape", {"input": xt}, {"shape": spec}, dtype=dtype_of(x)), x.etype)
+    y = ctx.emit1("ir_reshape", {"input": xt, "shape": ctx.tensor(1)},
+                  {"special_zero": ctx.bool("special_zero")}, dtype=dtype_of(x))
+    return ctx.result(y, x.etype)
+
+
+def _squeeze_axes(ctx: LayerContext, shape, axes) -> list[int]:
+    r = len(shape)
+    if axes is None:
+        if any(d is None for d in shape):
+            raise ctx.error("Squeeze without axes needs a known input shape")
+        return [i for i, d in enumerate(shape) if d == 1]
+    ax = sorted(norm_axes(ctx, axes, r))
+    for a in ax:
+        if shape[a] is not None and shape[a] != 1:
+            if ctx.version == "opset15":
+                continue
+            raise ctx.error(f"cannot squeeze axis {a} of extent {shape[a]}")
+    return [a for a in ax if shape[a] is None or shape[a] == 1]
+
+
+@fold("Squeeze")
+def _fold_squeeze(ctx: LayerContext, arrays):
+    x = arrays[0]
+    axes = _squeeze_axes(ctx, x.shape, _ints(arrays[1]) if len(arrays) > 1 else None)
+    return x.reshape([d for i, d in enumerate(x.shape) if i not in axes])
+
+
+@layer("Squeeze", ANY)
+def _squeeze(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    if shape is None:
+        raise ctx.error("the rank of the input is not known")
+    axes = _squeeze_axes(ctx, shape, ctx.const_ints(1, "axes") if ctx.n_inputs > 1 else None)
+    x = ctx.tensor(0)
+    if not axes:
+        return ctx.result(x, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("squeeze", {"input": x}, {"axes": axes}, dtype=dtype_of(ctx.input(0))),
+                      ctx.in_etype(0))
+
+
+def _unsqueeze_axes(ctx: LayerContext, rank: int, axes) -> list[int]:
+    return sorted(norm_axes(ctx, axes, rank + len(list(axes))))
+
+
+@fold("Unsqueeze")
+def _fold_unsqueeze(ctx: LayerContext, arrays):
+    x = arrays[0]
+    axes = _unsqueeze_axes(ctx, x.ndim, _ints(arrays[1]))
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return x.reshape(shape)
+
+
+@layer("Unsqueeze", ANY)
+def _unsqueeze(ctx: LayerContext):
+    axes = _unsqueeze_axes(ctx, ctx.in_rank(0), ctx.const_ints(1, "axes"))
+    return ctx.result(ctx.emit1("unsqueeze", {"input": ctx.tensor(0)}, {"axes": axes},
+                                dtype=dtype_of(ctx.input(0))), ctx.in_etype(0))
+
+
+def _perm(ctx: LayerContext, rank: int, order: list[int]) -> list[int]:
+    if not order:
+        return list(range(rank - 1, -1, -1))
+    p = norm_axes(ctx, order, rank)
+    if len(p) != rank:
+        raise ctx.error(f"transpose order {order} does not match rank {rank}")
+    return p
+
+
+@fold("Transpose")
+def _fold_transpose(ctx: LayerContext, arrays):
+    x = arrays[0]
+    return np.transpose(x, _perm(ctx, x.ndim, _ints(arrays[1])))
+
+
+@layer("Transpose", ANY)
+def _transpose(ctx: LayerContext):
+    p = _perm(ctx, ctx.in_rank(0), ctx.const_ints(1, "order"))
+    x = ctx.tensor(0)
+    if p == list(range(len(p))):
+        return ctx.result(x, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("transpose", {"input": x}, {"axes": p}, dtype=dtype_of(ctx.input(0))),
+                      ctx.in_etype(0))
+
+
+@fold("Concat")
+def _fold_concat(ctx: LayerContext, arrays):
+    r = arrays[0].ndim
+    return np.concatenate(arrays, axis=norm_axis(ctx, ctx.int("axis"), r))
+
+
+@layer("Concat", ANY)
+def _concat(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axis = norm_axis(ctx, ctx.int("axis"), r)
+    vals = [ctx.tensor(i) for i in range(ctx.n_inputs)]
+    if len(vals) == 1:
+        return ctx.result(vals[0], ctx.in_etype(0))
+    return ctx.result(ctx.emit1("concat", {"values": vals}, {"axis": axis}, dtype=dtype_of(ctx.input(0))),
+                      ctx.in_etype(0))
+
+
+def _split_lengths(ctx: LayerContext, extent, lengths: list[int]) -> list[int]:
+    if lengths.count(-1) > 1:
+        raise ctx.error("split_lengths has more than one -1")
+    if -1 in lengths:
+        if extent is None:
+            raise ctx.error("split_lengths has -1 but the axis extent is not known")
+        rest = extent - sum(x for x in lengths if x != -1)
+        lengths = [rest if x == -1 else x for x in lengths]
+    if extent is not None and sum(lengths) != extent:
+        raise ctx.error(f"split lengths {lengths} do not add up to the axis extent {extent}")
+    if any(x < 0 for x in lengths):
+        raise ctx.error(f"negative split length in {lengths}")
+    return lengths
+
+
+@fold(("Split", "VariadicSplit"))
+def _fold_split(ctx: LayerContext, arrays):
+    x = arrays[0]
+    axis = norm_axis(ctx, int(np.asarray(arrays[1]).reshape(-1)[0]), x.ndim)
+    if ctx.type == "Split":
+        n = ctx.int("num_splits")
+        if x.shape[axis] % n:
+            raise ctx.error(f"extent {x.shape[axis]} does not divide into {n} parts")
+        return list(np.split(x, n, axis=axis))
+    lengths = _split_lengths(ctx, x.shape[axis], _ints(arrays[2]))
+    return list(np.split(x, np.cumsum(lengths)[:-1], axis=axis))
+
+
+@layer(("Split", "VariadicSplit"), ANY)
+def _split(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    r = ctx.in_rank(0)
+    axis = norm_axis(ctx, ctx.const_ints(1, "axis")[0], r)
+    extent = shape[axis]
+    if ctx.type == "Split":
+        n = ctx.int("num_splits")
+        if extent is not None and extent % n:
+            raise ctx.error(f"extent {extent} does not divide into {n} parts")
+        ratios = [1] * n
+    else:
+        ratios = _split_lengths(ctx, extent, ctx.const_ints(2, "split_lengths"))
+    x = ctx.tensor(0)
+    dt = dtype_of(ctx.input(0))
+    if all(v > 0 for v in ratios):
+        outs = ctx.emit("split", {"value": x}, {"axis": axis, "ratios": ratios}, outputs=[len(ratios)], dtype=dt)
+    else:  # zero-length pieces: slices
+        outs = []
+        start = 0
+        for n in ratios:
+            if n == 0:
+                raise ctx.error("zero-length split outputs are not supported")
+            outs.append(ctx.emit1("slice", {"input": x}, {"axes": [axis], "begin": [start], "end": [start + n]},
+                                  dtype=dt))
+            start += n
+    return [ctx.result(o, ctx.in_etype(0), port=i) for i, o in enumerate(outs)]
+
+
+# --- slicing ------------------------------------------------------------------------------------
+
+BIG = 2 ** 31 - 1
+
+
+class _Plan:
+    """A numpy-style indexing plan: items are ('slice', b, e, s), ('index', i), ('new',), ('ellipsis',)."""
+
+    def __init__(self, items: list[tuple]):
+        self.items = items
+
+    def expand(self, rank: int) -> list[tuple]:
+        used = sum(1 for it in self.items if it[0] in ("slice", "index"))
+        out = []
+        seen_ellipsis = False
+        for it in self.items:
+            if it[0] == "ellipsis":
+                if seen_ellipsis:
+                    raise NNEFXError("more than one ellipsis in a StridedSlice")
+                seen_ellipsis = True
+                out.extend([("slice", None, None, 1)] * (rank - used))
+            else:
+                out.append(it)
+        used = sum(1 for it in out if it[0] in ("slice", "index"))
+        if used > rank:
+            raise NNEFXError(f"slice addresses {used} dimensions of a rank-{rank} tensor")
+        out.extend([("slice", None, None, 1)] * (rank - used))
+        return out
+
+    def numpy_index(self, rank: int) -> tuple:
+        idx = []
+        for it in self.expand(rank):
+            if it[0] == "slice":
+                idx.append(slice(it[1], it[2], it[3]))
+            elif it[0] == "index":
+                idx.append(it[1])
+            else:
+                idx.append(np.newaxis)
+        return tuple(idx)
+
+
+def _mask(ctx: LayerContext, key: str, n: int) -> list[int]:
+    m = ctx.ints(key, []) if ctx.has(key) else []
+    return (m + [0] * n)[:n] if len(m) < n else m[:n]
+
+
+def _strided_plan(ctx: LayerContext, begin: list[int], end: list[int], strides: list[int]) -> _Plan:
+    n = len(begin)
+    if len(end) != n or len(strides) != n:
+        raise ctx.error("begin, end and strides must have the same length")
+    bm, em = _mask(ctx, "begin_mask", n), _mask(ctx, "end_mask", n)
+    nm, sm, elm = _mask(ctx, "new_axis_mask", n), _mask(ctx, "shrink_axis_mask", n), _mask(ctx, "ellipsis_mask", n)
+    items = []
+    for i in range(n):
+        if elm[i]:
+            items.append(("ellipsis",))
+        elif nm[i]:
+            items.append(("new",))
+        elif sm[i]:
+            items.append(("index", begin[i]))
+        else:
+            if strides[i] == 0:
+                raise ctx.error("slice stride 0")
+            items.append(("slice", None if bm[i] else begin[i], None if em[i] else end[i], strides[i]))
+    return _Plan(items)
+
+
+def _slice8_plan(ctx: LayerContext, rank: int, start, stop, step, axes) -> _Plan:
+    n = len(start)
+    if axes is None:
+        axes = list(range(n))
+    axes = norm_axes(ctx, axes, rank)
+    if not (len(stop) == len(step) == len(axes) == n):
+        raise ctx.error("start, stop, step and axes must have the same length")
+    items: list[tuple] = [("slice", None, None, 1)] * rank
+    for a, b, e, s in zip(axes, start, stop, step, strict=False):
+        if s == 0:
+            raise ctx.error("slice step 0")
+        items[a] = ("slice", b, e, s)
+    return _Plan(items)
+
+
+def _apply_plan(ctx: LayerContext, plan: _Plan, value: Value, x: str) -> str:
+    shape = value.shape
+    rank = len(shape)
+    try:
+        items = plan.expand(rank)
+    except NNEFXError as exc:
+        raise ctx.error(exc.message) from None
+    dt = dtype_of(value)
+    axes, begins, ends, strides, squeeze, new_pos = [], [], [], [], [], []
+    d = 0
+    out_pos = 0
+    for it in items:
+        if it[0] == "new":
+            new_pos.append(out_pos)
+            out_pos += 1
+            continue
+        extent = shape[d]
+        if it[0] == "index":
+            i = it[1]
+            if extent is not None:
+                if not -extent <= i < extent:
+                    raise ctx.error(f"index {i} out of range for extent {extent}")
+                i = i + extent if i < 0 else i
+                axes.append(d), begins.append(i), ends.append(i + 1), strides.append(1)
+            elif i >= 0:
+                axes.append(d), begins.append(i), ends.append(i + 1), strides.append(1)
+            elif i == -1:
+                axes.append(d), begins.append(-1), ends.append(BIG), strides.append(1)
+            else:
+                axes.append(d), begins.append(i), ends.append(i + 1), strides.append(1)
+            squeeze.append(d)
+            d += 1
+            continue
+        _, b, e, s = it
+        out_pos += 1
+        if b is None and e is None and s == 1:
+            d += 1
+            continue
+        if extent is not None:
+            start, stop, step = slice(b, e, s).indices(extent)
+            count = len(range(start, stop, step))
+            if count == 0:
+                raise ctx.error("empty slices are not supported")
+            if step < 0 and stop < 0:
+                stop = -(extent + 1)
+            axes.append(d), begins.append(start), ends.append(stop), strides.append(step)
+        else:
+            if s > 0:
+                bb = 0 if b is None else b
+                ee = BIG if e is None or e >= BIG else e
+            else:
+                bb = -1 if b is None else b
+                ee = -BIG if e is None or e <= -BIG else e
+            axes.append(d), begins.append(bb), ends.append(ee), strides.append(s)
+        d += 1
+    y = x
+    if axes:
+        attrs = {"axes": axes, "begin": begins, "end": ends}
+        if any(s != 1 for s in strides):
+            attrs["stride"] = strides
+        y = ctx.emit1("slice", {"input": y}, attrs, dtype=dt)
+    if squeeze:
+        y = ctx.emit1("squeeze", {"input": y}, {"axes": squeeze}, dtype=dt)
+    if new_pos:
+        y = ctx.emit1("unsqueeze", {"input": y}, {"axes": new_pos}, dtype=dt)
+    return y
+
+
+def _plan_for(ctx: LayerContext, arrays_or_none, rank: int) -> _Plan:
+    if ctx.type == "StridedSlice":
+        begin = ctx.const_ints(1, "begin")
+        end = ctx.const_ints(2, "end")
+        strides = ctx.const_ints(3, "strides") if ctx.n_inputs > 3 else [1] * len(begin)
+        return _strided_plan(ctx, begin, end, strides)
+    start = ctx.const_ints(1, "start")
+    stop = ctx.const_ints(2, "stop")
+    step = ctx.const_ints(3, "step")
+    axes = ctx.const_ints(4, "axes") if ctx.n_inputs > 4 else None
+    return _slice8_plan(ctx, rank, start, stop, step, axes)
+
+
+@fold(("StridedSlice", "Slice"))
+def _fold_slice(ctx: LayerContext, arrays):
+    for a in arrays[1:]:
+        if a.dtype == object:
+            return None
+    x = arrays[0]
+    plan = _plan_for(ctx, arrays, x.ndim)
+    return np.asarray(x[plan.numpy_index(x.ndim)])
+
+
+@layer(("StridedSlice", "Slice"), ANY)
+def _slice(ctx: LayerContext):
+    rank = ctx.in_rank(0)
+    plan = _plan_for(ctx, None, rank)
+    y = _apply_plan(ctx, plan, ctx.input(0), ctx.tensor(0))
+    return ctx.result(y, ctx.in_etype(0))
+
+
+# --- Gather ---------------------------------------------------------------------------------------
+
+
+def _gather_axis(ctx: LayerContext, rank: int) -> int:
+    return norm_axis(ctx, ctx.const_ints(2, "axis")[0], rank)
+
+
+@fold("Gather")
+def _fold_gather(ctx: LayerContext, arrays):
+    x, idx = arrays[0], arrays[1]
+    if idx.dtype == object:
+        return None
+    axis = _gather_axis(ctx, x.ndim)
+    bd = ctx.int("batch_dims", 0)
+    if bd < 0:
+        bd += idx.ndim
+    return gather(x, idx.astype(np.int64), axis, bd)
+
+
+@layer("Gather", ANY)
+def _gather(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    if shape is None:
+        raise ctx.error("the rank of the input is not known")
+    rank = len(shape)
+    axis = _gather_axis(ctx, rank)
+    bd = ctx.int("batch_dims", 0)
+    iv = ctx.input(1)
+    if bd < 0:
+        bd += len(iv.shape or ())
+    dt = dtype_of(ctx.input(0))
+    x = ctx.tensor(0)
+    extent = shape[axis]
+    if iv.is_const and bd == 0:
+        idx = np.asarray(iv.const).astype(np.int64)
+        if extent is not None:
+            if np.any((idx < -extent) | (idx >= extent)):
+                raise ctx.error(f"gather index out of range for extent {extent}")
+            idx = np.where(idx < 0, idx + extent, idx)
+        if idx.ndim == 0:
+            i = int(idx)
+            plan = _Plan([("slice", None, None, 1)] * axis + [("index", i)])
+            return ctx.result(_apply_plan(ctx, plan, Value(tensor=x, etype=ctx.in_etype(0), shape=shape), x),
+                              ctx.in_etype(0))
+        if np.all(idx >= 0):
+            it = const_value(ctx, idx, "i64")
+            return ctx.result(ctx.emit1("gather", {"input": x, "indices": it}, {"axis": axis}, dtype=dt),
+                              ctx.in_etype(0))
+    y = ctx.emit1("ir_gather", {"input": x, "indices": ctx.tensor(1)}, {"axis": axis, "batch_dims": bd}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+# --- Broadcast / Tile / Pad / Range ----------------------------------------------------------------
+
+
+def _bcast_mode(ctx: LayerContext) -> str:
+    return ctx.choice("mode", ("numpy", "bidirectional", "explicit"), "numpy")
+
+
+@fold("Broadcast")
+def _fold_broadcast(ctx: LayerContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    mode = _bcast_mode(ctx)
+    axes = _ints(arrays[2]) if len(arrays) > 2 else []
+    return broadcast_to(arrays[0], tuple(_ints(arrays[1])), mode, axes)
+
+
+@layer("Broadcast", ANY)
+def _broadcast(ctx: LayerContext):
+    mode = _bcast_mode(ctx)
+    v = ctx.input(0)
+    tv = ctx.input(1)
+    dt = dtype_of(v)
+    shape = v.shape
+    if tv.is_const and shape is not None and all(d is not None for d in shape) and mode != "explicit":
+        target = tuple(_ints(tv.const))
+        r = max(len(target), len(shape))
+        full = (1,) * (r - len(shape)) + tuple(shape)
+        tgt = (1,) * (r - len(target)) + target
+        try:
+            if mode == "numpy":
+                from ...ops.ir_opset import broadcast_shape
+                if broadcast_shape(shape, target) != target:
+                    raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
+        except NNEFXError as exc:
+            raise ctx.error(exc.message) from None
+        x = ctx.tensor(0)
+        if r > len(shape):
+            x = ctx.emit1("unsqueeze", {"input": x}, {"axes": list(range(r - len(shape)))}, dtype=dt)
+        reps = []
+        for a, b in zip(full, tgt, strict=False):
+            if a == b or b == 1:
+                reps.append(1)
+            elif a == 1:
+                reps.append(b)
+            else:
+                raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
+        if any(k != 1 for k in reps):
+            x = ctx.emit1("tile", {"input": x}, {"repeats": reps}, dtype=dt)
+        return ctx.result(x, v.etype)
+    axes = ctx.const_ints(2, "axes_mapping") if mode == "explicit" else []
+    y = ctx.emit1("ir_broadcast", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
+                  {"mode": mode, "axes_mapping": axes}, dtype=dt)
+    return ctx.result(y, v.etype)
+
+
+@fold("Tile")
+def _fold_tile(ctx: LayerContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    return np.tile(arrays[0], _ints(arrays[1]))
+
+
+@layer("Tile", ANY)
+def _tile(ctx: LayerContext):
+    reps = ctx.const_ints(1, "repeats")
+    r = ctx.in_rank(0)
+    dt = dtype_of(ctx.input(0))
+    x = ctx.tensor(0)
+    if len(reps) > r:
+        x = ctx.emit1("unsqueeze", {"input": x}, {"axes": list(range(len(reps) - r))}, dtype=dt)
+    elif len(reps) < r:
+        reps = [1] * (r - len(reps)) + reps
+    if any(k < 0 for k in reps):
+        raise ctx.error(f"negative repeats {reps}")
+    if all(k == 1 for k in reps):
+        return ctx.result(x, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("tile", {"input": x}, {"repeats": reps}, dtype=dt), ctx.in_etype(0))
+
+
+_PAD_MODES = {"constant": "constant", "edge": "replicate", "reflect": "reflect", "symmetric": "reflect-even"}
+
+
+@layer("Pad", ANY)
+def _pad(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    pb = ctx.const_ints(1, "pads_begin")
+    pe = ctx.const_ints(2, "pads_end")
+    if len(pb) != r or len(pe) != r:
+        raise ctx.error(f"pads_begin/pads_end must have {r} entries")
+    mode = ctx.choice("pad_mode", tuple(_PAD_MODES))
+    value = 0.0
+    if mode == "constant" and ctx.n_inputs > 3:
+        value = float(np.asarray(ctx.const(3, "pad_value")).reshape(-1)[0])
+    if dtype_of(ctx.input(0)) != "scalar":
+        raise ctx.error("Pad of non-floating-point tensors is not supported")
+    attrs = {"padding": [(int(a), int(b)) for a, b in zip(pb, pe, strict=False)], "border": _PAD_MODES[mode]}
+    if mode == "constant":
+        attrs["value"] = value
+    return ctx.result(ctx.emit1("pad", {"input": ctx.tensor(0)}, attrs))
+
+
+@fold("Range")
+def _fold_range(ctx: LayerContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    start, stop, step = (np.asarray(a).reshape(-1)[0] for a in arrays[:3])
+    if ctx.version == "opset4" or ctx.has("output_type"):
+        from .weights import element_type
+        et = element_type(ctx.str("output_type", "i64"), ctx.location)
+    else:
+        et = ctx.in_etype(0)
+    if step == 0:
+        raise ctx.error("Range step 0")
+    out = np.arange(start, stop, step)
+    from .mapping import storage_array
+    return ctx.folded(storage_array(out, et), et)
+
+
+@layer("Range", ANY)
+def _range(ctx: LayerContext):
+    raise ctx.error("Range with inputs computed at run time is not supported")
+
+
+# --- reductions ------------------------------------------------------------------------------------
+
+_REDUCE = {"ReduceMean": "mean_reduce", "ReduceSum": "sum_reduce", "ReduceMax": "max_reduce",
+           "ReduceMin": "min_reduce", "ReduceL1": None, "ReduceL2": None, "ReduceProd": None,
+           "ReduceLogicalAnd": "all_reduce", "ReduceLogicalOr": "any_reduce"}
+_NP_REDUCE = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
+              "ReduceProd": np.prod, "ReduceLogicalAnd": np.all, "ReduceLogicalOr": np.any}
+
+
+@fold(list(_NP_REDUCE))
+def _fold_reduce(ctx: LayerContext, arrays):
+    x = arrays[0]
+    if any(a.dtype == object for a in arrays):
+        return None
+    axes = tuple(norm_axes(ctx, _ints(arrays[1]), x.ndim))
+    return np.asarray(_NP_REDUCE[ctx.type](x, axis=axes, keepdims=ctx.bool("keep_dims", False))).astype(
+        x.dtype if ctx.type != "ReduceMean" or x.dtype.kind == "f" else np.float64)
+
+
+@layer(list(_REDUCE), ANY)
+def _reduce(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    keep = ctx.bool("keep_dims", False)
+    x = ctx.tensor(0)
+    op = _REDUCE[ctx.type]
+    logical = ctx.type in ("ReduceLogicalAnd", "ReduceLogicalOr")
+    if not logical and dtype_of(ctx.input(0)) != "scalar":
+        raise ctx.error(f"{ctx.type} of integer tensors at run time is not supported")
+    if not axes:
+        return ctx.result(x, ctx.in_etype(0))
+    kind = "logical" if logical else "scalar"
+    if ctx.type == "ReduceL1":
+        y = ctx.emit1("sum_reduce", {"input": unary(ctx, "abs", x)}, {"axes": axes})
+    elif ctx.type == "ReduceL2":
+        y = unary(ctx, "sqrt", ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes}))
+    elif ctx.type == "ReduceProd":
+        raise ctx.error("ReduceProd of run-time tensors is not supported")
+    else:
+        y = ctx.emit1(op, {"input": x}, {"axes": axes}, out_dtype=kind)
+    if not keep:
+        if len(axes) == r:
+            y = ctx.emit1("reshape", {"input": y}, {"shape": []}, dtype=kind)
+        else:
+            y = ctx.emit1("squeeze", {"input": y}, {"axes": axes}, dtype=kind)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+# --- softmax, normalisation --------------------------------------------------------------------
+
+
+@layer(("Softmax", "SoftMax"), ANY)
+def _softmax(ctx: LayerContext):
+    axis = norm_axis(ctx, ctx.int("axis", 1), ctx.in_rank(0))
+    return ctx.result(ctx.emit1("softmax", {"x": ctx.tensor(0)}, {"axes": [axis]}))
+
+
+@layer("LogSoftmax", ANY)
+def _log_softmax(ctx: LayerContext):
+    axis = norm_axis(ctx, ctx.int("axis", 1), ctx.in_rank(0))
+    x = ctx.tensor(0)
+    m = ctx.emit1("max_reduce", {"input": x}, {"axes": [axis]})
+    d = binary(ctx, "sub", x, m)
+    s = ctx.emit1("sum_reduce", {"input": unary(ctx, "exp", d)}, {"axes": [axis]})
+    return ctx.result(binary(ctx, "sub", d, unary(ctx, "log", s)))
+
+
+def _mvn(ctx: LayerContext, x: str, axes: list[int], normalize: bool, eps: float, inside: bool) -> str:
+    mean = ctx.emit1("mean_reduce", {"input": x}, {"axes": axes})
+    d = binary(ctx, "sub", x, mean)
+    if not normalize:
+        return d
+    var = ctx.emit1("mean_reduce", {"input": binary(ctx, "mul", d, d)}, {"axes": axes})
+    if inside:
+        den = unary(ctx, "sqrt", binary(ctx, "add", var, eps))
+    else:
+        den = binary(ctx, "add", unary(ctx, "sqrt", var), eps)
+    return binary(ctx, "div", d, den)
+
+
+@layer("MVN", ("opset6",))
+def _mvn6(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    mode = ctx.choice("eps_mode", ("inside_sqrt", "outside_sqrt"))
+    y = _mvn(ctx, ctx.tensor(0), axes, ctx.bool("normalize_variance"), ctx.float("eps"), mode == "inside_sqrt")
+    return ctx.result(y)
+
+
+@layer("MVN", ("opset2", "opset1"))
+def _mvn1(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    if ctx.has("reduction_axes"):
+        axes = sorted(norm_axes(ctx, ctx.ints("reduction_axes"), r))
+    else:
+        axes = list(range(1 if ctx.bool("across_channels", False) else 2, r))
+    y = _mvn(ctx, ctx.tensor(0), axes, ctx.bool("normalize_variance", False), ctx.float("eps"), False)
+    return ctx.result(y)
+
+
+@layer("NormalizeL2", ANY)
+def _normalize_l2(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    eps = ctx.float("eps")
+    mode = ctx.choice("eps_mode", ("add", "max"))
+    x = ctx.tensor(0)
+    if mode == "max":
+        # x / sqrt(max(sum x^2, eps)) == x / max(sqrt(sum x^2), sqrt(eps))
+        y = ctx.emit1("l2_normalization", {"input": x}, {"axes": axes, "bias": 0.0, "epsilon": math.sqrt(eps)})
+        return ctx.result(y)
+    s = ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes})
+    return ctx.result(binary(ctx, "div", x, unary(ctx, "sqrt", binary(ctx, "add", s, eps))))
+
+
+def _channel_param(ctx: LayerContext, i: int, rank: int) -> str:
+    """A per-channel [C] parameter as an NNEF [1, C] tensor (channel axis 1)."""
+    v = ctx.input(i)
+    if v.is_const:
+        return const_value(ctx, np.asarray(v.const).reshape(1, -1), v.etype)
+    return ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": [0]})
+
+
+@layer("BatchNormInference", ANY)
+def _batch_norm(ctx: LayerContext):
+    ctx.expect_inputs(5)
+    if ctx.version == "opset1":
+        gi, bi, xi, mi, vi = 0, 1, 2, 3, 4
+    else:
+        xi, gi, bi, mi, vi = 0, 1, 2, 3, 4
+    r = ctx.in_rank(xi)
+    p = {k: _channel_param(ctx, i, r) for k, i in (("scale", gi), ("offset", bi), ("mean", mi), ("variance", vi))}
+    y = ctx.emit1("batch_normalization", {"input": ctx.tensor(xi), "mean": p["mean"], "variance": p["variance"],
+                                          "offset": p["offset"], "scale": p["scale"]},
+                  {"epsilon": ctx.float("epsilon")})
+    return ctx.result(y)
+
+
+# --- sliding window ------------------------------------------------------------------------------
+
+
+def _spatial(ctx: LayerContext, key: str, n: int, default: int | None) -> list[int]:
+    if not ctx.has(key) and default is not None:
+        return [default] * n
+    v = ctx.ints(key)
+    if len(v) != n:
+        raise ctx.error(f"attribute '{key}' must have {n} entries (one per spatial dimension), has {len(v)}")
+    return v
+
+
+def _padding(ctx: LayerContext, in_spatial, kernel, strides, dilations, *, rounding: str = "floor",
+             out_spatial=None) -> list[tuple[int, int]] | None:
+    """Explicit (before, after) padding per spatial dim, reproducing auto_pad and ceil rounding."""
+    n = len(kernel)
+    auto = ctx.str("auto_pad", "explicit").lower()
+    if auto in ("explicit", "notset", ""):
+        pb = _spatial(ctx, "pads_begin", n, 0)
+        pe = _spatial(ctx, "pads_end", n, 0)
+        pads = list(zip(pb, pe, strict=False))
+    elif auto == "valid":
+        pads = [(0, 0)] * n
+    elif auto in ("same_upper", "same_lower"):
+        if any(x is None for x in in_spatial):
+            if auto == "same_upper" and rounding == "floor":
+                return None  # NNEF automatic padding is exactly same_upper
+            raise ctx.error("auto_pad=same_lower needs known spatial extents")
+        pads = []
+        for x, k, s, d in zip(in_spatial, kernel, strides, dilations, strict=False):
+            out = -(-x // s)
+            t = max((out - 1) * s + (k - 1) * d + 1 - x, 0)
+            small, large = t // 2, t - t // 2
+            pads.append((small, large) if auto == "same_upper" else (large, small))
+    else:
+        raise ctx.error(f"unknown auto_pad '{auto}'")
+    if rounding == "ceil" and auto in ("explicit", "notset", ""):
+        new = []
+        for (p, q), x, k, s, d in zip(pads, in_spatial, kernel, strides, dilations, strict=False):
+            if x is None:
+                raise ctx.error("rounding_type=ceil needs known spatial extents")
+            fd = (k - 1) * d + 1
+            out = -(-(x + p + q - fd) // s) + 1
+            if (out - 1) * s >= x + p:
+                out -= 1
+            extra = (out - 1) * s + fd - (x + p + q)
+            new.append((p, q + max(extra, 0)))
+        pads = new
+    return pads
+
+
+@layer("Convolution", ANY)
+def _convolution(ctx: LayerContext):
+    return ctx.result(_conv(ctx, groups=1))
+
+
+@layer("GroupConvolution", ANY)
+def _group_convolution(ctx: LayerContext):
+    return ctx.result(_conv(ctx, groups=None))
+
+
+def _filter(ctx: LayerContext, grouped: bool, transposed: bool) -> tuple[str, tuple, int]:
+    w = ctx.input(1)
+    wshape = w.shape
+    if wshape is None or any(d is None for d in wshape):
+        raise ctx.error("the filter shape must be known")
+    if not grouped:
+        return ctx.tensor(1), tuple(wshape), 1
+    g = wshape[0]
+    if transposed:  # [G, Cin/G, Cout/G, k...] -> [Cin, Cout/G, k...]
+        new = (g * wshape[1],) + tuple(wshape[2:])
+    else:  # [G, Cout/G, Cin/G, k...] -> [Cout, Cin/G, k...]
+        new = (g * wshape[1],) + tuple(wshape[2:])
+    if w.is_const:
+        return const_value(ctx, np.asarray(w.const).reshape(new), w.etype), new, g
+    t = ctx.emit1("reshape", {"input": ctx.tensor(1)}, {"shape": list(new)})
+    return t, new, g
+
+
+def _conv(ctx: LayerContext, groups: int | None) -> str:
+    xshape = ctx.in_shape(0)
+    if xshape is None:
+        raise ctx.error("the input rank is not known")
+    n = len(xshape) - 2
+    w, wshape, g = _filter(ctx, groups is None, False)
+    if len(wshape) != n + 2:
+        raise ctx.error(f"filter rank {len(wshape)} does not match input rank {n + 2}")
+    strides = _spatial(ctx, "strides", n, None)
+    dil = _spatial(ctx, "dilations", n, None)
+    pads = _padding(ctx, xshape[2:], wshape[2:], strides, dil)
+    attrs = {"border": "constant", "padding": [] if pads is None else pads, "stride": strides, "dilation": dil,
+             "groups": g}
+    return ctx.emit1("conv", {"input": ctx.tensor(0), "filter": w, "bias": 0.0}, attrs)
+
+
+@layer(("ConvolutionBackpropData", "GroupConvolutionBackpropData"), ANY)
+def _deconvolution(ctx: LayerContext):
+    grouped = ctx.type.startswith("Group")
+    xshape = ctx.in_shape(0)
+    if xshape is None:
+        raise ctx.error("the input rank is not known")
+    n = len(xshape) - 2
+    w, wshape, g = _filter(ctx, grouped, True)
+    if ctx.n_inputs > 2:
+        raise ctx.error("an explicit output_shape input is not supported")
+    strides = _spatial(ctx, "strides", n, None)
+    dil = _spatial(ctx, "dilations", n, None)
+    outpad = _spatial(ctx, "output_padding", n, 0)
+    auto = ctx.str("auto_pad", "explicit").lower()
+    if auto in ("explicit", "notset", ""):
+        pads = list(zip(_spatial(ctx, "pads_begin", n, 0), _spatial(ctx, "pads_end", n, 0), strict=False))
+    elif auto == "valid":
+        pads = [(0, 0)] * n
+    elif auto in ("same_upper", "same_lower"):
+        pads = []
+        for k, s, d, op in zip(wshape[2:], strides, dil, outpad, strict=False):
+            t = max((k - 1) * d + 1 - s + op, 0)
+            small, large = t // 2, t - t // 2
+            pads.append((small, large) if auto == "same_upper" else (large, small))
+    else:
+        raise ctx.error(f"unknown auto_pad '{auto}'")
+    # output_padding adds extents at the end: NNEF expresses that as less end padding
+    padding = [(p, q - op) for (p, q), op in zip(pads, outpad, strict=False)]
+    attrs = {"border": "constant", "padding": padding, "stride": strides, "dilation": dil, "groups": g}
+    return ctx.result(ctx.emit1("deconv", {"input": ctx.tensor(0), "filter": w, "bias": 0.0}, attrs))
+
+
+def _pool_common(ctx: LayerContext):
+    xshape = ctx.in_shape(0)
+    if xshape is None:
+        raise ctx.error("the input rank is not known")
+    n = len(xshape) - 2
+    kernel = _spatial(ctx, "kernel", n, None)
+    strides = _spatial(ctx, "strides", n, 1)
+    dil = _spatial(ctx, "dilations", n, 1)
+    rounding = ctx.choice("rounding_type", ("floor", "ceil", "ceil_torch"), "floor")
+    if rounding == "ceil_torch":
+        rounding = "ceil"
+    return xshape, n, kernel, strides, dil, rounding
+
+
+@layer("MaxPool", ANY)
+def _max_pool(ctx: LayerContext):
+    xshape, n, kernel, strides, dil, rounding = _pool_common(ctx)
+    pads = _padding(ctx, xshape[2:], kernel, strides, dil, rounding=rounding)
+    attrs = {"size": [1, 1] + kernel, "border": "ignore",
+             "padding": [] if pads is None else [(0, 0), (0, 0)] + pads,
+             "stride": [1, 1] + strides, "dilation": [1, 1] + dil}
+    y = ctx.emit1("max_pool", {"input": ctx.tensor(0)}, attrs)
+    outs = [ctx.result(y)]
+    if len(ctx.layer.outputs) > 1:
+        outs.append(Value(unsupported=f"the indices output of {ctx.layer.where()} is not supported"))
+    return outs
+
+
+@layer("AvgPool", ANY)
+def _avg_pool(ctx: LayerContext):
+    xshape, n, kernel, strides, dil, rounding = _pool_common(ctx)
+    exclude = ctx.bool("exclude-pad", False) if ctx.has("exclude-pad") else ctx.bool("exclude_pad", False)
+    auto = ctx.str("auto_pad", "explicit").lower()
+    if auto in ("explicit", "notset", ""):
+        explicit = list(zip(_spatial(ctx, "pads_begin", n, 0), _spatial(ctx, "pads_end", n, 0), strict=False))
+    else:
+        explicit = [(0, 0)] * n
+    x = ctx.tensor(0)
+    if not exclude and any(p or q for p, q in explicit):
+        # padded zeros count in the average, ceil-mode overhang does not: pad explicitly,
+        # then pool with border 'ignore' over the padded tensor.
+        x = ctx.emit1("pad", {"input": x}, {"padding": [(0, 0), (0, 0)] + explicit, "border": "constant",
+                                            "value": 0.0})
+        inner = [None if d is None else d + p + q for d, (p, q) in zip(xshape[2:], explicit, strict=False)]
+        if rounding == "ceil":
+            pads = []
+            for X, k, s in zip(inner, kernel, strides, strict=False):
+                if X is None:
+                    raise ctx.error("rounding_type=ceil needs known spatial extents")
+                out = -(-(X - k) // s) + 1
+                if (out - 1) * s >= X - (0):
+                    out -= 1
+                pads.append((0, max((out - 1) * s + k - X, 0)))
+        else:
+            pads = [(0, 0)] * n
+        border = "ignore"
+    else:
+        pads = _padding(ctx, xshape[2:], kernel, strides, [1] * n, rounding=rounding)
+        border = "ignore" if exclude or (auto in ("same_upper", "same_lower")) else "ignore"
+        # Without explicit padding, every padded position is ceil/auto overhang, which
+        # OpenVINO leaves out of the divisor for exclude_pad=false as well, except for
+        # same_* auto padding where it counts the padding unless exclude_pad.
+        if auto in ("same_upper", "same_lower") and not exclude:
+            if pads is None:
+                raise ctx.error("auto_pad same_* with exclude-pad=false needs known spatial extents")
+            x = ctx.emit1("pad", {"input": x}, {"padding": [(0, 0), (0, 0)] + pads, "border": "constant",
+                                                "value": 0.0})
+            pads = [(0, 0)] * n
+    attrs = {"size": [1, 1] + kernel, "border": border,
+             "padding": [] if pads is None else [(0, 0), (0, 0)] + pads, "stride": [1, 1] + strides}
+    return ctx.result(ctx.emit1("avg_pool", {"input": x}, attrs))
+
+
+# --- MatMul ----------------------------------------------------------------------------------------
+
+
+@layer("MatMul", ANY)
+def _matmul(ctx: LayerContext):
+    ta, tb = ctx.bool("transpose_a", False), ctx.bool("transpose_b", False)
+    ra, rb = ctx.in_rank(0), ctx.in_rank(1)
+    a, b = ctx.input(0), ctx.input(1)
+    if dtype_of(a) != "scalar" or dtype_of(b) != "scalar":
+        raise ctx.error("MatMul of integer tensors is not supported")
+
+    def prep(i: int, v: Value, r: int, vector_axis: int) -> tuple[str, int]:
+        if r == 1:
+            if v.is_const:
+                shape = (1, -1) if vector_axis == 0 else (-1, 1)
+                return const_value(ctx, np.asarray(v.const).reshape(shape), v.etype), 2
+            return ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": [vector_axis]}), 2
+        return ctx.tensor(i), r
+
+    xa, ra2 = prep(0, a, ra, 0)
+    xb, rb2 = prep(1, b, rb, 1)
+    if ra == 1:
+        ta = False
+    if rb == 1:
+        tb = False
+    r = max(ra2, rb2)
+    if ra2 < r:
+        if a.is_const and ra > 1:
+            xa = const_value(ctx, np.asarray(a.const).reshape((1,) * (r - ra2) + a.const.shape), a.etype)
+        else:
+            xa = ctx.emit1("unsqueeze", {"input": xa}, {"axes": list(range(r - ra2))})
+    if rb2 < r:
+        if b.is_const and rb > 1:
+            xb = const_value(ctx, np.asarray(b.const).reshape((1,) * (r - rb2) + b.const.shape), b.etype)
+        else:
+            xb = ctx.emit1("unsqueeze", {"input": xb}, {"axes": list(range(r - rb2))})
+    y = ctx.emit1("matmul", {"A": xa, "B": xb}, {"transposeA": ta, "transposeB": tb})
+    squeeze = []
+    if ra == 1:
+        squeeze.append(r - 2)
+    if rb == 1:
+        squeeze.append(r - 1)
+    if squeeze:
+        y = ctx.emit1("squeeze", {"input": y}, {"axes": squeeze})
+    return ctx.result(y)
+
+
+# --- attention --------------------------------------------------------------------------------------
+
+NEG_INF = float(np.finfo(np.float32).min)
+
+
+@layer("ScaledDotProductAttention", ANY)
+def _sdpa(ctx: LayerContext):
+    q, k = ctx.input(0), ctx.input(1)
+    qs, ks = q.shape, k.shape
+    if qs is None or ks is None:
+        raise ctx.error("query and key ranks must be known")
+    r = max(len(qs), len(ks), ctx.in_rank(2))
+    qt, kt, vt = aligned(ctx, [0, 1, 2])
+    if ctx.n_inputs > 4:
+        sv = ctx.input(4)
+        scale: object = float(np.asarray(sv.const).reshape(-1)[0]) if sv.is_const else ctx.tensor(4)
+    else:
+        e = qs[-1]
+        if e is None:
+            raise ctx.error("the embedding size of the query must be known")
+        scale = 1.0 / math.sqrt(e)
+    s = ctx.emit1("matmul", {"A": qt, "B": kt}, {"transposeA": False, "transposeB": True})
+    s = binary(ctx, "mul", s, scale)
+    if ctx.bool("causal", False):
+        lq, lk = qs[-2], ks[-2]
+        if lq is None or lk is None:
+            raise ctx.error("causal attention needs known sequence lengths")
+        m = np.where(np.triu(np.ones((lq, lk), bool), 1), NEG_INF, 0.0).astype(np.float32)
+        s = binary(ctx, "add", s, const_value(ctx, m.reshape((1,) * (r - 2) + m.shape), "f32"))
+    elif ctx.n_inputs > 3:
+        mv = ctx.input(3)
+        mr = len(mv.shape or ())
+        if mv.etype == "boolean":
+            if mv.is_const:
+                arr = np.where(mv.const, 0.0, NEG_INF).astype(np.float32)
+                mt = const_value(ctx, arr.reshape((1,) * (r - arr.ndim) + arr.shape), "f32")
+            else:
+                sel = ctx.emit1("select", {"condition": ctx.tensor(3), "true_value": 0.0, "false_value": NEG_INF},
+                                dtype="scalar")
+                mt = sel if mr == r else ctx.emit1("unsqueeze", {"input": sel}, {"axes": list(range(r - mr))})
+        elif mv.is_const:
+            arr = np.asarray(mv.const)
+            mt = const_value(ctx, arr.reshape((1,) * (r - arr.ndim) + arr.shape), mv.etype)
+        else:
+            mt = ctx.tensor(3)
+            if mr < r:
+                mt = ctx.emit1("unsqueeze", {"input": mt}, {"axes": list(range(r - mr))})
+        s = binary(ctx, "add", s, mt)
+    p = ctx.emit1("softmax", {"x": s}, {"axes": [r - 1]})
+    return ctx.result(ctx.emit1("matmul", {"A": p, "B": vt}, {"transposeA": False, "transposeB": False}))
+
+
+# --- Interpolate -----------------------------------------------------------------------------------
+
+
+@layer("Interpolate", ANY)
+def _interpolate(ctx: LayerContext):
+    xshape = ctx.in_shape(0)
+    if xshape is None or any(d is None for d in xshape[2:]):
+        raise ctx.error("Interpolate needs known spatial extents")
+    r = len(xshape)
+    odims = ctx.out_dims(0)
+    if odims is None or any(d is None for d in odims[2:]) or len(odims) != r:
+        raise ctx.error("Interpolate needs known output extents")
+    if tuple(odims[:2]) != tuple(xshape[:2]) and not (odims[0] is None or xshape[0] is None):
+        raise ctx.error("Interpolate over the batch or channel axis is not supported")
+    if odims[1] is not None and xshape[1] is not None and odims[1] != xshape[1]:
+        raise ctx.error("Interpolate over the channel axis is not supported")
+    factors = []
+    for a, b in zip(xshape[2:], odims[2:], strict=False):
+        if b % a:
+            raise ctx.error(f"Interpolate from {a} to {b}: only integer up-scaling factors are supported")
+        factors.append(b // a)
+    if ctx.version == "opset1":
+        mode = ctx.str("mode").lower()
+        coord = "half_pixel" if not ctx.bool("align_corners", False) else "align_corners"
+        nearest = "floor"
+    else:
+        mode = ctx.str("mode").lower()
+        coord = ctx.str("coordinate_transformation_mode", "half_pixel").lower()
+        nearest = ctx.str("nearest_mode", "round_prefer_floor").lower()
+        pb = ctx.ints("pads_begin", [0])
+        pe = ctx.ints("pads_end", [0])
+        if any(pb) or any(pe):
+            raise ctx.error("Interpolate with pads is not supported")
+        if ctx.bool("antialias", False):
+            raise ctx.error("Interpolate with antialias is not supported")
+    x = ctx.tensor(0)
+    if all(f == 1 for f in factors):
+        return ctx.result(x)
+    if mode == "nearest":
+        ok = (coord == "asymmetric" and nearest in ("floor", "simple")) or \
+             (coord in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_floor", "round_prefer_ceil")
+              and all(f % 2 == 1 for f in factors)) or \
+             (coord == "tf_half_pixel_for_nn" and nearest in ("floor",))
+        if coord in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
+            ok = True  # src = (i + 0.5)/f - 0.5 rounded half up == floor(i / f) for integer f
+        if not ok:
+            raise ctx.error(f"Interpolate nearest with {coord}/{nearest} is not supported")
+        return ctx.result(ctx.emit1("nearest_upsample", {"input": x}, {"factor": factors}))
+    if mode in ("linear", "linear_onnx", "bilinear"):
+        method = {"half_pixel": "symmetric", "pytorch_half_pixel": "symmetric", "align_corners": "aligned",
+                  "asymmetric": "asymmetric"}.get(coord)
+        if method is None:
+            raise ctx.error(f"Interpolate linear with {coord} is not supported")
+        return ctx.result(ctx.emit1("multilinear_upsample", {"input": x},
+                                    {"factor": factors, "method": method, "border": "replicate"}))
+    raise ctx.error(f"Interpolate mode '{mode}' is not supported")
+
+
+# --- recurrent cells -------------------------------------------------------------------------------
+
+
+def _chunks(ctx: LayerContext, i: int, n: int) -> list[str]:
+    """Split a weight input along axis 0 into n equal parts (folded when constant)."""
+    v = ctx.input(i)
+    if v.is_const:
+        return [const_value(ctx, c, v.etype) for c in np.split(np.asarray(v.const), n, axis=0)]
+    return ctx.emit("split", {"value": ctx.tensor(i)}, {"axis": 0, "ratios": [1] * n}, outputs=[n])
+
+
+def _row(ctx: LayerContext, t: str) -> str:
+    return ctx.emit1("unsqueeze", {"input": t}, {"axes": [0]})
+
+
+_ACT = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}
+
+
+def _acts(ctx: LayerContext, default: list[str]) -> list[str]:
+    acts = [a.strip().lower() for a in ctx.str("activations", ",".join(default)).split(",") if a.strip()]
+    for a in acts:
+        if a not in _ACT:
+            raise ctx.error(f"activation '{a}' is not supported")
+    if ctx.has("activations_alpha") or ctx.has("activations_beta"):
+        if ctx.str("activations_alpha", "") or ctx.str("activations_beta", ""):
+            raise ctx.error("activations_alpha/beta are not supported")
+    return acts
+
+
+def _clip(ctx: LayerContext, t: str) -> str:
+    c = ctx.float("clip", 0.0)
+    if c:
+        return ctx.emit1("clamp", {"x": t, "a": -c, "b": c})
+    return t
+
+
+def _lin(ctx: LayerContext, x: str, w: str) -> str:
+    return ctx.emit1("matmul", {"A": x, "B": w}, {"transposeA": False, "transposeB": True})
+
+
+@layer("LSTMCell", ANY)
+def _lstm_cell(ctx: LayerContext):
+    f_act, g_act, h_act = _acts(ctx, ["sigmoid", "tanh", "tanh"])
+    if ctx.n_inputs > 6:
+        raise ctx.error("LSTMCell peepholes are not supported")
+    x, h, c = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    hs = ctx.int("hidden_size")
+    b = const_value(ctx, np.asarray(ctx.const(5)).reshape(1, -1), ctx.in_etype(5)) if ctx.is_const(5) \
+        else _row(ctx, ctx.tensor(5))
+    gates = binary(ctx, "add", binary(ctx, "add", _lin(ctx, x, ctx.tensor(3)), _lin(ctx, h, ctx.tensor(4))), b)
+    gates = _clip(ctx, gates)
+    f, i, g, o = ctx.emit("split", {"value": gates}, {"axis": 1, "ratios": [1, 1, 1, 1]}, outputs=[4])
+    del hs
+    ft, it, ot = (unary(ctx, _ACT[f_act], t) for t in (f, i, o))
+    gt = unary(ctx, _ACT[g_act], g)
+    c2 = binary(ctx, "add", binary(ctx, "mul", ft, c), binary(ctx, "mul", it, gt))
+    h2 = binary(ctx, "mul", ot, unary(ctx, _ACT[h_act], c2))
+    return [ctx.result(h2, port=0), ctx.result(c2, port=1)]
+
+
+@layer("GRUCell", ANY)
+def _gru_cell(ctx: LayerContext):
+    f_act, g_act = _acts(ctx, ["sigmoid", "tanh"])
+    x, h = ctx.tensor(0), ctx.tensor(1)
+    lbr = ctx.bool("linear_before_reset", False)
+    wz, wr, wh = _chunks(ctx, 2, 3)
+    rz, rr, rh = _chunks(ctx, 3, 3)
+    bparts = _chunks(ctx, 4, 4 if lbr else 3)
+    bparts = [_row(ctx, t) for t in bparts]
+    z = unary(ctx, _ACT[f_act], _clip(ctx, binary(ctx, "add", binary(ctx, "add", _lin(ctx, x, wz), _lin(ctx, h, rz)),
+                                                  bparts[0])))
+    rg = unary(ctx, _ACT[f_act], _clip(ctx, binary(ctx, "add", binary(ctx, "add", _lin(ctx, x, wr),
+                                                                      _lin(ctx, h, rr)), bparts[1])))
+    if lbr:
+        hh = binary(ctx, "add", binary(ctx, "mul", rg, binary(ctx, "add", _lin(ctx, h, rh), bparts[3])),
+                    binary(ctx, "add", _lin(ctx, x, wh), bparts[2]))
+    else:
+        hh = binary(ctx, "add", binary(ctx, "add", _lin(ctx, x, wh), _lin(ctx, binary(ctx, "mul", rg, h), rh)),
+                    bparts[2])
+    ht = unary(ctx, _ACT[g_act], _clip(ctx, hh))
+    # H' = (1 - z) * h~ + z * H
+    one_minus = binary(ctx, "sub", 1.0, z)
+    h2 = binary(ctx, "add", binary(ctx, "mul", one_minus, ht), binary(ctx, "mul", z, h))
+    return ctx.result(h2)
+
+
+@layer("RNNCell", ANY)
+def _rnn_cell(ctx: LayerContext):
+    (act,) = _acts(ctx, ["tanh"])
+    x, h = ctx.tensor(0), ctx.tensor(1)
+    b = const_value(ctx, np.asarray(ctx.const(4)).reshape(1, -1), ctx.in_etype(4)) if ctx.is_const(4) \
+        else _row(ctx, ctx.tensor(4))
+    y = binary(ctx, "add", binary(ctx, "add", _lin(ctx, x, ctx.tensor(2)), _lin(ctx, h, ctx.tensor(3))), b)
+    return ctx.result(unary(ctx, _ACT[act], _clip(ctx, y)))
+
+
+@layer("LSTMSequence", ANY)
+def _lstm_sequence(ctx: LayerContext):
+    acts = _acts(ctx, ["sigmoid", "tanh", "tanh"])
+    if acts != ["sigmoid", "tanh", "tanh"]:
+        raise ctx.error("LSTMSequence with non-default activations is not supported")
+    direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
+    ctx.expect_inputs(7)
+    lens = ctx.input(3)
+    lt = ctx.tensor_of(ctx.folded(np.asarray(lens.const).astype(np.int64), "i64")) if lens.is_const \
+        else ctx.tensor(3)
+    if not lens.is_const and dtype_of(lens) != "integer":
+        lt = ctx.emit1("ir_convert", {"input": lt}, {"destination_type": "i64"}, dtype="integer")
+    outs = ctx.emit("ir_lstm_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+                                         "initial_cell": ctx.tensor(2), "sequence_lengths": lt,
+                                         "W": ctx.tensor(4), "R": ctx.tensor(5), "B": ctx.tensor(6)},
+                    {"direction": direction, "clip": ctx.float("clip", 0.0)}, outputs=3)
+    return [ctx.result(o, port=i) for i, o in enumerate(outs)]
