@@ -72,7 +72,9 @@ def summary_text(model: Model, cost: bool = False) -> str:
         items = int(np.prod(t.shape)) if t.shape and all(d is not None for d in t.shape) else 0
         total_bytes += nbytes
         total_items += items
-        storage = str(t.data.dtype) if t.data is not None else "-"
+        storage = str(t.data.dtype) if t.data is not None else "no data"
+        if t.quant and t.data is not None and t.data.dtype.kind in "iu":
+            storage += f" codes, {t.quant.get('op_name', 'quantized')}"  # graph.quant decodes them
         rows.append(f"  {label}: {t.dtype} ({storage}) {_fmt_shape(t.shape)} {nbytes} bytes")
     lines.append(f"variables: {len(rows)} ({total_items} items, {total_bytes} bytes)")
     lines.extend(rows)
