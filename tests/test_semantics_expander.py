@@ -172,3 +172,54 @@ def test_expansion_is_deterministic():
     a = compile_document(FC, expand_all=True)
     b = compile_document(FC, expand_all=True)
     assert ops(a) == ops(b)
+
+
+NESTED = HDR + """
+fragment f( x: tensor<scalar> ) -> ( y: tensor<scalar> )
+{
+  n = 1 + 2;
+  t = add(add(x, x), x);
+  u = t * 2.0;
+  v = relu(u) + exp(u);
+  y = v;
+}
+graph G( x ) -> ( y, z )
+{
+  x = external(shape = [1]);
+  y = f(x);
+  z = add(relu(x), f(x));
+}
+"""
+
+
+def test_nested_compound_results_are_named_after_the_compound():
+    g = compile_document(NESTED)
+    assert [(op.op, op.output_names()[0]) for op in g.operations] == [
+        ("external", "x"), ("add", "add1"), ("add", "add2"), ("mul", "mul1"), ("relu", "relu1"), ("exp", "exp1"),
+        ("add", "add3"), ("copy", "y"), ("relu", "relu2"), ("add", "add4"), ("add", "add5"), ("mul", "mul2"),
+        ("relu", "relu3"), ("exp", "exp2"), ("add", "add6"), ("copy", "f1"), ("add", "z")]
+
+
+def test_naming_matches_the_official_parser():
+    nnef = pytest.importorskip("nnef")
+    theirs = nnef.parse_string(NESTED, lowered=["f"])
+    ours = compile_document(NESTED)
+    assert [(op.name, dict(op.inputs), dict(op.outputs)) for op in theirs.operations] == \
+        [(op.op, op.inputs, op.outputs) for op in ours.operations]
+
+
+def test_literals_bound_to_tensor_parameters_stay_tensors():
+    text = HDR + """
+fragment g( a: tensor<scalar>, b: tensor<scalar> ) -> ( y: tensor<scalar> )
+{
+  y = a - b;
+}
+graph G( x ) -> ( y )
+{
+  x = external(shape = [1]);
+  y = g(1.0, 0.5);
+}
+"""
+    g = compile_document(text.replace("graph G( x ) -> ( y )", "graph G( x ) -> ( x, y )"))
+    assert [(op.op, op.inputs) for op in g.operations][1:] == [("sub", {"x": 1.0, "y": 0.5})]
+    assert g.tensors["y"].shape == ()

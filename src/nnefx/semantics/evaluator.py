@@ -37,9 +37,25 @@ class TensorRef:
         return self.name
 
 
+@dataclass(frozen=True)
+class TensorLiteral:
+    """A literal bound to a tensor parameter: a constant tensor of singleton shape.
+
+    Operators on it map to fragments (``add``, ...) like on any tensor, so a compound's
+    body expands the same way whether it receives an identifier or a literal.
+    """
+
+    value: bool | int | float
+    dtype: str
+
+
+def is_tensor_value(v: Any) -> bool:
+    return isinstance(v, (TensorRef, TensorLiteral))
+
+
 def value_type(v: Any) -> Type:
     """The NNEF type of a concrete value."""
-    if isinstance(v, TensorRef):
+    if isinstance(v, (TensorRef, TensorLiteral)):
         return TensorT(v.dtype)
     if isinstance(v, bool):
         return Prim("logical")

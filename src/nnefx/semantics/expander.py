@@ -12,8 +12,9 @@ What gets expanded (replaced by its body) and what stays one operation:
 Naming (deterministic): every identifier assigned in the graph body keeps its name; every
 other tensor gets ``<op><n>`` with a per-operation counter starting at 1 that skips names
 already taken (array results: ``<op><n>_<k>``, k from 1, the counter advancing per item),
-like the official tools.  A compound's result takes the caller's name; a result assigned
-directly from another tensor or a literal becomes a ``copy``.
+like the official tools.  A compound's result takes the caller's name, or ``<compound><n>``
+when the call is nested or bound to a fragment-local identifier; a result assigned directly
+from another tensor or a literal becomes a ``copy``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from ..graph import Graph, Operation, Tensor
 from ..syntax import ast
 from . import evaluator as ev
 from .checker import BINARY_FRAGMENTS, UNARY_FRAGMENTS, bind_generic, match_arguments
-from .evaluator import TensorRef, value_type
-from .types import ArrayT, TensorT, can_cast, convert_value
+from .evaluator import TensorLiteral, TensorRef, is_tensor_value, value_type
+from .types import ArrayT, TensorT, TupleT, Type, can_cast, convert_value
 
 #: Deepest nesting of fragment invocations during expansion (recursion guard).
 MAX_EXPANSION_DEPTH = 200
@@ -115,7 +116,7 @@ class Expander:
             return [self.materialize(v, t, loc) for v, t in zip(value, target, strict=False)]
         if target is None or (isinstance(value, TensorRef) and value.name == target):
             return value
-        if not isinstance(value, (TensorRef, bool, int, float)):
+        if not isinstance(value, (TensorRef, TensorLiteral, bool, int, float)):
             raise NNEFXError(f"expected a tensor, found {_describe(value)}", loc)
         dtype = value_type(value)
         dt = dtype.dtype if isinstance(dtype, TensorT) else dtype.name  # type: ignore[attr-defined]
@@ -150,7 +151,7 @@ class Expander:
 
     def e_Unary(self, e: ast.Unary, env, target) -> Any:
         v = self.eval(e.operand, env)
-        if _has_tensor(v):
+        if is_tensor_value(v):
             return self.operator_call(UNARY_FRAGMENTS[e.op], [v], e.loc, target)
         return ev.unary(e.op, v, e.loc)
 
@@ -162,7 +163,7 @@ class Expander:
             if e.op == "||" and left:
                 return True
         right = self.eval(e.right, env)
-        if e.op != "in" and (isinstance(left, TensorRef) or isinstance(right, TensorRef)):
+        if e.op != "in" and (is_tensor_value(left) or is_tensor_value(right)):
             return self.operator_call(BINARY_FRAGMENTS[e.op], [left, right], e.loc, target)
         return ev.binary(e.op, left, right, e.loc)
 
@@ -223,12 +224,14 @@ class Expander:
             return len(v)
         if e.name == "range_of":
             return list(range(len(v)))
-        if isinstance(v, (TensorRef, list, tuple)):
+        if isinstance(v, (TensorRef, TensorLiteral, list, tuple)):
             raise NNEFXError(f"{e.name}() expects a primitive value, found {_describe(v)}", e.arg.loc)
         return ev.cast(e.name, v, e.loc)
 
     def shape_of(self, v: Any, loc: Location) -> list[int]:
         minimum = 2 if self.dialect == "provisional" else 0
+        if isinstance(v, TensorLiteral):
+            return [1] * minimum
         if not isinstance(v, TensorRef):
             return [1] * minimum
         from .shapes import infer_operation
@@ -280,8 +283,25 @@ class Expander:
             if prov:
                 args[p.name] = convert_value(args[p.name], want)
         if self._expands(frag):
-            return self.expand(frag, args, g, target, loc)
+            return self.expand(frag, args, g, self._name_results(frag, g, target), loc)
         return self.emit(frag, args, g, target, loc)
+
+    def _name_results(self, frag: ast.Fragment, g: str | None, target: Any) -> Any:
+        """Unnamed single-tensor results of an expanded compound are named after it
+        (``<fragment><n>``), as the official tools do; their body then writes that name."""
+        results = frag.results
+        if len(results) == 1:
+            items = [target]
+        elif isinstance(target, tuple) and len(target) == len(results):
+            items = list(target)
+        else:
+            items = [None] * len(results)
+        named = []
+        for r, t in zip(results, items, strict=False):
+            if t is None and isinstance(r.type.type.bind(g), TensorT):
+                t = self.fresh(frag.emit_as or frag.name)
+            named.append(t)
+        return named[0] if len(results) == 1 else tuple(named)
 
     def _expands(self, frag: ast.Fragment) -> bool:
         if frag.body is None:
@@ -305,7 +325,9 @@ class Expander:
         if frag.origin == "document":
             self.doc_loc = loc
         self.generic = g
-        env = {frag.param_map.get(k, k): v for k, v in args.items()}
+        env = {}
+        for p in frag.params:
+            env[frag.param_map.get(p.name, p.name)] = _as_tensor(args[p.name], p.type.type.bind(g))
         results = frag.results
         if len(results) == 1:
             rtargets = {results[0].name: target}
@@ -398,9 +420,23 @@ class Expander:
         return values[0] if len(values) == 1 else tuple(values)
 
 
+def _as_tensor(v: Any, t: Type) -> Any:
+    """Wrap literals bound to tensor-typed parameters as :class:`TensorLiteral`."""
+    if isinstance(t, TensorT) and isinstance(v, (bool, int, float)):
+        dt = value_type(v)
+        return TensorLiteral(v, dt.name)  # type: ignore[attr-defined]
+    if isinstance(t, ArrayT) and isinstance(v, list):
+        return [_as_tensor(x, t.item) for x in v]
+    if isinstance(t, TupleT) and isinstance(v, tuple):
+        return tuple(_as_tensor(x, i) for x, i in zip(v, t.items, strict=False))
+    return v
+
+
 def _to_graph(v: Any) -> Any:
     if isinstance(v, TensorRef):
         return v.name
+    if isinstance(v, TensorLiteral):
+        return v.value
     if isinstance(v, list):
         return [_to_graph(x) for x in v]
     if isinstance(v, tuple):
@@ -408,13 +444,11 @@ def _to_graph(v: Any) -> Any:
     return v
 
 
-def _has_tensor(v: Any) -> bool:
-    return isinstance(v, TensorRef)
-
-
 def _describe(v: Any) -> str:
     if isinstance(v, TensorRef):
         return f"tensor '{v.name}'"
+    if isinstance(v, TensorLiteral):
+        return f"constant tensor {v.value!r}"
     if isinstance(v, list):
         return f"an array of {len(v)} items"
     if isinstance(v, tuple):
