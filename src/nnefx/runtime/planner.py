@@ -136,9 +136,12 @@ class Plan:
 
     def summary(self) -> str:
         """One line for ``nnefx run`` and the demo: what the planner did."""
-        return (f"plan: {len(self.steps)} kernel calls ({self.backend}), {self.folded} folded, "
-                f"{self.pruned} unused dropped, {len(self.variables)} variables, "
-                f"{len(self.updates)} updates, {self.n_slots} slots")
+        def count(n: int, word: str) -> str:
+            return f"{n} {word}{'' if n == 1 else 's'}"
+
+        return (f"plan: {count(len(self.steps), 'kernel call')} ({self.backend}), {self.folded} folded, "
+                f"{self.pruned} unused dropped, {count(len(self.variables), 'variable')}, "
+                f"{count(len(self.updates), 'update')}, {count(self.n_slots, 'slot')}")
 
 
 def _flat(values: Any) -> list[Any]:
