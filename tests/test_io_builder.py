@@ -104,3 +104,22 @@ def test_names_are_checked_up_front():
     b.output(b.constant(float("nan")))
     with pytest.raises(NNEFXError, match="finite"):
         b.text()
+
+
+def test_inputs_renamed_as_outputs_become_copies():
+    b = GraphBuilder("g")
+    x = b.external("x", shape=(2, 4))
+    b.output(x, name="same")
+    g = b.build().graph
+    assert g.inputs == ["x"] and g.outputs == ["same"]
+    assert g.tensors["same"].shape == (2, 4)
+    assert "same = copy(x);" in b.text()
+
+
+def test_convolution_with_attributes():
+    b = GraphBuilder("net")
+    x = b.external("input", shape=(1, 3, 8, 8))
+    w = b.variable("conv1/filter", np.zeros((4, 3, 3, 3), np.float32))
+    y = b.op("conv", x, w, padding=[(1, 1), (1, 1)], stride=[2, 2])
+    b.output(y, name="y")
+    assert b.build().graph.tensors["y"].shape == (1, 4, 4, 4)

@@ -365,3 +365,20 @@ def test_save_in_place_over_the_loaded_folder(tmp_path):
 
 def test_tensor_bytes_helper_matches_files():
     assert tensor_bytes(np.array([[True, False, True]])) == open(os.path.join(SMALL, "mask.dat"), "rb").read()
+
+
+def test_sub_byte_quantized_variables_keep_their_width(tmp_path):
+    model = copy_model(tmp_path, QUANTIZED)
+    codes = np.array([[-4, 2], [0, 1], [7, -8], [3, 3]], np.int8)
+    write_tensor(model / "w.dat", codes, item_type="qint", bits=4)
+    loaded = nnefx.load(model)
+    np.testing.assert_array_equal(loaded.graph.tensors["w"].data, codes)
+    nnefx.save(loaded, tmp_path / "again")
+    assert (tmp_path / "again" / "w.dat").read_bytes() == (model / "w.dat").read_bytes()
+    assert read_tensor(tmp_path / "again" / "w.dat")[1] == {"bits": 4, "signed": True}
+
+
+def test_unwritable_target_is_a_located_error(tmp_path):
+    with pytest.raises(NNEFXError) as info:
+        nnefx.save(nnefx.load(SMALL), tmp_path / "missing" / "parent" / "m.tgz")
+    assert info.value.location.field == "file"
