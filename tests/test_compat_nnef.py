@@ -136,15 +136,24 @@ PARSER_TEST_DOCUMENTS = {
 }
 
 
+#: nnefx front-end bugs this file trips over (also listed in test_differential_corpus.py).
+KNOWN_BUGS = {"non_variable_update": "nnefx accepts update() of a non-variable (spec 4.8 forbids it)"}
+
+
+def _documents() -> list:
+    return [pytest.param(name, marks=[pytest.mark.xfail(reason=KNOWN_BUGS[name], strict=True)]
+                         if name in KNOWN_BUGS else []) for name in sorted(PARSER_TEST_DOCUMENTS)]
+
+
 @pytest.mark.peer
-@pytest.mark.parametrize("name", sorted(PARSER_TEST_DOCUMENTS))
+@pytest.mark.parametrize("name", _documents())
 def test_parse_string_scenarios(name: str) -> None:
     _needs_frontend()
     assert_same(lambda m: m.parse_string(PARSER_TEST_DOCUMENTS[name]))
 
 
 @pytest.mark.peer
-@pytest.mark.parametrize("name", sorted(PARSER_TEST_DOCUMENTS))
+@pytest.mark.parametrize("name", _documents())
 def test_parse_then_infer_shapes(name: str) -> None:
     _needs_frontend()
 
@@ -170,7 +179,7 @@ def test_reshape_axis_range_shapes() -> None:
         m.infer_shapes(graph)
         return graph.tensors["output"].shape
 
-    assert assert_same(scenario) == ("ok", [1, 6, 4])
+    assert assert_same(scenario) == ("ok", ("list", [("int", 1), ("int", 6), ("int", 4)]))
 
 
 SHUFFLE = """

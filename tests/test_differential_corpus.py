@@ -186,6 +186,45 @@ ALL_CASES = file_cases() + generated_cases()
 #: Documents where nnefx deliberately disagrees with the official package, with the reason.
 #: ``case id -> (official verdict, nnefx verdict, reason)``.
 EXPECTED_DIFFERENCES: dict[str, tuple[str, str, str]] = {
+    "shape_external_negative_extent": (
+        "accept", "reject", "spec 4.1: every item of an external's shape must be > 0; the official parser "
+        "does not check and even propagates [-2, 3]"),
+    "shape_constant_value_count": (
+        "accept", "reject", "spec 4.1: a constant's value must have 1 item or volume(shape) items (3 for "
+        "shape [2, 2] is neither); the official parser does not check"),
+    "op_sample": (
+        "accept", "reject", "spec 4.3 (sample): the index tensor has the OUTPUT's shape; the official shape "
+        "function compares it with the input's shape instead, so it accepts this spec-invalid document"),
+    "op_sample_spec_index": (
+        "reject", "accept", "the spec-valid counterpart of 'op_sample' (index from argmax_pool of the same "
+        "input, i.e. output-shaped), which the official shape function rejects for the same reason"),
+    "squeeze_1": (
+        "accept", "reject", "spec 4.5 (squeeze): squeezed dimensions must be singletons; axis 0 has extent 2. "
+        "The official shape function does not check extents"),
+    "squeeze_3": (
+        "accept", "reject", "spec 4.5: squeeze removes the listed dimensions, each once; a repeated axis "
+        "makes the result rank (rank - len(axes)) wrong. The official function does not check"),
+    "unsqueeze_3": (
+        "accept", "reject", "spec 4.5: unsqueeze inserts one singleton per listed output position; a repeated "
+        "position is ambiguous. The official function does not check"),
+}
+
+#: Documents where both accept but nnefx reports a different shape, deliberately:
+#: ``case id -> ({tensor: nnefx shape}, reason)``.
+EXPECTED_SHAPE_DIFFERENCES: dict[str, tuple[dict[str, list], str]] = {
+    "shape_external_zero_extent": (
+        {"x": [None, 3], "y": [None, 3]},
+        "an extent of 0 in an external's shape means 'unspecified' in nnefx (seed 001 3.3.4, shape "
+        "propagation with unspecified input dimensions); the official package takes it as a literal 0"),
+}
+
+#: Real nnefx front-end bugs found by this suite (reported to the front-end owner); each is an
+#: expected failure that turns into an error (strict) once fixed, so it is removed from here.
+KNOWN_NNEFX_BUGS: dict[str, str] = {
+    "bad_non_variable_update": "the first argument of 'update' must be a tensor introduced by 'variable' "
+                               "(spec 4.8); nnefx accepts update(input, input)",
+    "bad_output_is_input": "a name may not be both a parameter and a result of a graph/fragment declaration "
+                           "(nnef-syntax 5.1); nnefx accepts graph O( x ) -> ( x )",
 }
 
 
@@ -228,8 +267,17 @@ def _word(accepted: bool) -> str:
     return "accept" if accepted else "reject"
 
 
+def _params() -> list:
+    out = []
+    for case_id, text in ALL_CASES:
+        marks = ([pytest.mark.xfail(reason=f"nnefx bug: {KNOWN_NNEFX_BUGS[case_id]}", strict=True)]
+                 if case_id in KNOWN_NNEFX_BUGS else [])
+        out.append(pytest.param(case_id, text, id=case_id, marks=marks))
+    return out
+
+
 @pytest.mark.peer
-@pytest.mark.parametrize("case_id,text", ALL_CASES, ids=[c for c, _ in ALL_CASES])
+@pytest.mark.parametrize("case_id,text", _params())
 def test_same_verdict_and_shapes(case_id: str, text: str) -> None:
     theirs = official_verdict(text)
     ours, error = nnefx_verdict(text, case_id)
@@ -247,7 +295,13 @@ def test_same_verdict_and_shapes(case_id: str, text: str) -> None:
         assert error.location.line is not None, str(error)
     if theirs.accepted:
         assert ours.shapes is not None and theirs.shapes is not None
-        for name, shape in theirs.shapes.items():
+        expected = dict(theirs.shapes)
+        if case_id in EXPECTED_SHAPE_DIFFERENCES:
+            differing, _reason = EXPECTED_SHAPE_DIFFERENCES[case_id]
+            for name, shape in differing.items():
+                assert expected[name] != shape, f"documented shape difference for '{name}' no longer holds"
+            expected.update(differing)
+        for name, shape in expected.items():
             assert name in ours.shapes, f"nnefx graph lacks tensor '{name}'"
             assert ours.shapes[name] == shape, f"shape of '{name}': nnefx {ours.shapes[name]}, official {shape}"
 
@@ -261,4 +315,6 @@ def test_corpus_is_large_and_mixed() -> None:
 
 def test_expected_differences_are_cases() -> None:
     ids = {c for c, _ in ALL_CASES}
-    assert set(EXPECTED_DIFFERENCES) <= ids
+    documented = set(EXPECTED_DIFFERENCES) | set(EXPECTED_SHAPE_DIFFERENCES) | set(KNOWN_NNEFX_BUGS)
+    assert documented <= ids
+    assert len(documented) == len(EXPECTED_DIFFERENCES) + len(EXPECTED_SHAPE_DIFFERENCES) + len(KNOWN_NNEFX_BUGS)

@@ -1,12 +1,13 @@
-"""``infer_shapes`` of the compat API: nnefx's shape rules over an official-style graph.
+"""``infer_shapes`` of the compat API: nnefx's shape pass over an official-style graph.
 
 The official package infers shapes in a separate pass over its graph, so callers may edit
 the graph between parsing and inference (e.g. change an ``external``'s ``shape`` attribute,
 as the official validator does) and may supply rules for their own operations
-(``custom_shapes``).  We therefore work on the compat graph itself, one operation at a
-time, calling the shape rule that nnefx's operator registry holds for each standard
-operation (the same rules nnefx's own shape pass uses) and the caller's function for the
-rest.
+(``custom_shapes``).  We therefore work from the compat graph itself, one operation at a
+time: standard operations go through :func:`nnefx.semantics.shapes.infer_operation` (the
+very code nnefx's front-end uses, with the operator registry's shape rules), the rest
+through the caller's function with the official calling convention (shapes as lists,
+attributes as keywords).
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import graph as nx
 from ..diagnostics import NNEFXError
 from ..ops import registry
+from ..semantics.shapes import infer_operation
 from ._types import Error, Graph, Identifier, Tensor
+
+_BUILTIN = ("external", "variable", "constant", "update")
 
 
 def _shape_of(graph: Graph, value: Any) -> Any:
@@ -42,42 +47,36 @@ def _set_shape(graph: Graph, value: Any, shape: Any) -> None:
             _set_shape(graph, v, s)
 
 
-def _as_tuples(shape: Any) -> Any:
-    """Official shapes are lists of ints; registry rules take tuples (lists for arrays)."""
-    if isinstance(shape, list) and all(isinstance(s, int) for s in shape):
-        return tuple(shape)
-    if isinstance(shape, list):
-        return [_as_tuples(s) for s in shape]
-    return shape
+def _plain(value: Any) -> Any:
+    if isinstance(value, Identifier):
+        return str(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
-def _as_lists(shape: Any) -> Any:
-    if isinstance(shape, (tuple, list)):
-        if all(isinstance(s, (int, np.integer)) for s in shape):
-            return [int(s) for s in shape]
-        return [_as_lists(s) for s in shape]
-    raise AssertionError(f"shape rule returned {shape!r}, not a shape")
-
-
-def _is_shape(value: Any) -> bool:
-    return isinstance(value, tuple) and all(isinstance(s, (int, np.integer)) for s in value)
-
-
-def _registry_rule(op: Any) -> Callable[..., Any] | None:
-    entry = registry.find(op.name)
-    if entry is None or entry.shape_rule is None:
+def _as_list(shape: Any) -> Any:
+    if shape is None:
         return None
-    rule = entry.shape_rule
+    if isinstance(shape, tuple):
+        return [int(d) for d in shape]
+    return [_as_list(s) for s in shape]
 
-    def call(*shapes: Any, **attribs: Any) -> Any:
-        if entry.generic:
-            attribs["dtype"] = op.dtype
-        result = rule(*[_as_tuples(s) for s in shapes], **attribs)
-        if len(op.outputs) == 1 and (_is_shape(result) or isinstance(result, list)):
-            result = (result,)
-        return tuple(_as_lists(r) for r in result)
 
-    return call
+def _handled_by_nnefx(name: str) -> bool:
+    if name in _BUILTIN:
+        return True
+    entry = registry.find(name)
+    return entry is not None and entry.shape_rule is not None
+
+
+def _names(values: Any) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(_names(v) if isinstance(v, (list, tuple)) else [str(v)])
+    return out
 
 
 def infer_shapes(graph: Graph, external_shapes: Mapping[str, Any] | None = None,
@@ -89,22 +88,27 @@ def infer_shapes(graph: Graph, external_shapes: Mapping[str, Any] | None = None,
     output shape(s) for operations nnefx has no rule for.  Raises :class:`Error` naming the
     operation and its outputs when a rule rejects its arguments.
     """
-    external_shapes = external_shapes or {}
+    overrides = {str(k): tuple(v) for k, v in (external_shapes or {}).items()}
     custom_shapes = custom_shapes or {}
+    shadow = nx.Graph(graph.name, list(graph.inputs), list(graph.outputs))
+    for name, t in graph.tensors.items():
+        shape = None if t.shape is None else tuple(t.shape) if all(isinstance(d, int) for d in t.shape) else None
+        shadow.tensors[name] = nx.Tensor(name, t.dtype or "scalar", shape)
     for op in graph.operations:
-        func = _registry_rule(op) or custom_shapes.get(op.name)
-        if func is None:
-            raise Error(f"shape inference function is not defined for operation '{op.name}'")
         results = list(op.outputs.values())
         try:
-            if op.name == "external" and results and results[0] in external_shapes:
-                override = list(external_shapes[results[0]])
-                original = op.attribs["shape"]
-                if len(override) != len(original):
-                    raise AssertionError(f"overridden external shape rank ({len(override)}) does not "
-                                         f"match original rank ({len(original)})")
-                _set_shape(graph, results[0], override)
+            if _handled_by_nnefx(op.name):
+                nx_op = nx.Operation(op.name, {k: _plain(v) for k, v in op.inputs.items()},
+                                     {k: _plain(v) for k, v in op.outputs.items()}, dict(op.attribs), op.dtype)
+                infer_operation(shadow, nx_op, overrides)
+                for name in _names(results):
+                    t = graph.tensors[name]
+                    graph.tensors[name] = Tensor(t.name, t.dtype, _as_list(shadow.tensors[name].shape), t.data,
+                                                 t.quantization)
                 continue
+            func = custom_shapes.get(op.name)
+            if func is None:
+                raise Error(f"shape inference function is not defined for operation '{op.name}'")
             shapes = func(*[_shape_of(graph, v) for v in op.inputs.values()], **dict(op.attribs))
             if not isinstance(shapes, tuple):
                 shapes = (shapes,)
@@ -113,15 +117,12 @@ def infer_shapes(graph: Graph, external_shapes: Mapping[str, Any] | None = None,
                                      f"outputs ({len(results)})")
             for result, shape in zip(results, shapes, strict=True):
                 _set_shape(graph, result, shape)
+            for name in _names(results):
+                shape = graph.tensors[name].shape
+                shadow.tensors[name].shape = None if shape is None else tuple(shape)
+        except Error:
+            raise
         except (AssertionError, NNEFXError, ValueError, TypeError, IndexError, KeyError) as e:
             message = e.message if isinstance(e, NNEFXError) else str(e)
-            names = ", ".join(str(n) for n in _flat(results))
-            raise Error(f"while inferring shape of tensor(s) '{names}' (operation '{op.name}'): "
-                        f"{message}") from None
-
-
-def _flat(values: Any) -> list[Any]:
-    out: list[Any] = []
-    for v in values:
-        out.extend(_flat(v) if isinstance(v, (list, tuple)) else [v])
-    return out
+            raise Error(f"while inferring shape of tensor(s) '{', '.join(_names(results))}' "
+                        f"(operation '{op.name}'): {message}") from None

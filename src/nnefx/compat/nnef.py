@@ -27,7 +27,6 @@ Differences, all deliberate (see README "Drop-in for the official nnef Python AP
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,6 +35,11 @@ import numpy as np
 from ..diagnostics import NNEFXError
 from ..io import binary as _binary
 from ..ops import registry as _registry
+from ..semantics.expander import Expander
+from ..semantics.frontend import attach_quant, check_document
+from ..semantics.types import TensorT
+from ..syntax import ast
+from ..syntax.parser import FINAL, deep_recursion, parse_document
 from . import _convert
 from ._printer import (
     format_argument,
@@ -59,48 +63,68 @@ __all__ = [
 #: Names of the NNEF standard operations (what ``nnef.StandardOperations`` lists).
 StandardOperations = frozenset(op.name for op in _registry.all_ops("nnef"))
 
-_FRAGMENT_HEADER = re.compile(r"\bfragment\s+(\w+)\s*(?:<[^>]*>)?\s*\([^{;]*?\)\s*->\s*\([^{;]*?\)", re.S)
+
+class _OfficialExpander(Expander):
+    """nnefx's expander with the official package's choice of what to expand.
+
+    The official parser keeps *every* invocation atomic, document-defined fragments
+    included, unless its name is in ``lowered``; fragments that compute only attributes
+    (compile-time functions) are always evaluated.  nnefx's own default expands
+    document-defined fragments, so only this decision differs.
+    """
+
+    def _expands(self, frag: ast.Fragment) -> bool:
+        if frag.body is None:
+            return False
+        if not any(r.type.type.is_tensor() for r in frag.results):
+            return True
+        return frag.name in self.lowered
 
 
-def _document_fragments(text: str) -> dict[str, str]:
-    """Headers of the fragments a document defines, by name (for parameter order/defaults)."""
-    return {m.group(1): m.group(0) for m in _FRAGMENT_HEADER.finditer(text)}
+def _param_kinds(table: dict[str, ast.Fragment]) -> dict[str, dict[str, str | None]]:
+    class Kinds(dict):
+        def __missing__(self, name: str) -> dict[str, str | None]:
+            frag = table.get(name)
+            kinds = {} if frag is None else {
+                p.name: (p.type.type.dtype or "scalar") if isinstance(p.type.type, TensorT) else None
+                for p in frag.params}
+            self[name] = kinds
+            return kinds
+
+        def get(self, name: str, default: Any = None) -> Any:
+            return self[name]
+
+    return Kinds()
 
 
-def _error(exc: NNEFXError, source: str) -> Error:
-    return Error(exc.message, exc.location, source=source)
-
-
-def _compile(text: str, quant: str | None, source: str, lowered: Iterable[str]) -> Any:
-    from ..semantics.frontend import compile_document
-
-    try:
-        return compile_document(text, file=source, quant=quant, lowered=list(lowered), atomic=True)
-    except NNEFXError as exc:
-        raise _error(exc, source) from None
-    except RecursionError:
-        raise Error("document nests too deeply") from None
-
-
-def _parse(text: str, quant: str | None, stdlib: str | None, lowered: Iterable[str] | None,
-           source: str) -> Graph:
+def _parse(text: str, quant: str | None, stdlib: str | None, lowered: Iterable[str] | None, source: str,
+           file: str | None) -> Graph:
     if stdlib:
         raise Error("nnefx.compat.nnef does not support a custom 'stdlib': the standard operations "
                     "come from nnefx's operator registry")
-    lowered = [name for name in (lowered or []) if name]
-    fragments = _document_fragments(text)
-    graph = _compile(text, quant, source, lowered)
-    rename = None
-    if lowered:
-        atomic = _compile(text, quant, source, [])
-        rename = _convert.official_names(graph, set(atomic.tensors))
-    return _convert.convert_graph(graph, fragments, rename)
+    try:
+        with deep_recursion():
+            doc = parse_document(text, file or source, FINAL)
+            table = check_document(doc)
+            if doc.graph is None:
+                raise NNEFXError("the document defines no graph", doc.loc)
+            expander = _OfficialExpander(table, doc.dialect, lowered=[n for n in lowered or () if n])
+            graph = expander.expand_graph(doc.graph)
+            graph.validate_structure()
+            if quant:
+                attach_quant(graph, quant, table, file="quantization", dialect=doc.dialect)
+    except NNEFXError as exc:
+        where = exc.location.file if exc.location is not None and exc.location.file == "quantization" else source
+        raise Error(exc.message, exc.location, source=where) from None
+    except RecursionError:
+        raise Error("document nests too deeply") from None
+    return _convert.convert_graph(graph, _param_kinds(table))
 
 
 def parse_string(graph_str: str, quant_str: str | None = None, stdlib: str | None = None,
                  lowered: Iterable[str] | None = None) -> Graph:
     """Parse and check an NNEF document given as text; shapes are left to :func:`infer_shapes`."""
-    return _parse(graph_str, quant_str, stdlib, lowered, "input")
+    return _parse(graph_str, quant_str, stdlib, lowered, "input", None)
 
 
 def _read_text(path: str) -> str:
@@ -116,7 +140,7 @@ def parse_file(graph_fn: str, quant_fn: str | None = None, stdlib: str | None = 
     """Parse and check an NNEF document file (plus an optional ``graph.quant`` file)."""
     text = _read_text(graph_fn)
     quant = _read_text(quant_fn) if quant_fn else None
-    return _parse(text, quant, stdlib, lowered, graph_fn)
+    return _parse(text, quant, stdlib, lowered, graph_fn, graph_fn)
 
 
 def _variable_path(folder: str, label: str) -> str:

@@ -1,0 +1,191 @@
+"""Parse + check + shape-inference benchmark: nnefx against the official ``nnef`` package.
+
+Generates flat NNEF documents of N operations with a realistic mix (variables, conv with
+bias, max/avg pooling, relu/add/mul, batch normalization, occasionally reshape+linear
+heads) and measures, for each tool in its own fresh subprocess (so neither pays for the
+other's imports or garbage):
+
+* time: wall-clock of text -> checked graph with every tensor shape known
+  (official: ``nnef.parse_string`` + ``nnef.infer_shapes``; nnefx:
+  ``compile_document``; compat: ``nnefx.compat.nnef.parse_string`` + ``infer_shapes``),
+  best of ``--repeat`` runs;
+* memory: peak resident set size (``resource.getrusage(...).ru_maxrss``) of a subprocess
+  that does one run, minus the RSS after imports, plus the ``tracemalloc`` peak of the run
+  (Python allocations only, so it under-reports the C++-backed official parser).
+
+Usage::
+
+    python benchmarks/parse.py                   # 10k and 100k operations
+    python benchmarks/parse.py --ops 10000 --repeat 5 --tools nnefx official
+    python benchmarks/parse.py --profile nnefx --ops 10000   # cProfile top functions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+
+TOOLS = ("official", "nnefx", "compat")
+
+
+def generate(ops: int, channels: int = 16, size: int = 32) -> str:
+    """A flat document with about ``ops`` operations (every shape valid)."""
+    lines = ["version 1.0;", "", "graph Net( input ) -> ( output )", "{",
+             f"    input = external(shape = [1, {channels}, {size}, {size}]);"]
+    count, block, prev = 1, 0, "input"
+    pad = "[(1, 1), (1, 1)]"
+    while count < ops - 1:
+        b = f"b{block}"
+        kind = block % 4
+        body = [
+            f"{b}_w = variable(shape = [{channels}, {channels}, 3, 3], label = '{b}/filter');",
+            f"{b}_bias = variable(shape = [1, {channels}], label = '{b}/bias');",
+            f"{b}_conv = conv({prev}, {b}_w, {b}_bias, padding = {pad}, stride = [1, 1]);",
+        ]
+        if kind == 1:
+            body += [
+                f"{b}_mean = variable(shape = [1, {channels}], label = '{b}/mean');",
+                f"{b}_var = variable(shape = [1, {channels}], label = '{b}/variance');",
+                f"{b}_bn = batch_normalization({b}_conv, {b}_mean, {b}_var, 0.0, 1.0, epsilon = 1e-5);",
+                f"{b}_relu = relu({b}_bn);",
+            ]
+        else:
+            body.append(f"{b}_relu = relu({b}_conv);")
+        body.append(f"{b}_add = add({b}_relu, {prev});")
+        if kind == 2:
+            body.append(f"{b}_pool = max_pool({b}_add, size = [1, 1, 3, 3], stride = [1, 1, 1, 1], "
+                        "padding = [(0, 0), (0, 0), (1, 1), (1, 1)], border = 'ignore');")
+        elif kind == 3:
+            body.append(f"{b}_pool = avg_pool({b}_add, size = [1, 1, 3, 3], stride = [1, 1, 1, 1], "
+                        "padding = [(0, 0), (0, 0), (1, 1), (1, 1)], border = 'constant');")
+        else:
+            body.append(f"{b}_pool = mul({b}_add, 0.5);")
+        prev = f"{b}_pool"
+        lines += ["    " + line for line in body]
+        count += len(body)
+        block += 1
+    lines.append(f"    output = sigmoid({prev});")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _run_once(tool: str, text: str) -> int:
+    """Parse, check and infer shapes; returns the number of tensors with a known shape."""
+    if tool == "official":
+        import nnef
+
+        graph = nnef.parse_string(text)
+        nnef.infer_shapes(graph)
+        return sum(t.shape is not None for t in graph.tensors.values())
+    if tool == "compat":
+        import nnefx.compat.nnef as nnef_compat
+
+        graph = nnef_compat.parse_string(text)
+        nnef_compat.infer_shapes(graph)
+        return sum(t.shape is not None for t in graph.tensors.values())
+    from nnefx.semantics.frontend import compile_document
+
+    g = compile_document(text)
+    return sum(t.shape is not None for t in g.tensors.values())
+
+
+def _imports(tool: str) -> None:
+    if tool == "official":
+        import nnef  # noqa: F401
+    else:
+        import nnefx.compat.nnef  # noqa: F401
+        import nnefx.semantics.frontend  # noqa: F401
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def worker(tool: str, ops: int, mode: str, repeat: int) -> dict:
+    text = generate(ops)
+    _imports(tool)
+    _run_once(tool, generate(50))  # warm caches (stdlib parsing, registry loading)
+    if mode == "time":
+        best = float("inf")
+        shaped = 0
+        for _ in range(repeat):
+            start = time.perf_counter()
+            shaped = _run_once(tool, text)
+            best = min(best, time.perf_counter() - start)
+        return {"seconds": best, "shaped": shaped, "lines": text.count("\n")}
+    base = _rss_kib()
+    tracemalloc.start()
+    shaped = _run_once(tool, text)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"rss_peak_mib": (maxrss - base) / 1024, "tracemalloc_peak_mib": peak / 2**20, "shaped": shaped}
+
+
+def _subprocess(tool: str, ops: int, mode: str, repeat: int) -> dict:
+    cmd = [sys.executable, __file__, "--worker", tool, "--ops", str(ops), "--mode", mode, "--repeat", str(repeat)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def profile(tool: str, ops: int) -> None:
+    import cProfile
+    import pstats
+
+    text = generate(ops)
+    _imports(tool)
+    _run_once(tool, generate(50))
+    prof = cProfile.Profile()
+    prof.enable()
+    _run_once(tool, text)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", type=int, nargs="*", default=[10_000, 100_000])
+    ap.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--worker", choices=TOOLS)
+    ap.add_argument("--mode", choices=("time", "memory"), default="time")
+    ap.add_argument("--profile", choices=TOOLS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.ops[0], args.mode, args.repeat)))
+        return
+    if args.profile:
+        profile(args.profile, args.ops[0])
+        return
+    print(f"# parse+check+shapes benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}")
+    print("| ops | tool | time (s) | ops/s | peak RSS over baseline (MiB) | tracemalloc peak (MiB) |")
+    print("|---|---|---|---|---|---|")
+    for n in args.ops:
+        repeat = args.repeat if n <= 20_000 else max(1, args.repeat // 2)
+        for tool in args.tools:
+            t = _subprocess(tool, n, "time", repeat)
+            m = _subprocess(tool, n, "memory", 1)
+            if "error" in t or "error" in m:
+                print(f"| {n} | {tool} | error: {t.get('error') or m.get('error')} | | | |")
+                continue
+            print(f"| {n} | {tool} | {t['seconds']:.2f} | {n / t['seconds']:,.0f} | {m['rss_peak_mib']:.0f} | "
+                  f"{m['tracemalloc_peak_mib']:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
