@@ -151,3 +151,52 @@ graph g( x ) -> ( y )
     with pytest.raises(NNEFXError) as info:
         s.run({"x": np.ones((3, 4), np.float32)})
     assert str(info.value).startswith("r.nnef:6:") and "'reshape'" in str(info.value)
+
+
+def _quantized_model():
+    from nnefx.io.builder import GraphBuilder
+
+    b = GraphBuilder("q")
+    x = b.external("x", shape=(2, 3))
+    w = b.variable("w", np.array([[-3, 0, 5], [1, 2, 127]], np.int8),
+                   quant={"op_name": "zero_point_linear_quantize", "zero_point": [1, 0], "scale": [0.5, 0.25],
+                          "bits": 8, "signed": True, "symmetric": False})
+    m = b.variable("m", np.array([[0, 255, 128]], np.uint8),
+                   quant={"op_name": "min_max_linear_quantize", "min": -1.0, "max": 1.0, "bits": 8,
+                          "signed": False, "symmetric": False})
+    s = b.variable("s", np.array([[-127, 0, 127]], np.int8),
+                   quant={"op_name": "min_max_linear_quantize", "min": -2.0, "max": 2.0, "bits": 8,
+                          "signed": True, "symmetric": True})
+    b.output(b.op("add", b.op("add", b.op("mul", x, w), m), s), name="y")
+    return b.build()
+
+
+def test_quantized_variables_are_read_through_graph_quant(tmp_path):
+    pytest.importorskip("nnefx.io.builder")
+    import nnefx
+
+    # per-channel parameters align from dimension 0: row i uses zero_point[i], scale[i]
+    w = (np.array([[-3, 0, 5], [1, 2, 127]]) - np.array([[1], [0]])) * np.array([[0.5], [0.25]])
+    m = np.array([0, 255, 128]) / 255 * 2.0 - 1.0
+    s = (np.array([-127, 0, 127]) + 127) / 254 * 4.0 - 2.0
+    model = _quantized_model()
+    out = Session(model).run({"x": np.ones((2, 3), np.float32)})["y"]
+    np.testing.assert_allclose(out, w + m + s, rtol=1e-6)
+    nnefx.save(model, tmp_path / "q")
+    again = Session(nnefx.load(tmp_path / "q"))
+    np.testing.assert_allclose(again.run({"x": np.ones((2, 3), np.float32)})["y"], out)
+    again.save(tmp_path / "q2")  # nothing updated: the codes are written back unchanged
+    assert nnefx.load(tmp_path / "q2").graph.tensors["w"].data.dtype == np.int8
+
+
+def test_quantized_codes_without_a_known_algorithm_are_refused():
+    model = _quantized_model()
+    model.graph.tensors["w"].quant = None
+    with pytest.raises(NNEFXError, match="variable 'w' holds quantized codes but no graph.quant entry"):
+        Session(model)
+    model.graph.tensors["w"].quant = {"op_name": "logarithmic_quantize", "max": 1.0, "bits": 8}
+    with pytest.raises(NNEFXError, match="reading 'logarithmic_quantize' codes is not supported"):
+        Session(model)
+    model.graph.tensors["w"].quant = {"op_name": "zero_point_linear_quantize", "zero_point": 0}
+    with pytest.raises(NNEFXError, match="lacks parameter 'scale'"):
+        Session(model)

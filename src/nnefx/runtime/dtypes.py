@@ -86,3 +86,52 @@ def literal_array(value: Any, nnef_dtype: str | None, storage: Mapping[str, np.d
         else:
             nnef_dtype = "scalar"
     return np.asarray(value, dtype=storage[nnef_dtype])
+
+
+def _param(value: Any, rank: int) -> np.ndarray:
+    """A quantization parameter as float64, aligned from dimension 0 (NNEF broadcasting)."""
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim > rank:
+        raise ValueError(f"parameter of shape {list(array.shape)} has more dimensions than the tensor")
+    return array.reshape(array.shape + (1,) * (rank - array.ndim))
+
+
+def dequantize(codes: np.ndarray, quant: Mapping[str, Any], what: str,
+               location: Location | None = None) -> np.ndarray:
+    """Real values (float32) of quantized integer ``codes`` read from a tensor file.
+
+    The algorithm and its parameters come from the tensor's ``graph.quant`` entry (or a
+    legacy header); formulas as in nnef-binary.md §7, which invert the quantization
+    compounds' code computation:
+
+    * ``zero_point_linear_quantize``: ``(q - zero_point) * scale``;
+    * ``min_max_linear_quantize`` / ``linear_quantize``: with ``r = 2^bits - 1 - [signed and
+      symmetric]`` and ``p = 2^(bits-1) - [symmetric]`` for signed codes (else 0):
+      ``(q + p) / r * (max - min) + min``.
+
+    ``logarithmic_quantize`` defines no code layout anyone agrees on, so it is refused.
+    """
+    name = str(quant.get("op_name", ""))
+    rank = codes.ndim
+    q = codes.astype(np.float64)
+    try:
+        if name == "zero_point_linear_quantize":
+            values = (q - _param(quant.get("zero_point", 0), rank)) * _param(quant["scale"], rank)
+        elif name in ("min_max_linear_quantize", "linear_quantize"):
+            bits = int(quant["bits"])
+            signed = bool(quant.get("signed", False))
+            symmetric = bool(quant.get("symmetric", False))
+            r = 2.0 ** bits - 1 - (1 if signed and symmetric else 0)
+            p = 2.0 ** (bits - 1) - (1 if symmetric else 0) if signed else 0.0
+            lo, hi = _param(quant["min"], rank), _param(quant["max"], rank)
+            values = (q + p) / r * (hi - lo) + lo
+        elif not name:
+            raise NNEFXError(f"{what} holds quantized codes but no graph.quant entry says how to "
+                             "read them", location)
+        else:
+            raise NNEFXError(f"{what}: reading '{name}' codes is not supported", location)
+    except KeyError as exc:
+        raise NNEFXError(f"{what}: quantization '{name}' lacks parameter {exc}", location) from None
+    except ValueError as exc:
+        raise NNEFXError(f"{what}: quantization parameters do not fit the tensor ({exc})", location) from None
+    return values.astype(np.float32)

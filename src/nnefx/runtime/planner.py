@@ -34,7 +34,7 @@ from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Operation
 from ..ops import registry
 from ..ops.registry import OpDef
-from .dtypes import literal_array, storage_map, to_storage
+from .dtypes import dequantize, literal_array, storage_map, to_storage
 from .signature import tensor_params
 
 #: Operations the session handles itself instead of calling a kernel.
@@ -455,13 +455,17 @@ def _variable_spec(graph: Graph, op: Operation, index: int, name: str, store: di
     shape = _shape_tuple(op.attribs.get("shape", t.shape))
     if t.data is None:
         raise NNEFXError(f"variable '{label}' has no data (load the model with its weights)", where)
-    data = to_storage(t.data, dtype, store, f"data of variable '{label}'", where)
+    raw = np.asarray(t.data)
+    if dtype == "scalar" and raw.dtype.kind in "iu":
+        # quantized codes from the tensor file: real values through the graph.quant entry
+        raw = dequantize(raw, t.quant or {}, f"variable '{label}'", where)
+    data = to_storage(raw, dtype, store, f"data of variable '{label}'", where)
     if shape is None:
         shape = tuple(data.shape)
     if tuple(data.shape) != tuple(shape):
         raise NNEFXError(f"variable '{label}' is declared with shape {list(shape)} but its data has "
                          f"shape {list(data.shape)}", where)
-    data = data.copy() if data is t.data else data
+    data = data.copy() if np.may_share_memory(data, t.data) else data
     data.setflags(write=False)
     return VariableSpec(name=name, key=label.lower(), label=label, dtype=dtype, shape=tuple(shape),
                         initial=data, slot=-1, op=op)

@@ -104,13 +104,20 @@ class Session:
         self._state = {spec.key: spec.initial for spec in self.plan.variables}
 
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
-        """Write the model with the *current* variable values to ``path`` (any writable format)."""
+        """Write the model with the *current* variable values to ``path`` (any writable format).
+
+        Only variables that an ``update`` changes are replaced (as real values); the others
+        are written exactly as they were loaded.
+        """
         from ..api import save
 
         graph = self.model.graph
         tensors = dict(graph.tensors)
+        updated = {u.key for u in self.plan.updates}
         for spec in self.plan.variables:
-            tensors[spec.name] = dataclasses.replace(tensors[spec.name], data=np.array(self._state[spec.key]))
+            # Variables no update touches keep their loaded data as is (quantized codes stay codes).
+            if spec.key in updated:
+                tensors[spec.name] = dataclasses.replace(tensors[spec.name], data=np.array(self._state[spec.key]))
         new_graph = dataclasses.replace(graph, tensors=tensors)
         save(dataclasses.replace(self.model, graph=new_graph), path, format=format)
 
