@@ -18,7 +18,7 @@ from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
 from .expander import Expander
 from .shapes import infer_shapes
-from .stdlib import KNOWN_EXTENSIONS, broken_reason, visible_fragments
+from .stdlib import KNOWN_EXTENSIONS, broken_reason, library, visible_fragments
 from .types import can_cast
 
 
@@ -54,6 +54,8 @@ def check_document(doc: ast.Document) -> dict[str, ast.Fragment]:
 
 def _check_broken(doc: ast.Document, table: dict[str, ast.Fragment]) -> None:
     # A standard operation whose declaration failed to load is reported where it is used.
+    if not library().broken:
+        return
     for a in doc.graph.body if doc.graph else ():
         for inv in _invocations(a.rhs):
             if inv.name not in table:

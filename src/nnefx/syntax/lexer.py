@@ -10,6 +10,7 @@ Every token carries its 1-based line and column so every later error can point a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..diagnostics import Location, NNEFXError
@@ -17,12 +18,6 @@ from ..diagnostics import Location, NNEFXError
 #: Token kinds.
 NAME, NUMBER, STRING, OP, EOF = "name", "number", "string", "op", "eof"
 
-#: Multi-character operators first so that the longest match wins.
-_OPERATORS = ("->", "<=", ">=", "==", "!=", "&&", "||",
-              "+", "-", "*", "/", "^", "<", ">", "!", "(", ")", "[", "]", "{", "}",
-              ":", "=", ",", ";", "?")
-
-_WHITESPACE = " \t\r\n\v\f"
 
 
 @dataclass(frozen=True)
@@ -50,94 +45,85 @@ class Token:
         return f"'{self.value}'"
 
 
+_TOKEN_RE = re.compile(r"""
+    (?P<ws>[ \t\v\f]+)
+  | (?P<nl>\r\n|\r|\n)
+  | (?P<comment>\#[^\r\n]*)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>[0-9]+(?P<frac>\.[0-9]*)?(?P<exp>[eE][+-]?[0-9]+)?)
+  | (?P<op>->|<=|>=|==|!=|&&|\|\||[-+*/^<>!()\[\]{}:=,;?])
+""", re.VERBOSE)
+
+
 def tokenize(text: str, file: str | None = None) -> list[Token]:
     """Split ``text`` into tokens; raises :class:`NNEFXError` at the first bad character."""
     tokens: list[Token] = []
+    append = tokens.append
     i, n = 0, len(text)
     line, line_start = 1, 0
+    match = _TOKEN_RE.match
 
     def err(msg: str, pos: int) -> NNEFXError:
         return NNEFXError(msg, Location(file, line, pos - line_start + 1))
 
     while i < n:
+        m = match(text, i)
         c = text[i]
-        if c in _WHITESPACE:
-            if c == "\n":
-                line += 1
-                line_start = i + 1
-            elif c == "\r":
-                # CR LF counts as one line break, a lone CR as one too.
-                if i + 1 < n and text[i + 1] == "\n":
-                    i += 1
-                line += 1
-                line_start = i + 1
-            i += 1
-            continue
-        if c == "#":
-            while i < n and text[i] not in "\r\n":
-                i += 1
-            continue
-        col = i - line_start + 1
-        start = i
-        if c.isascii() and (c.isalpha() or c == "_"):
-            while i < n and text[i].isascii() and (text[i].isalnum() or text[i] == "_"):
-                i += 1
-            tokens.append(Token(NAME, text[start:i], line, col, end_line=line, end_column=col + i - start))
-            continue
-        if c.isascii() and c.isdigit():
-            while i < n and text[i].isascii() and text[i].isdigit():
-                i += 1
-            real = False
-            if i < n and text[i] == ".":
-                real = True
-                i += 1
-                while i < n and text[i].isascii() and text[i].isdigit():
-                    i += 1
-            if i < n and text[i] in "eE":
-                j = i + 1
-                if j < n and text[j] in "+-":
-                    j += 1
-                if j < n and text[j].isascii() and text[j].isdigit():
-                    real = True
-                    i = j
-                    while i < n and text[i].isascii() and text[i].isdigit():
-                        i += 1
-                else:
-                    raise err("malformed exponent in numeric literal: expected digits after 'e'", i)
-            if i < n and text[i].isascii() and (text[i].isalpha() or text[i] == "_"):
-                raise err(f"malformed numeric literal '{text[start:i + 1]}'", start)
-            tokens.append(Token(NUMBER, text[start:i], line, col, real=real,
-                                end_line=line, end_column=col + i - start))
-            continue
-        if c in "'\"":
-            # Strings end at the first matching quote; a backslash escapes the next
-            # character (the quote or a backslash), as the final spec describes.
-            i += 1
-            chars: list[str] = []
-            while True:
-                if i >= n or text[i] in "\r\n":
-                    raise NNEFXError("unterminated string literal (missing closing quote)",
-                                     Location(file, line, col))
-                ch = text[i]
-                if ch == c:
-                    i += 1
-                    break
-                if ch == "\\" and i + 1 < n and text[i + 1] in (c, "\\"):
-                    chars.append(text[i + 1])
-                    i += 2
-                    continue
-                if not (" " <= ch <= "~") and ch != "\t":
-                    raise err(f"invalid character {ch!r} in string literal (printable ASCII only)", i)
-                chars.append(ch)
-                i += 1
-            tokens.append(Token(STRING, "".join(chars), line, col, end_line=line, end_column=col + i - start))
-            continue
-        for op in _OPERATORS:
-            if text.startswith(op, i):
-                i += len(op)
-                tokens.append(Token(OP, op, line, col, end_line=line, end_column=col + len(op)))
-                break
-        else:
+        if m is None or (m.lastgroup == "number" and m.end() < n and (text[m.end()] in "eE_"
+                                                                       or text[m.end()].isalpha()
+                                                                       and text[m.end()].isascii())):
+            if c in "'\"":
+                i = _string(text, i, c, line, line_start, file, append)
+                continue
+            if m is not None:
+                j = m.end()
+                if text[j] in "eE":
+                    raise err("malformed exponent in numeric literal: expected digits after 'e'", j)
+                raise err(f"malformed numeric literal '{text[i:j + 1]}'", i)
             raise err(f"unexpected character {c!r}", i)
+        kind = m.lastgroup
+        j = m.end()
+        if kind == "nl":
+            line += 1
+            line_start = j
+        elif kind == "name" or kind == "op":
+            col = i - line_start + 1
+            append(Token(NAME if kind == "name" else OP, m.group(), line, col, end_line=line, end_column=col + j - i))
+        elif kind == "number":
+            col = i - line_start + 1
+            real = m.group("frac") is not None or m.group("exp") is not None
+            append(Token(NUMBER, m.group(), line, col, real=real, end_line=line, end_column=col + j - i))
+        i = j
     tokens.append(Token(EOF, "", line, i - line_start + 1, end_line=line, end_column=i - line_start + 1))
     return tokens
+
+
+def _string(text: str, i: int, quote: str, line: int, line_start: int, file: str | None, append) -> int:
+    """Lex the string literal starting at ``i``; returns the index after it.
+
+    Strings end at the first matching quote; a backslash escapes the next character (the
+    quote or a backslash), as the final spec describes.
+    """
+    n = len(text)
+    start = i
+    col = i - line_start + 1
+    i += 1
+    chars: list[str] = []
+    while True:
+        if i >= n or text[i] in "\r\n":
+            raise NNEFXError("unterminated string literal (missing closing quote)", Location(file, line, col))
+        ch = text[i]
+        if ch == quote:
+            i += 1
+            break
+        if ch == "\\" and i + 1 < n and text[i + 1] in (quote, "\\"):
+            chars.append(text[i + 1])
+            i += 2
+            continue
+        if not (" " <= ch <= "~") and ch != "\t":
+            raise NNEFXError(f"invalid character {ch!r} in string literal (printable ASCII only)",
+                             Location(file, line, i - line_start + 1))
+        chars.append(ch)
+        i += 1
+    append(Token(STRING, "".join(chars), line, col, end_line=line, end_column=col + i - start))
+    return i

@@ -77,6 +77,27 @@ def detect_dialect(text: str) -> str:
     return FINAL
 
 
+class _Depth:
+    """``with parser.nested(tok):`` — counts nesting, errors past :data:`MAX_DEPTH`."""
+
+    __slots__ = ("parser", "tok")
+
+    def __init__(self, parser: Parser, tok: Token | None):
+        self.parser = parser
+        self.tok = tok
+
+    def __enter__(self) -> None:
+        p = self.parser
+        p.depth += 1
+        if p.depth > MAX_DEPTH:
+            p.depth = 0
+            raise p.error(f"nesting too deep (more than {MAX_DEPTH} levels)", self.tok)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.parser.depth > 0:
+            self.parser.depth -= 1
+
+
 class Parser:
     def __init__(self, text: str, file: str | None = None, dialect: str = FINAL):
         if dialect not in DIALECTS:
@@ -146,15 +167,8 @@ class Parser:
             raise self.error(f"expected {what}, found keyword '{t.value}' (keywords cannot be identifiers)")
         return self.advance()
 
-    @contextmanager
-    def nested(self, tok: Token | None = None) -> Iterator[None]:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.error(f"nesting too deep (more than {MAX_DEPTH} levels)", tok)
-        try:
-            yield
-        finally:
-            self.depth -= 1
+    def nested(self, tok: Token | None = None) -> _Depth:
+        return _Depth(self, tok)
 
     def _node_depth(self, node: ast.Node, *children: ast.Node | None) -> ast.Node:
         depth = 1 + max((getattr(c, "depth", 1) for c in children if c is not None), default=0)
