@@ -33,7 +33,7 @@ folded from them).  Use ``ctx.const(i)`` where an input must be known at load ti
 target shapes, pads), ``ctx.tensor(i)`` where a runtime tensor is needed (a constant is then
 written into the graph once, as a ``variable`` with data, or a small ``constant``), and
 ``ctx.folded(array)`` to return a load-time constant without emitting anything.  A fold
-function (``@fold("Gather")``) registered for a type is tried first whenever every input of
+function (``@fold("Gather", versions=OPSETS)``) registered for a type is tried first whenever every input of
 a layer is constant; it returns the output arrays, or None to fall back to the mapping.
 
 Shapes: ``ctx.emit`` runs the registry shape rule of each emitted operation at once and
@@ -59,7 +59,7 @@ MapFn = Callable[["LayerContext"], Any]
 FoldFn = Callable[["LayerContext", list], Any]
 
 _MAPPINGS: dict[tuple[str, str | None], MapFn] = {}
-_FOLDS: dict[str, FoldFn] = {}
+_FOLDS: dict[tuple[str, str | None], FoldFn] = {}
 
 
 def layer(types: str | Iterable[str], versions: Iterable[str] | None = None) -> Callable[[MapFn], MapFn]:
@@ -81,13 +81,22 @@ def layer(types: str | Iterable[str], versions: Iterable[str] | None = None) -> 
     return deco
 
 
-def fold(types: str | Iterable[str]) -> Callable[[FoldFn], FoldFn]:
-    """Register a constant-folding function: ``fn(ctx, arrays) -> array | list | None``."""
+#: ``versions`` value meaning "every opset version" (any version but ``"legacy"``).
+OPSETS = ("opset*",)
+
+
+def fold(types: str | Iterable[str], versions: Iterable[str] | None = None) -> Callable[[FoldFn], FoldFn]:
+    """Register a constant-folding function: ``fn(ctx, arrays) -> array | list | None``.
+
+    ``versions`` works as for :func:`layer`, plus :data:`OPSETS` for every opset version.
+    """
     names = (types,) if isinstance(types, str) else tuple(types)
+    vers: tuple[str | None, ...] = (None,) if versions is None else tuple(versions)
 
     def deco(fn: FoldFn) -> FoldFn:
         for t in names:
-            _FOLDS[t] = fn
+            for v in vers:
+                _FOLDS[(t, v)] = fn
         return fn
 
     return deco
@@ -116,9 +125,13 @@ def find_mapping(ltype: str, version: str | None) -> MapFn | None:
     return _MAPPINGS.get((ltype, version)) or _MAPPINGS.get((ltype, None))
 
 
-def find_fold(ltype: str) -> FoldFn | None:
+def find_fold(ltype: str, version: str | None = None) -> FoldFn | None:
     _load_mappings()
-    return _FOLDS.get(ltype)
+    keys = [(ltype, version)] + ([(ltype, OPSETS[0])] if version != "legacy" else []) + [(ltype, None)]
+    for key in keys:
+        if key in _FOLDS:
+            return _FOLDS[key]
+    return None
 
 
 def registered_types() -> list[tuple[str, str | None]]:

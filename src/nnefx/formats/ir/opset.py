@@ -22,7 +22,7 @@ import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...ops.ir_opset import arith, broadcast_to, compare, convert, gather, reshape_target
-from .mapping import Dim, LayerContext, Value, fold, layer
+from .mapping import OPSETS, Dim, LayerContext, Value, fold, layer
 from .weights import nnef_dtype
 
 V1 = ("opset1",)
@@ -110,7 +110,7 @@ def _arith_op(ctx: LayerContext) -> str:
     return name
 
 
-@fold(list(_BINARY))
+@fold(list(_BINARY), OPSETS)
 def _fold_binary(ctx: LayerContext, arrays):
     x, y = arrays
     if x.dtype == object or y.dtype == object:
@@ -141,7 +141,7 @@ def _binary(ctx: LayerContext):
     return ctx.result(binary(ctx, nnef_op, x, y))
 
 
-@fold(list(_COMPARE))
+@fold(list(_COMPARE), OPSETS)
 def _fold_compare(ctx: LayerContext, arrays):
     if any(a.dtype == object for a in arrays):
         return None
@@ -165,7 +165,7 @@ def _compare(ctx: LayerContext):
 _LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or", "LogicalXor": "xor"}
 
 
-@fold(list(_LOGICAL) + ["LogicalNot"])
+@fold(list(_LOGICAL) + ["LogicalNot"], OPSETS)
 def _fold_logical(ctx: LayerContext, arrays):
     if ctx.type == "LogicalNot":
         return np.logical_not(arrays[0])
@@ -203,7 +203,7 @@ _NP_UNARY: dict[str, Callable] = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log,
                                   "Ceil": np.ceil, "Sign": np.sign}
 
 
-@fold(list(_NP_UNARY))
+@fold(list(_NP_UNARY), OPSETS)
 def _fold_unary(ctx: LayerContext, arrays):
     a = arrays[0]
     if a.dtype == object:
@@ -344,7 +344,7 @@ def _prelu(ctx: LayerContext):
     return ctx.result(ctx.emit1("prelu", {"x": x, "alpha": a}))
 
 
-@fold("Select")
+@fold("Select", OPSETS)
 def _fold_select(ctx: LayerContext, arrays):
     if any(a.dtype == object for a in arrays):
         return None
@@ -364,7 +364,7 @@ def _select(ctx: LayerContext):
 # --- Convert ---------------------------------------------------------------------------------------
 
 
-@fold(("Convert", "ConvertLike"))
+@fold(("Convert", "ConvertLike"), OPSETS)
 def _fold_convert(ctx: LayerContext, arrays):
     dest = _convert_target(ctx)
     a = arrays[0]
@@ -423,7 +423,7 @@ def _shape_of(ctx: LayerContext):
     return Value(sym=sym, etype=et, shape=(len(shape),), lazy=lazy)
 
 
-@fold("ShapeOf")
+@fold("ShapeOf", OPSETS)
 def _fold_shape_of(ctx: LayerContext, arrays):
     if arrays[0].dtype == object:
         return None
@@ -459,7 +459,7 @@ def _reshape_spec(ctx: LayerContext, target: np.ndarray, x: Value) -> list[int] 
     return out
 
 
-@fold("Reshape")
+@fold("Reshape", OPSETS)
 def _fold_reshape(ctx: LayerContext, arrays):
     x, t = arrays
     if t.dtype == object:
@@ -505,7 +505,7 @@ def _squeeze_axes(ctx: LayerContext, shape, axes) -> list[int]:
     return [a for a in ax if shape[a] is None or shape[a] == 1]
 
 
-@fold("Squeeze")
+@fold("Squeeze", OPSETS)
 def _fold_squeeze(ctx: LayerContext, arrays):
     x = arrays[0]
     axes = _squeeze_axes(ctx, x.shape, _ints(arrays[1]) if len(arrays) > 1 else None)
@@ -529,7 +529,7 @@ def _unsqueeze_axes(ctx: LayerContext, rank: int, axes) -> list[int]:
     return sorted(norm_axes(ctx, axes, rank + len(list(axes))))
 
 
-@fold("Unsqueeze")
+@fold("Unsqueeze", OPSETS)
 def _fold_unsqueeze(ctx: LayerContext, arrays):
     x = arrays[0]
     axes = _unsqueeze_axes(ctx, x.ndim, _ints(arrays[1]))
@@ -555,7 +555,7 @@ def _perm(ctx: LayerContext, rank: int, order: list[int]) -> list[int]:
     return p
 
 
-@fold("Transpose")
+@fold("Transpose", OPSETS)
 def _fold_transpose(ctx: LayerContext, arrays):
     x = arrays[0]
     return np.transpose(x, _perm(ctx, x.ndim, _ints(arrays[1])))
@@ -571,7 +571,7 @@ def _transpose(ctx: LayerContext):
                       ctx.in_etype(0))
 
 
-@fold("Concat")
+@fold("Concat", OPSETS)
 def _fold_concat(ctx: LayerContext, arrays):
     r = arrays[0].ndim
     return np.concatenate(arrays, axis=norm_axis(ctx, ctx.int("axis"), r))
@@ -603,7 +603,7 @@ def _split_lengths(ctx: LayerContext, extent, lengths: list[int]) -> list[int]:
     return lengths
 
 
-@fold(("Split", "VariadicSplit"))
+@fold(("Split", "VariadicSplit"), OPSETS)
 def _fold_split(ctx: LayerContext, arrays):
     x = arrays[0]
     axis = norm_axis(ctx, int(np.asarray(arrays[1]).reshape(-1)[0]), x.ndim)
@@ -808,7 +808,7 @@ def _plan_for(ctx: LayerContext, arrays_or_none, rank: int) -> _Plan:
     return _slice8_plan(ctx, rank, start, stop, step, axes)
 
 
-@fold(("StridedSlice", "Slice"))
+@fold(("StridedSlice", "Slice"), OPSETS)
 def _fold_slice(ctx: LayerContext, arrays):
     for a in arrays[1:]:
         if a.dtype == object:
@@ -833,7 +833,7 @@ def _gather_axis(ctx: LayerContext, rank: int) -> int:
     return norm_axis(ctx, ctx.const_ints(2, "axis")[0], rank)
 
 
-@fold("Gather")
+@fold("Gather", OPSETS)
 def _fold_gather(ctx: LayerContext, arrays):
     x, idx = arrays[0], arrays[1]
     if idx.dtype == object:
@@ -885,7 +885,7 @@ def _bcast_mode(ctx: LayerContext) -> str:
     return ctx.choice("mode", ("numpy", "bidirectional", "explicit"), "numpy")
 
 
-@fold("Broadcast")
+@fold("Broadcast", OPSETS)
 def _fold_broadcast(ctx: LayerContext, arrays):
     if any(a.dtype == object for a in arrays):
         return None
@@ -933,7 +933,7 @@ def _broadcast(ctx: LayerContext):
     return ctx.result(y, v.etype)
 
 
-@fold("Tile")
+@fold("Tile", OPSETS)
 def _fold_tile(ctx: LayerContext, arrays):
     if any(a.dtype == object for a in arrays):
         return None
@@ -979,7 +979,7 @@ def _pad(ctx: LayerContext):
     return ctx.result(ctx.emit1("pad", {"input": ctx.tensor(0)}, attrs))
 
 
-@fold("Range")
+@fold("Range", OPSETS)
 def _fold_range(ctx: LayerContext, arrays):
     if any(a.dtype == object for a in arrays):
         return None
@@ -1010,7 +1010,7 @@ _NP_REDUCE = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "
               "ReduceProd": np.prod, "ReduceLogicalAnd": np.all, "ReduceLogicalOr": np.any}
 
 
-@fold(list(_NP_REDUCE))
+@fold(list(_NP_REDUCE), OPSETS)
 def _fold_reduce(ctx: LayerContext, arrays):
     x = arrays[0]
     if any(a.dtype == object for a in arrays):

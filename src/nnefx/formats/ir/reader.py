@@ -277,7 +277,7 @@ class NetReader:
         values = [self.fill_shape(v, port) for v, port in zip(values, lay.inputs, strict=False)]
         ctx = LayerContext(self.builder, lay, values, version)
         outs: Any = None
-        folder = find_fold(lay.type) if values else None
+        folder = find_fold(lay.type, version) if values else None
         if folder is not None and all(v.is_const or v.sym is not None for v in values):
             outs = self.try_fold(ctx, fn, folder, values)
         if outs is None:

@@ -1,0 +1,168 @@
+"""Differential tests: IR v11 files written by OpenVINO (torch -> ONNX -> openvino) run in nnefx.
+
+Each network is exported at test time into tmp_path with a dynamic batch dimension, saved
+with FP32 weights and with OpenVINO's default FP16 weight compression, and run by OpenVINO
+(CPU, f32 inference precision) and by nnefx (fast and formal backends) on the same inputs.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from ir_netgen import assert_close, run_nnefx, run_openvino
+
+torch = pytest.importorskip("torch")
+ov = pytest.importorskip("openvino")
+pytest.importorskip("onnx")
+
+pytestmark = pytest.mark.peer
+
+nn = torch.nn
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, groups=4, stride=2, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, groups=8, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.fc = nn.Linear(4 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.c1(x))
+        x = nn.functional.max_pool2d(x, 2)
+        x = self.bn(self.c2(x))
+        x = nn.functional.hardswish(self.dw(x)) + x
+        x = nn.functional.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
+        x = nn.functional.avg_pool2d(self.up(x), 2, ceil_mode=True)
+        x = torch.sigmoid(x) * nn.functional.elu(x)
+        return torch.softmax(self.fc(x.flatten(1)), -1)
+
+
+class RNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, batch_first=True)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return torch.tanh(self.fc(y[:, -1])), y
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(16)
+        self.ln2 = nn.LayerNorm(16)
+        self.att = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.ff = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        a, _ = self.att(h, h, h, need_weights=False)
+        x = x + a
+        return x + self.ff(self.ln2(x))
+
+
+class Manual(nn.Module):
+    """Hand-written attention and assorted tensor ops (Split, Gather, Slice, Reduce, Pad...)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(8, dim=-1)
+        s = torch.matmul(q, k.transpose(-1, -2)) / 8 ** 0.5
+        y = torch.matmul(torch.softmax(s, dim=-1), v)
+        y = nn.functional.pad(y, (1, 2), mode="constant", value=0.5)
+        z = torch.cat([y[:, ::2], y[:, 1:2].exp()], dim=1)
+        m = z.mean(dim=-1, keepdim=True) + z.amax(dim=1, keepdim=True)[:, :, :1]
+        return z * torch.clamp(m, -1.0, 1.0), torch.log_softmax(y, dim=1), y.sum(dim=(1, 2))
+
+
+NETS = {
+    "cnn": (CNN, (2, 3, 16, 16)),
+    "lstm": (RNN, (2, 5, 4)),
+    "transformer": (Block, (2, 5, 16)),
+    "manual": (Manual, (2, 6, 8)),
+}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    cache: dict = {}
+
+    def get(name: str, fp16: bool) -> str:
+        key = (name, fp16)
+        if key in cache:
+            return cache[key]
+        cls, shape = NETS[name]
+        d = tmp_path_factory.mktemp(f"{name}{'16' if fp16 else '32'}")
+        torch.manual_seed(0)
+        model = cls().eval()
+        with torch.no_grad():
+            for p in model.parameters():  # non-trivial BN statistics etc.
+                p.add_(0.01 * torch.randn_like(p))
+            for b in model.buffers():
+                if b.dtype.is_floating_point:
+                    b.copy_(torch.rand_like(b) + 0.5)
+        onnx_path = str(d / f"{name}.onnx")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out_names = ["y"] if name in ("cnn", "transformer") else ["y", "z", "w"][:3 if name == "manual" else 2]
+            torch.onnx.export(model, (torch.randn(*shape),), onnx_path, input_names=["x"],
+                              output_names=out_names, dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+        om = ov.convert_model(onnx_path)
+        xml = str(d / f"{name}.xml")
+        ov.save_model(om, xml, compress_to_fp16=fp16)
+        cache[key] = xml
+        return xml
+
+    return get
+
+
+@pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("name", list(NETS))
+def test_network_matches_openvino(exported, name, fp16):
+    xml = exported(name, fp16)
+    _, shape = NETS[name]
+    for batch in (shape[0], 3):  # the batch dimension is dynamic in the file
+        x = np.random.RandomState(batch).randn(batch, *shape[1:]).astype(np.float32)
+        want = run_openvino(xml, {"x": x})
+        got = run_nnefx(xml, {"x": x})
+        assert set(got) == set(want)
+        for key in want:
+            # FP16 weights are decompressed exactly in both; the computation is f32 in both.
+            assert_close(got[key], want[key], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm"])
+def test_formal_backend_agrees(exported, name):
+    xml = exported(name, False)
+    _, shape = NETS[name]
+    x = np.random.RandomState(7).randn(*shape).astype(np.float32)
+    want = run_openvino(xml, {"x": x})
+    got = run_nnefx(xml, {"x": x}, backend="formal")
+    for key in want:
+        assert_close(got[key], want[key], rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_batch_is_kept_and_can_be_fixed(exported):
+    import nnefx
+
+    xml = exported("transformer", False)
+    model = nnefx.load(xml)
+    assert model.graph.tensors["x"].shape == (None, 5, 16)
+    fixed = nnefx.load(xml, shapes={"x": (4, 5, 16)})
+    assert fixed.graph.tensors["x"].shape == (4, 5, 16)
+    # with a static batch every shape computation folds: no run-time shape operations left
+    assert not [op.op for op in fixed.graph.operations if op.op in ("ir_shape_of", "ir_reshape", "ir_broadcast")]
+    x = np.random.RandomState(0).randn(4, 5, 16).astype(np.float32)
+    assert_close(run_nnefx(xml, {"x": x}, shapes={"x": (4, 5, 16)})["y"], run_openvino(xml, {"x": x})["y"])
