@@ -181,3 +181,17 @@ def test_hostile_members_are_refused(tmp_path, gz, member):
     assert info.value.location.field.startswith("member")
     assert os.listdir(work) == [path.name]
     assert not os.path.exists(tmp_path / "outside")
+
+
+def test_fifos_are_refused_without_blocking(tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(SMALL, model)
+    os.unlink(model / "mask.dat")
+    os.mkfifo(model / "mask.dat")
+    with pytest.raises(NNEFXError, match="not a regular file"):
+        nnefx.load(model)
+    os.mkfifo(tmp_path / "x.tgz")
+    with pytest.raises(NNEFXError, match="not a regular file"):
+        nnefx.load(tmp_path / "x.tgz")
+    with pytest.raises(NNEFXError, match="not a regular file"):
+        read_tensor(model / "mask.dat")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import mmap as _mmap
 import os
 import re
+import stat
 import struct
 import tempfile
 from collections.abc import Iterable
@@ -430,10 +431,7 @@ def decode_data(buf: memoryview | bytes | bytearray | _mmap.mmap, header: Header
 
 
 def _open_buffer(path: str, mmap: bool) -> memoryview | _mmap.mmap:
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise _err(f"cannot open tensor file: {exc.strerror}", path, "file") from None
+    f = open_regular(path)
     with f:
         size = os.fstat(f.fileno()).st_size
         if mmap and size >= MMAP_THRESHOLD:
@@ -444,6 +442,21 @@ def _open_buffer(path: str, mmap: bool) -> memoryview | _mmap.mmap:
         if got != size:
             raise _err(f"read {got} of {size} bytes", path, "file")
         return buf
+
+
+def open_regular(path: str) -> BinaryIO:
+    """Open ``path`` for reading, refusing anything but a regular file.
+
+    ``O_NONBLOCK`` keeps a FIFO planted in a model folder from blocking the loader forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise _err(f"cannot open: {exc.strerror or exc}", path, "file") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _err("not a regular file", path, "file")
+    return os.fdopen(fd, "rb")
 
 
 def alloc_buffer(size: int) -> memoryview:

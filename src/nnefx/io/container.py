@@ -200,18 +200,18 @@ def _split_options(opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 def _read_file(path: str, limit: int = MAX_TEXT_SIZE) -> bytes:
     try:
-        size = os.path.getsize(path)
-        if size > limit:
-            raise NNEFXError(f"file is {size} bytes; refusing text over {limit}", Location(path, field="file"))
-        with open(path, "rb") as f:
+        with binary.open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise NNEFXError(f"file is {size} bytes; refusing text over {limit}", Location(path, field="file"))
             # read(n) allocates n bytes up front: ask only for what the file holds (+1 to
             # notice growth), never for the limit.
             data = f.read(size + 1)
-        if len(data) > limit:
-            raise NNEFXError(f"file grew beyond {limit} bytes while reading", Location(path, field="file"))
-        return data
     except OSError as exc:
         raise NNEFXError(f"cannot read: {exc.strerror or exc}", Location(path, field="file")) from None
+    if len(data) > limit:
+        raise NNEFXError(f"file grew beyond {limit} bytes while reading", Location(path, field="file"))
+    return data
 
 
 def load_folder(path: str | os.PathLike, **opts: Any) -> Model:
@@ -296,7 +296,7 @@ def _safe_member_name(archive: str, member: tarfile.TarInfo) -> str:
 
 
 def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as f:
+    with binary.open_regular(path) as f:
         return f.read(2) == b"\x1f\x8b"
 
 
@@ -376,7 +376,7 @@ def _read_stream(archive: str, size: int, load_vars: bool, contents: dict[str, A
     names: list[str] = []
     seen: set[str] = set()
     limit = size * _GZIP_MAX_RATIO + (1 << 20)
-    with tarfile.open(archive, mode="r|gz") as tar:
+    with binary.open_regular(archive) as raw, tarfile.open(fileobj=raw, mode="r|gz") as tar:
         for member in tar:
             name = _check_member(archive, member, seen, limit)
             if name is None:
@@ -399,7 +399,7 @@ def _read_plain(archive: str, size: int, load_vars: bool, use_mmap: bool, conten
     """Read an uncompressed tar; member data are slices of one copy-on-write mapping."""
     names: list[str] = []
     seen: set[str] = set()
-    with open(archive, "rb") as f:
+    with binary.open_regular(archive) as f:
         mapped = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY) if use_mmap and size else None
         with tarfile.open(fileobj=f, mode="r:") as tar:
             for member in tar:
