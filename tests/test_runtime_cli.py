@@ -82,6 +82,14 @@ def test_run_errors(tmp_path):
         run(["--steps", "0"])
 
 
+def test_random_inputs_are_bounded():
+    b = Builder("huge")
+    x = b.external("x", [1 << 20, 1 << 20])
+    b.op("neg", {"x": x}, "y", [1 << 20, 1 << 20])
+    with pytest.raises(NNEFXError, match="too large for random data"):
+        run([], Model(b.output("y")))
+
+
 def test_helpers():
     assert parse_input_option("a=b=c.npy") == ("a", "b=c.npy")
     assert safe_file_name("conv1/out:0") == "conv1_out_0"

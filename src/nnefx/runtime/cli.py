@@ -21,6 +21,10 @@ from ..graph import Model
 from .profile import Profile
 from .session import Session, TensorInfo
 
+#: Largest random input ``nnefx run`` makes up (items); a declared shape is no reason to
+#: allocate unbounded memory.
+MAX_RANDOM_ITEMS = 1 << 28
+
 
 def parse_input_option(text: str) -> tuple[str, str]:
     """``NAME=FILE.npy`` → (name, path); a usage error otherwise."""
@@ -47,6 +51,12 @@ def load_npy(path: str) -> np.ndarray:
 def random_input(info: TensorInfo, rng: np.random.Generator) -> np.ndarray:
     """Random data of the declared shape (unknown dimensions become 1) and data type."""
     shape = tuple(1 if d is None else d for d in (info.shape or ()))
+    volume = 1
+    for d in shape:
+        volume *= int(d)
+    if volume > MAX_RANDOM_ITEMS:
+        raise NNEFXError(f"input '{info.name}' of shape {list(shape)} is too large for random data "
+                         f"({volume} items, limit {MAX_RANDOM_ITEMS}); give it with --input")
     if info.dtype == "integer":
         return rng.integers(0, 10, size=shape)
     if info.dtype == "logical":
