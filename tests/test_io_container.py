@@ -382,3 +382,13 @@ def test_unwritable_target_is_a_located_error(tmp_path):
     with pytest.raises(NNEFXError) as info:
         nnefx.save(nnefx.load(SMALL), tmp_path / "missing" / "parent" / "m.tgz")
     assert info.value.location.field == "file"
+
+
+def test_folders_written_by_the_official_saver_load(tmp_path):
+    nnef = pytest.importorskip("nnef")
+    for src in (SMALL, QUANTIZED):
+        out = str(tmp_path / os.path.basename(src))
+        nnef.save_graph(nnef.load_graph(src), out)
+        ours = nnefx.load(out)
+        for _op, tensor in nnefx.load(src).graph.variables():
+            np.testing.assert_array_equal(ours.graph.tensors[tensor.name].data, tensor.data)
