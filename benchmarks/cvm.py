@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "2")
+    os.environ.setdefault(_var, "1")  # 1 thread: small matrices, shared 2-core machine
 
 import argparse  # noqa: E402
 import json  # noqa: E402
