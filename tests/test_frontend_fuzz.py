@@ -65,7 +65,7 @@ def test_random_deep_nesting(depth, opener):
     closer = {"(": ")", "[": "]", "-": "", "!": "", "f(": ")", "[for i in ": " yield i]"}[opener]
     expr = opener * depth + "1" + closer * depth
     text = ("version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n"
-            f"graph G( x ) -> ( x )\n{{\n    x = external(shape = [{expr}]);\n}}\n")
+            f"graph G( x ) -> ( y )\n{{\n    x = external(shape = [{expr}]);\n    y = copy(x);\n}}\n")
     compile_ok_or_located(text)
 
 
@@ -74,7 +74,7 @@ def test_random_deep_nesting(depth, opener):
 def test_long_operator_chains(n):
     expr = " + ".join(["1"] * n)
     text = ("version 1.0;\nextension KHR_enable_operator_expressions;\n"
-            f"graph G( x ) -> ( x )\n{{\n    x = external(shape = [{expr}]);\n}}\n")
+            f"graph G( x ) -> ( y )\n{{\n    x = external(shape = [{expr}]);\n    y = copy(x);\n}}\n")
     compile_ok_or_located(text)
 
 

@@ -182,3 +182,11 @@ def test_provisional_rules_apply_too():
                  "graph G( x ) -> ( y )\n{\n  x = external(shape = [1])\n  y = f(x)\n}\n", "read-only")
     expect_error("version 1.0\ngraph G( x ) -> ( y )\n{\n  x = external(shape = [1])\n  y = matmul(x, x, @@transposeA = true)\n}\n",
                  "no parameter named 'transposeA'")
+
+
+def test_graph_name_cannot_be_input_and_output():
+    expect_error(HDR + "graph G( x ) -> ( @@x )\n{\n    x = external(shape = [1]);\n}\n", "both an input and an output")
+
+
+def test_update_target_must_come_from_variable():
+    expect_error(HDR + graph("    y = update(@@x, x);"), "introduced by 'variable'")

@@ -56,7 +56,6 @@ def test_shape_rule_errors_point_at_the_operation():
 
 def test_variable_shape_must_be_known_and_positive():
     text = "version 1.0\ngraph G( x ) -> ( y )\n{\n  x = external(shape = [1])\n  y = variable(shape = [0, 2], label = 'v')\n}\n"
-    text = text.replace("graph G( x ) -> ( y )", "graph G( x ) -> ( x, y )")
     with pytest.raises(NNEFXError) as info:
         compile_document(text)
     assert "positive" in info.value.message and info.value.location.line == 5
@@ -64,7 +63,6 @@ def test_variable_shape_must_be_known_and_positive():
 
 def test_constant_value_count_checked():
     text = "version 1.0;\ngraph G( x ) -> ( c )\n{\n    x = external(shape = [1]);\n    c = constant(shape = [2, 2], value = [1.0, 2.0]);\n}\n"
-    text = text.replace("-> ( c )", "-> ( x, c )")
     with pytest.raises(NNEFXError) as info:
         compile_document(text)
     assert "needs 1 or 4 values" in info.value.message

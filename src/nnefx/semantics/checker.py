@@ -219,6 +219,8 @@ class Checker:
         self.dialect = dialect
         self.generic: str | None = None
         self.in_graph = False
+        #: identifiers introduced by ``variable`` in the graph body
+        self.variables: set[str] = set()
 
     # --- entry points -------------------------------------------------------------------
 
@@ -253,12 +255,17 @@ class Checker:
         for r in graph.results:
             if r.name in outs:
                 raise NNEFXError(f"graph output '{r.name}' is listed twice", r.loc)
+            if r.name in params:
+                raise NNEFXError(f"'{r.name}' is both an input and an output of graph '{graph.name}'", r.loc)
             outs.add(r.name)
+        self.variables = set()
         externals: set[str] = set()
         for a in graph.body:
             rt = self.type_of(a.rhs, scope)
             self.bind_lhs(a.lhs, rt, scope, {})
             is_external = isinstance(a.rhs, ast.Invocation) and a.rhs.name == "external"
+            if isinstance(a.rhs, ast.Invocation) and a.rhs.name == "variable":
+                self.variables.update(i.name for i in _identifiers(a.lhs))
             for ident in _identifiers(a.lhs):
                 if is_external:
                     externals.add(ident.name)
@@ -459,6 +466,12 @@ class Checker:
     def t_Invocation(self, e: ast.Invocation, scope: Scope) -> Type:
         frag = self.fragments.get(e.name)
         if frag is None:
+            from .stdlib import broken_reason
+
+            reason = broken_reason(e.name)
+            if reason is not None:
+                raise NNEFXError(f"standard operation '{e.name}' is unavailable: its declaration is invalid "
+                                 f"({reason})", e.loc)
             raise NNEFXError(f"undefined operation '{e.name}'", e.loc)
         if e.name in GRAPH_ONLY and not self.in_graph:
             raise NNEFXError(f"'{e.name}' can only be used in the graph body, not inside fragments", e.loc)
@@ -479,8 +492,9 @@ class Checker:
                                      bound[p.name].value.loc)
         if e.name == "update" and self.in_graph:
             first = bound[frag.params[0].name].value
-            if not isinstance(first, ast.Identifier):
-                raise NNEFXError("the first argument of 'update' must be the identifier of a variable", first.loc)
+            if not isinstance(first, ast.Identifier) or first.name not in self.variables:
+                raise NNEFXError("the first argument of 'update' must be the identifier of a variable "
+                                 "(a tensor introduced by 'variable')", first.loc)
         return result_type(frag, g)
 
 

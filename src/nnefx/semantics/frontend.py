@@ -18,7 +18,7 @@ from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
 from .expander import Expander
 from .shapes import infer_shapes
-from .stdlib import KNOWN_EXTENSIONS, broken_reason, library, visible_fragments
+from .stdlib import KNOWN_EXTENSIONS, visible_fragments
 from .types import can_cast
 
 
@@ -47,30 +47,8 @@ def check_document(doc: ast.Document) -> dict[str, ast.Fragment]:
         for frag in doc.fragments:
             checker.check_fragment_body(frag)
         if doc.graph is not None:
-            _check_broken(doc, table)
             checker.check_graph(doc.graph)
     return table
-
-
-def _check_broken(doc: ast.Document, table: dict[str, ast.Fragment]) -> None:
-    # A standard operation whose declaration failed to load is reported where it is used.
-    if not library().broken:
-        return
-    for a in doc.graph.body if doc.graph else ():
-        for inv in _invocations(a.rhs):
-            if inv.name not in table:
-                reason = broken_reason(inv.name)
-                if reason is not None:
-                    raise NNEFXError(f"standard operation '{inv.name}' is unavailable: its declaration is "
-                                     f"invalid ({reason})", inv.loc)
-
-
-def _invocations(e: Any):
-    if isinstance(e, ast.Invocation):
-        yield e
-    if isinstance(e, ast.Node):
-        for child in ast.iter_children(e):
-            yield from _invocations(child)
 
 
 def compile_document(text: str, *, file: str | None = None, quant: str | None = None, dialect: str | None = None,
