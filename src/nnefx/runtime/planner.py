@@ -141,7 +141,8 @@ class Plan:
 
         return (f"plan: {count(len(self.steps), 'kernel call')} ({self.backend}), {self.folded} folded, "
                 f"{self.pruned} unused dropped, {count(len(self.variables), 'variable')}, "
-                f"{count(len(self.updates), 'update')}, {count(self.n_slots, 'slot')}")
+                f"{count(len(self.updates), 'update')}, "
+                f"{count(self.n_slots - len(self.constant_slots), 'buffer')}")
 
 
 def _flat(values: Any) -> list[Any]:
