@@ -310,3 +310,25 @@ def test_generated_resnet_like_network_loads_and_backends_agree(tmp_path):
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
     assert model_cost(model) > 0
+
+
+def test_json_escapes_beyond_the_runtimes_are_refused(tmp_path):
+    text = (FIX / "ex04_reduce_chain.json").read_text().replace('"name": "sum_0"', '"name": "s\\/um_0"')
+    path, _ = _write(tmp_path, text)
+    with pytest.raises(NNEFXError, match=r"unsupported string escape '\\/'") as info:
+        nnefx.load(path)
+    assert info.value.location.line is not None
+    ok = (FIX / "ex04_reduce_chain.json").read_text().replace('"name": "sum_0"', '"name": "s\\\\um_0"')
+    path, _ = _write(tmp_path, ok)
+    nnefx.load(path)
+
+
+def test_options_of_other_formats_are_refused(tmp_path):
+    with pytest.raises(NNEFXError, match="option 'dialect' does not apply"):
+        nnefx.load(str(FIX / "ex04_reduce_chain.json"), dialect="final")
+
+
+def test_load_from_memory():
+    text = (FIX / "ex01_conv_pool_dense.json").read_text()
+    model = nnefx.load("in_memory.json", json_text=text, params_bytes=PARAMS01)
+    assert model.weights["d_w"].shape == (5, 36)

@@ -18,9 +18,17 @@ from .precision import infer_precisions, model_precisions
 
 
 def load(path: str, *, params: str | None = None, **opts: Any) -> Model:
-    """Read a CVM graph JSON and its params file (default: ``<stem>.params`` beside it)."""
+    """Read a CVM graph JSON and its params file (default: ``<stem>.params`` beside it).
+
+    ``json_text=`` / ``params_bytes=`` give the contents directly (``path`` then only names
+    the model in messages).
+    """
+    from ...diagnostics import Location, NNEFXError
     from .reader import load as _load
 
+    unknown = sorted(set(opts) - {"json_text", "params_bytes"})
+    if unknown:
+        raise NNEFXError(f"option '{unknown[0]}' does not apply to CVM models", Location(path))
     return _load(path, params=params, **opts)
 
 

@@ -44,6 +44,15 @@ _GRAPH_ATTRS = {"shape": "list_shape", "precision": "list_int", "op_attrs": "lis
 _VERSIONS = ("cvm_1.0.0", "cvm_1.1.0")
 MAX_JSON_BYTES = 256 * 2**20
 _SUFFIX = re.compile(r"_\d+$")
+# Backslash pairs scanned left to right: any escape but \" \\ \n \r \t is refused.
+_ESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _bad_escape(text: str) -> re.Match | None:
+    for m in _ESCAPE.finditer(text):  # non-overlapping, left to right: a doubled backslash is one escape
+        if m.group(1) not in '"\\nrt':
+            return m
+    return None
 
 
 def _err(msg: str, file: str | None, field: str) -> NNEFXError:
@@ -80,6 +89,12 @@ def parse_json(text: bytes | str, file: str | None) -> dict[str, Any]:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise NNEFXError(f"graph JSON is not UTF-8 ({exc.reason})", Location(file)) from None
+    bad_escape = _bad_escape(text)
+    if bad_escape is not None:
+        line = text.count("\n", 0, bad_escape.start()) + 1
+        col = bad_escape.start() - (text.rfind("\n", 0, bad_escape.start()) + 1) + 1
+        raise NNEFXError(f"unsupported string escape '{bad_escape.group(0)}' (the runtime accepts only "
+                         "\\\" \\\\ \\n \\r \\t)", Location(file, line, col))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -251,6 +266,13 @@ def load_graph_json(doc: dict[str, Any], file: str | None, name: str = "cvm") ->
     dltype = _graph_attr(gattrs, "dltype", file, required=version == "cvm_1.0.0")
     if dltype is not None and (len(dltype) != n_entries or any(t != "int32" for t in dltype)):
         raise _err(f"dltype must list {n_entries} times \"int32\"", file, "attrs.dltype")
+
+    slot_bytes: dict[int, int] = {}
+    for e, sid in enumerate(storage):
+        nbytes = 4 * int(np.prod(shapes[e], dtype=object))
+        slot_bytes[sid] = max(slot_bytes.get(sid, 0), nbytes)
+    if sum(slot_bytes.values()) > 2**32:
+        raise _err("the storage plan needs more than 2^32 bytes", file, "attrs.storage_id")
 
     # -- topological order, in-place rule ----------------------------------------------------------
     for nid, (kind, nname, refs, rt, _) in enumerate(parsed):

@@ -1,0 +1,59 @@
+"""The runtime's *model API* byte layout (``CVMAPIInference``), for byte-exact comparisons.
+
+The graph API returns int32 tensors; the model API packs them into one byte buffer:
+
+* input bytes: int8 (sign-extended) when the data precision is at most 8, else int32 LE;
+* output type: 1 byte when the output precision (max over heads) is at most 8, else 4 --
+  ``postprocess`` "argmax" or "detection" forces 4.  One-byte outputs are the low byte of
+  each int32 (two's complement), lossless unless a value escaped its precision (``where``);
+* one head (no "detection"): the flattened tensor; several heads, or "detection": head k
+  is viewed as a (rows, last dim) matrix, all row counts must be equal, and the output is
+  row 0 of every head, then row 1 of every head, ...  "detection" with one head fails.
+
+The "argmax" postprocess (whose runtime loop emits only some rows) is not implemented.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...diagnostics import NNEFXError
+from ...graph import Model
+
+
+def input_from_bytes(model: Model, data: bytes) -> np.ndarray:
+    """Decode model-API input bytes into the int32 ``data`` array (before saturation)."""
+    info = model.extras["cvm"]
+    g = model.graph
+    if not g.inputs:
+        raise NNEFXError("the model has no 'data' input")
+    shape = g.tensors[g.inputs[0]].shape
+    in_type = 1 if info["precision"][g.inputs[0]] <= 8 else 4
+    count = int(np.prod(shape))
+    if len(data) != count * in_type:
+        raise NNEFXError(f"model API input must be {count * in_type} bytes, got {len(data)}")
+    return np.frombuffer(data, "<i1" if in_type == 1 else "<i4").reshape(shape).astype(np.int32)
+
+
+def pack_outputs(model: Model, outputs: list[np.ndarray]) -> bytes:
+    """The bytes ``CVMAPIInference`` writes for the head tensors ``outputs`` (head order)."""
+    info = model.extras["cvm"]
+    post = info.get("postprocess", "")
+    if post == "argmax":
+        raise NNEFXError("the model API's 'argmax' postprocess is not implemented")
+    out_type = 4 if post == "detection" or info["output_precision"] > 8 else 1
+    dtype = "<i1" if out_type == 1 else "<i4"
+
+    def cast(a: np.ndarray) -> np.ndarray:
+        return np.asarray(a, np.int32).astype(dtype)  # int8: low byte, two's complement
+
+    if len(outputs) == 1 and post != "detection":
+        return cast(outputs[0]).tobytes()
+    if len(outputs) == 1:
+        raise NNEFXError("the 'detection' postprocess needs several heads")
+    mats = [np.asarray(o).reshape(-1, np.asarray(o).shape[-1]) for o in outputs]
+    rows = {m.shape[0] for m in mats}
+    if len(rows) != 1:
+        raise NNEFXError("model API: heads have different row counts "
+                         f"({', '.join(str(m.shape[0]) for m in mats)}), the runtime fails")
+    return b"".join(cast(m[r]).tobytes() for r in range(mats[0].shape[0]) for m in mats)
