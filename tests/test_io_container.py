@@ -392,3 +392,13 @@ def test_folders_written_by_the_official_saver_load(tmp_path):
         ours = nnefx.load(out)
         for _op, tensor in nnefx.load(src).graph.variables():
             np.testing.assert_array_equal(ours.graph.tensors[tensor.name].data, tensor.data)
+
+
+def test_provisional_dialect_folder_with_provisional_tensor_file(tmp_path):
+    src = os.path.join(FIXTURES, "provisional")
+    model = nnefx.load(src)
+    np.testing.assert_array_equal(model.graph.tensors["w"].data, np.ones((2, 3), np.float32))
+    nnefx.save(model, tmp_path / "final")         # re-written in the final dialect and header
+    assert (tmp_path / "final" / "graph.nnef").read_text().startswith("version 1.0;")
+    assert read_tensor(tmp_path / "final" / "w.dat")[0].shape == (2, 3)
+    assert len((tmp_path / "final" / "w.dat").read_bytes()) == 128 + 24
