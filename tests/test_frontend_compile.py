@@ -139,3 +139,25 @@ def test_errors_carry_the_file_name():
         compile_document("version 1.0;\ngraph G( x ) -> ( y )\n{\n    x = external(shape = [1]);\n    y = relu(z);\n}\n",
                          file="net/graph.nnef")
     assert str(info.value) == "net/graph.nnef:5:14: error: undefined identifier 'z' (identifiers must be assigned before use)"
+
+
+def test_printer_refuses_what_the_dialect_cannot_say():
+    g = compile_document("version 1.0\ngraph G( yield ) -> ( y )\n{\n  yield = external(shape = [1])\n  y = relu(yield)\n}\n")
+    with pytest.raises(NNEFXError) as info:
+        print_graph(g)
+    assert "keyword" in info.value.message
+    assert "yield = external(shape = [1])" in print_graph(g, dialect="provisional")
+    g = compile_document("version 1.0;\ngraph G( x ) -> ( x2 )\n{\n    x = external<integer>(shape = [1]);\n"
+                         "    x2 = copy(x);\n}\n")
+    with pytest.raises(NNEFXError):
+        print_graph(g, dialect="provisional")
+    assert "external<integer>(shape = [1])" in print_graph(g)
+
+
+def test_extension_operations_print_their_extension():
+    text = "version 1.0;\nextension nnefx_cvm;\ngraph G( x ) -> ( y )\n{\n    x = external<integer>(shape = [4]);\n" \
+           "    y = cvm_relu(x);\n}\n"
+    g = compile_document(text)
+    out = print_graph(g)
+    assert "extension nnefx_cvm;" in out
+    assert signature(compile_document(out)) == signature(g)

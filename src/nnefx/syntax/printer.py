@@ -16,6 +16,7 @@ from typing import Any
 
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation
+from .parser import KEYWORDS
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DOMAIN_EXTENSIONS = {"cvm": "nnefx_cvm", "ir": "nnefx_ir", "nnefx": "nnefx_ops"}
@@ -23,6 +24,14 @@ _DOMAIN_EXTENSIONS = {"cvm": "nnefx_cvm", "ir": "nnefx_ir", "nnefx": "nnefx_ops"
 _PROVISIONAL_NAMES = {"matmul": ("matmul", {"transposeA": "trA", "transposeB": "trB"}),
                       "transpose": ("transpose", {"axes": "perm"}),
                       "copy": ("idn", {})}
+
+
+def _check_name(name: str, dialect: str) -> str:
+    if not _IDENT.match(name):
+        raise NNEFXError(f"'{name}' is not a valid NNEF identifier")
+    if name in KEYWORDS[dialect]:
+        raise NNEFXError(f"'{name}' is a keyword of the {dialect} dialect and cannot name a tensor or graph there")
+    return name
 
 
 def format_value(v: Any, *, tensor: bool = False) -> str:
@@ -74,6 +83,11 @@ def _lhs(outputs: dict[str, Any]) -> str:
 
 def format_operation(op: Operation, dialect: str = "final") -> str:
     name = op.op
+    for t in op.input_names() + op.output_names():
+        _check_name(t, dialect)
+    if dialect == "provisional" and op.op in ("external", "variable", "constant") and op.dtype not in (None, "scalar"):
+        raise NNEFXError(f"the provisional dialect cannot write {op.op}<{op.dtype}> (it has no typed "
+                         "tensor introductions); print the final dialect instead", op.location)
     renames: dict[str, str] = {}
     if dialect == "provisional" and name in _PROVISIONAL_NAMES:
         name, renames = _PROVISIONAL_NAMES[name]
@@ -107,8 +121,7 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
             lines.append(f"extension {ext};")
     lines.append("")
     for n in [graph.name, *graph.inputs, *graph.outputs]:
-        if not _IDENT.match(n):
-            raise NNEFXError(f"'{n}' is not a valid NNEF identifier")
+        _check_name(n, dialect)
     lines.append(f"graph {graph.name}( {', '.join(graph.inputs)} ) -> ( {', '.join(graph.outputs)} )")
     lines.append("{")
     for op in graph.operations:
