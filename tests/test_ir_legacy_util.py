@@ -71,7 +71,8 @@ class LegacyNet:
         lid = len(self.layers)
         ins = []
         for k, ref in enumerate(inputs):
-            dims = in_dims[k] if in_dims is not None else self.dims(ref)
+            # a None ref is an input port without an edge (fed by a TensorIterator port map)
+            dims = in_dims[k] if in_dims is not None and in_dims[k] is not None else self.dims(ref)
             ins.append((dims, ref))
         b = {}
         for key, v in (blobs or {}).items():
@@ -92,7 +93,20 @@ class LegacyNet:
         return f'<port id="{pid}">' + "".join(f"<dim>{int(d)}</dim>" for d in dims) + "</port>"
 
     def xml(self) -> str:
-        lines = [f'<?xml version="1.0" ?>\n<net name="{self.name}" version="{self.version}" batch="1">', "<layers>"]
+        head = f'<?xml version="1.0" ?>\n<net name="{self.name}" version="{self.version}" batch="1">'
+        return head + "\n" + self.layers_xml() + "</net>\n"
+
+    def body_xml(self, parent: LegacyNet) -> str:
+        """This net as the <body> of a TensorIterator of ``parent`` (blobs go to its .bin)."""
+        self.blob = parent.blob
+        return "<body>" + self.layers_xml() + "</body>"
+
+    def port_id(self, ref) -> int:
+        """The XML port id of output ``ref`` (inputs are numbered first, then outputs)."""
+        return len(self.layers[ref[0]].inputs) + ref[1]
+
+    def layers_xml(self) -> str:
+        lines = ["<layers>"]
         edges = []
         for lay in self.layers:
             n_in = len(lay.inputs)
@@ -105,12 +119,13 @@ class LegacyNet:
                 parts.append(f"<data {attrs}/>")
             if lay.inputs:
                 parts.append("<input>" + "".join(self._port(pid, dims) for pid, (dims, _) in
-                                                 zip(lay.in_ids, lay.inputs, strict=False)) + "</input>")
-                for pid, (_, (fl, fp)) in zip(lay.in_ids, lay.inputs, strict=False):
-                    edges.append((fl, self.layers[fl].out_ids[fp], lay.id, pid))
+                                                 zip(lay.in_ids, lay.inputs, strict=True)) + "</input>")
+                for pid, (_, ref) in zip(lay.in_ids, lay.inputs, strict=True):
+                    if ref is not None:
+                        edges.append((ref[0], self.layers[ref[0]].out_ids[ref[1]], lay.id, pid))
             if lay.outputs:
                 parts.append("<output>" + "".join(self._port(pid, dims) for pid, dims in
-                                                  zip(lay.out_ids, lay.outputs, strict=False)) + "</output>")
+                                                  zip(lay.out_ids, lay.outputs, strict=True)) + "</output>")
             if lay.blobs:
                 parts.append("<blobs>")
                 for key, (arr, prec) in lay.blobs.items():
@@ -118,14 +133,14 @@ class LegacyNet:
                     p = f' precision="{prec}"' if prec != "FP32" else ""
                     parts.append(f'<{key} offset="{off}" size="{size}"{p}/>')
                 parts.append("</blobs>")
-            parts.append(lay.extra_xml)
+            parts.append(lay.extra_xml(self) if callable(lay.extra_xml) else lay.extra_xml)
             parts.append("</layer>")
             lines.append("".join(parts))
         lines.append("</layers>\n<edges>")
         for fl, fp, tl, tp in edges:
             lines.append(f'<edge from-layer="{fl}" from-port="{fp}" to-layer="{tl}" to-port="{tp}"/>')
-        lines.append("</edges>\n</net>\n")
-        return "\n".join(lines)
+        lines.append("</edges>")
+        return "\n".join(lines) + "\n"
 
     def save(self, folder, name: str | None = None) -> str:
         self.blob = bytearray()
