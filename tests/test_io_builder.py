@@ -77,8 +77,21 @@ def test_quantized_variable_is_stored_as_codes(tmp_path):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda b, x: b.op("relu", x, alpha=3), "too many arguments|alpha"),
+    (lambda b, x: b.op("relu", x, alpha=3), "'relu' has no parameter 'alpha' \\(parameters: x\\)"),
+    (lambda b, x: b.op("conv", x, x, paddings=[]), "no parameter 'paddings'"),
+    (lambda b, x: b.op("relu", x, x), "at most 1 arguments"),
+    (lambda b, x: b.op("add", x, x, y=x), "'y' of 'add' is given twice"),
+])
+def test_unknown_parameters_are_refused_at_the_call(make, message):
+    b = GraphBuilder("bad")
+    x = b.external("x", shape=(1, 2))
+    with pytest.raises(NNEFXError, match=message):
+        make(b, x)
+
+
+@pytest.mark.parametrize("make, message", [
     (lambda b, x: b.op("leaky_relu", x, alpha="a"), "alpha"),
+    (lambda b, x: b.op("clamp", x, a=0.0, b=True), "clamp|b"),
     (lambda b, x: b.op("nosuch", x), "nosuch"),
     (lambda b, x: b.op("reshape", x, shape=[7]), "reshape"),
 ])

@@ -116,6 +116,20 @@ def _result_arity(op: str) -> tuple[int, bool] | None:
     return len(results), results[0].strip().endswith("[]")
 
 
+def _parameter_names(op: str) -> list[str] | None:
+    """Parameter names of a registered operation, in declaration order (None if unknown)."""
+    from ..ops import registry
+
+    entry = registry.find(op)
+    if entry is None:
+        return None
+    head = entry.declaration.split("->", 1)[0]
+    m = re.search(r"\((.*)\)\s*$", head, re.S)
+    if not m:
+        return None
+    return re.findall(r"(?:^|,)\s*([A-Za-z_]\w*)\s*:", m.group(1))
+
+
 class GraphBuilder:
     """Assemble a graph one invocation at a time; :meth:`build` compiles and checks it."""
 
@@ -221,6 +235,17 @@ class GraphBuilder:
             raise NNEFXError(f"operation '{op}' has {count} results but {len(names)} names were given")
         values = [Value(self._claim(n, op)) for n in names]
         lvalue: Any = values[0] if count == 1 and not is_array else (values if is_array else tuple(values))
+        params = _parameter_names(op)
+        if params is not None:
+            unknown = [k for k in attribs if k not in params]
+            if unknown:
+                raise NNEFXError(f"operation '{op}' has no parameter '{unknown[0]}' "
+                                 f"(parameters: {', '.join(params)})")
+            if len(args) > len(params):
+                raise NNEFXError(f"operation '{op}' takes at most {len(params)} arguments, got {len(args)}")
+            twice = [p for p in params[:len(args)] if p in attribs]
+            if twice:
+                raise NNEFXError(f"argument '{twice[0]}' of '{op}' is given twice")
         for a in args:
             if isinstance(a, Value) and a.name not in self._names:
                 raise NNEFXError(f"argument '{a.name}' of '{op}' belongs to another builder")
