@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nnefx
 from nnefx import NNEFXError
@@ -332,3 +334,61 @@ def test_load_from_memory():
     text = (FIX / "ex01_conv_pool_dense.json").read_text()
     model = nnefx.load("in_memory.json", json_text=text, params_bytes=PARAMS01)
     assert model.weights["d_w"].shape == (5, 36)
+
+
+# --- fuzz: any mutation of a real document gives NNEFXError or a valid model, nothing else ---------
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, prefix + (i,))
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 2**33) | st.text(max_size=6)
+    | st.sampled_from(["{}", "(1, 2)", "True", "-1", "list_int", "null", "cvm_op", "[0, 0, 0]"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
+    max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.sampled_from(["ex01_conv_pool_dense", "ex03_gvc_nms", "ex06_transform_chain"]))
+def test_fuzzed_documents_fail_cleanly(data, name):
+    doc = _doc(name)
+    paths = list(_paths(doc))[1:]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        parent = doc
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            if data.draw(st.booleans()) and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = data.draw(_JSON_VALUES)
+        except (KeyError, IndexError, TypeError):
+            continue
+    params = (FIX / f"{name}.params").read_bytes()
+    try:
+        nnefx.load(f"{name}.json", json_text=json.dumps(doc), params_bytes=params)
+    except NNEFXError as exc:
+        assert exc.location is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fuzzed_params_fail_cleanly(data):
+    blob = bytearray(PARAMS01)
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(blob) - 1))
+        blob[pos] = data.draw(st.integers(0, 255))
+    blob = bytes(blob[: data.draw(st.integers(0, len(blob)))])
+    text = (FIX / "ex01_conv_pool_dense.json").read_text()
+    try:
+        nnefx.load("m.json", json_text=text, params_bytes=blob)
+    except NNEFXError as exc:
+        assert exc.location is not None
