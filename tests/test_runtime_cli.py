@@ -97,3 +97,15 @@ def test_helpers():
     assert describe_array(np.arange(10, dtype=np.float32)) == "min 0  max 9  mean 4.5"
     assert describe_array(np.array([np.nan] * 8, np.float32)) == "no finite values  (8 NaN/Inf)"
     assert describe_array(np.ones(10, bool)) == "10 of 10 true"
+
+
+def test_quantize_flag_applies_activation_hints(capsys, tmp_path):
+    m = model()
+    m.graph.tensors["y"].quant = {"op_name": "zero_point_linear_quantize", "zero_point": 0, "scale": 1.0,
+                                  "bits": 8, "signed": True, "symmetric": False}
+    np.save(tmp_path / "x.npy", np.array([[0.3, 0.2, 0.35]], np.float32))
+    assert run(["-i", f"x={tmp_path / 'x.npy'}"], m) == 0
+    assert "output y: scalar [1, 3]  values [0. , 0.4, 1.7]" in capsys.readouterr().out
+    assert run(["-i", f"x={tmp_path / 'x.npy'}", "--quantize"], m) == 0
+    text = capsys.readouterr().out
+    assert "output y: scalar [1, 3]  values [0., 0., 2.]" in text and "simulated quantization" in text

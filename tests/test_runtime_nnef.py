@@ -200,3 +200,27 @@ def test_quantized_codes_without_a_known_algorithm_are_refused():
     model.graph.tensors["w"].quant = {"op_name": "zero_point_linear_quantize", "zero_point": 0}
     with pytest.raises(NNEFXError, match="lacks parameter 'scale'"):
         Session(model)
+
+
+@pytest.mark.parametrize("backend", ["fast", "formal"])
+def test_quantize_applies_activation_hints(backend):
+    from nnefx.io.builder import GraphBuilder
+
+    b = GraphBuilder("fq")
+    x = b.external("x", shape=(1, 4))
+    w = b.variable("w", np.array([[0.3, -0.7, 1.26, 2.0]], np.float32))
+    b.quantize(x, "zero_point_linear_quantize", zero_point=0, scale=0.5, bits=8, signed=True, symmetric=False)
+    b.quantize(w, "min_max_linear_quantize", min=-1.0, max=1.0, bits=2, signed=False, symmetric=False)
+    h = b.op("mul", x, w, name="h")
+    b.quantize(h, "zero_point_linear_quantize", zero_point=1, scale=0.25, bits=4, signed=False, symmetric=False)
+    b.output(b.op("add", h, 0.1, name="y"))
+    model = b.build()
+    x_in = np.array([[0.2, 1.3, -2.0, 3.1]], np.float32)
+    np.testing.assert_allclose(Session(model, backend).run({"x": x_in})["y"], x_in * model.graph.tensors["w"].data + 0.1,
+                               rtol=1e-6)
+    # by hand: x -> [0, 1.5, -2, 3]; w (2 bits on [-1, 1]) -> [1/3, -1, 1, 1];
+    # h = [0, -1.5, -2, 3] -> codes clamp(round(h / 0.25) + 1, 0, 15) = [1, 0, 0, 13] -> [0, -.25, -.25, 3]
+    s = Session(model, backend, quantize=True)
+    np.testing.assert_allclose(s.run({"x": x_in})["y"], [[0.1, -0.15, -0.15, 3.1]], rtol=1e-6)
+    assert [i.name for i in s.inputs] == ["x"] and [o.name for o in s.outputs] == ["y"]
+    assert s.plan.folded == 1  # the variable's quantization is done once, at compile time

@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=1, help="run this many steps (recurrent models)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     p.add_argument("--profile", action="store_true", help="print time per operation kind")
+    p.add_argument("--quantize", action="store_true",
+                   help="apply the graph.quant entries of activations (simulated quantization)")
     _add_load_options(p)
     p.set_defaults(func=cmd_run)
     return parser

@@ -109,7 +109,7 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
     """The ``run`` subcommand; ``args`` as parsed by :func:`nnefx.cli.build_parser`."""
     if args.steps < 1:
         raise NNEFXError(f"--steps must be at least 1, got {args.steps}")
-    session = Session(model, backend=args.backend)
+    session = Session(model, backend=args.backend, quantize=bool(getattr(args, "quantize", False)))
     plan = session.plan
     print(f"graph '{plan.graph.name}': {plan.summary()}")
 
@@ -143,7 +143,8 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
         array = outputs[info.name]
         print(f"output {info.name}: {info.dtype} {_fmt_shape(array.shape)}  {describe_array(array)}")
     steps = f"{args.steps} steps" if args.steps > 1 else "1 step"
-    print(f"ran {steps} in {elapsed * 1e3:.3f} ms ({args.backend} backend)")
+    mode = ", simulated quantization" if getattr(args, "quantize", False) else ""
+    print(f"ran {steps} in {elapsed * 1e3:.3f} ms ({args.backend} backend{mode})")
 
     if args.output:
         os.makedirs(args.output, exist_ok=True)

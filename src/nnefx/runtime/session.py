@@ -46,11 +46,14 @@ class Session:
     the declared input shapes (same rank; ``None`` = any extent), e.g. to feed batches to a
     model declared with batch 1; intermediate shapes are then not compared with the declared
     ones.  ``check_numerics`` stops at the first operation producing NaN or Inf.
+    ``quantize`` applies the ``graph.quant`` entries of activations (simulated quantization,
+    see :mod:`nnefx.runtime.quantize`); by default the graph runs in floating point.
     """
 
     def __init__(self, model_or_graph: Model | Graph, backend: str = "fast", *,
                  input_shapes: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
-                 fold: bool = True, check_numerics: bool = False, resolve: Resolver | None = None):
+                 fold: bool = True, check_numerics: bool = False, quantize: bool = False,
+                 resolve: Resolver | None = None):
         if isinstance(model_or_graph, Model):
             model = model_or_graph
         elif isinstance(model_or_graph, Graph):
@@ -62,7 +65,13 @@ class Session:
         self.check_numerics = check_numerics
         merged_storage = dict(model.extras.get("storage") or {})
         merged_storage.update(storage or {})
-        self.plan: Plan = compile_plan(model.graph, backend, storage=merged_storage, fold=fold,
+        graph = model.graph
+        if quantize:
+            from ..ops import registry
+            from .quantize import quantized_graph
+
+            graph = quantized_graph(graph, resolve or registry.get)
+        self.plan: Plan = compile_plan(graph, backend, storage=merged_storage, fold=fold,
                                        resolve=resolve, source=model.source,
                                        check_shapes=not input_shapes)
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
