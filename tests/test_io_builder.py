@@ -114,6 +114,10 @@ def test_names_are_checked_up_front():
         b.external("1x", shape=(1,))
     with pytest.raises(NNEFXError, match="no outputs"):
         b.text()
+    lonely = GraphBuilder("lonely")
+    lonely.output(lonely.constant(1.0))
+    with pytest.raises(NNEFXError, match="no inputs"):
+        lonely.text()
     b.output(b.constant(float("nan")))
     with pytest.raises(NNEFXError, match="finite"):
         b.text()

@@ -9,11 +9,15 @@ import tarfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import nnefx
 from nnefx import NNEFXError
 from nnefx.io import container
 from nnefx.io.binary import encode_tensor, read_tensor, write_tensor
+from nnefx.io.builder import GraphBuilder
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "io")
 SMALL = os.path.join(FIXTURES, "small")
@@ -402,3 +406,45 @@ def test_provisional_dialect_folder_with_provisional_tensor_file(tmp_path):
     assert (tmp_path / "final" / "graph.nnef").read_text().startswith("version 1.0;")
     assert read_tensor(tmp_path / "final" / "w.dat")[0].shape == (2, 3)
     assert len((tmp_path / "final" / "w.dat").read_bytes()) == 128 + 24
+
+
+# ---------------------------------------------------------------------------------------------
+# property: any set of variables survives every container, and the official loader agrees
+
+_DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8, np.uint16, np.bool_]
+_labels = st.lists(st.text("abcxyz019_", min_size=1, max_size=4), min_size=1, max_size=3).map("/".join)
+
+
+@st.composite
+def variable_sets(draw):
+    labels = draw(st.lists(_labels, min_size=1, max_size=4, unique_by=str.lower))
+    out = []
+    for label in labels:
+        dtype = draw(st.sampled_from(_DTYPES))
+        shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+        out.append((label, draw(hnp.arrays(dtype, shape))))
+    return out
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(variable_sets())
+def test_variables_survive_every_container(tmp_path, variables):
+    b = GraphBuilder("g")
+    b.external("x", shape=(1,))
+    for i, (label, array) in enumerate(variables):
+        b.output(b.variable(label, array), name=f"out{i}")
+    model = b.build()
+    work = tmp_path / "w"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    for target in ("folder", "m.tgz", "m.tar"):
+        nnefx.save(model, work / target)
+        loaded = nnefx.load(work / target)
+        for label, array in variables:
+            got = loaded.weights[label]
+            assert got.dtype == array.dtype
+            np.testing.assert_array_equal(got, array)
+    nnef = pytest.importorskip("nnef")
+    theirs = nnef.load_graph(str(work / "folder"))
+    for _op, tensor in model.graph.variables():
+        np.testing.assert_array_equal(theirs.tensors[tensor.name].data, tensor.data)

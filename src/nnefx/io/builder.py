@@ -308,6 +308,9 @@ class GraphBuilder:
         """The NNEF document (final dialect) this builder describes."""
         if not self._outputs:
             raise NNEFXError(f"graph '{self.name}' has no outputs; call output(...)")
+        if not self._inputs:
+            # The NNEF grammar requires a non-empty input list.
+            raise NNEFXError(f"graph '{self.name}' has no inputs; NNEF graphs need at least one external")
         head = [
             "version 1.0;",
             "",
