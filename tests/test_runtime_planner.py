@@ -242,3 +242,16 @@ def test_variable_and_constant_validation():
     assert out["k"].tolist() == [[1, 2], [3, 4]] and out["k"].dtype == np.int64
     out["k"][0, 0] = 99  # outputs are the caller's to change
     assert Session(b.graph, resolve=resolve).run()["k"][0, 0] == 1
+
+
+def test_unknown_data_types_are_errors():
+    b = Builder("dtype")
+    x = b.external("x", [2], dtype="complex")
+    b.op("neg", {"x": x}, "y", [2])
+    g = b.output("y")
+    with pytest.raises(NNEFXError, match="input 'x' has unknown data type 'complex'"):
+        Session(g, resolve=resolve)
+    g.operations[0].dtype = "scalar"
+    g.tensors["y"].dtype = "extent"
+    with pytest.raises(NNEFXError, match="tensor 'y' has unknown data type 'extent'"):
+        compile_plan(g, resolve=resolve)

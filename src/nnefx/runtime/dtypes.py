@@ -57,6 +57,9 @@ def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], wha
     so nothing wraps around silently.
     """
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if nnef_dtype not in storage:
+        raise NNEFXError(f"{what} has unknown data type '{nnef_dtype}' (expected scalar, integer or logical)",
+                         location)
     target = storage[nnef_dtype]
     if array.dtype == target:
         return array

@@ -303,6 +303,8 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     folded = 0
     for i, op in enumerate(ops):
         if op.op == "constant":
+            if len(op.output_names()) != 1:
+                raise NNEFXError("'constant' must have exactly one result", _op_location(op, i, source))
             out = op.output_names()[0]
             const_values[out] = _constant_value(graph, op, i, out, store, source)
             continue
@@ -382,6 +384,9 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
         t = graph.tensors[name]
         producer = ops[defined[name]] if defined[name] >= 0 else None
         dtype = (producer.dtype if producer is not None and producer.dtype else None) or t.dtype
+        if dtype not in store:
+            raise NNEFXError(f"input '{name}' has unknown data type '{dtype}' (expected scalar, integer or "
+                             "logical)", _op_location(producer, defined[name], source) if producer else None)
         shape = _shape_tuple(t.shape)
         if shape is None and producer is not None and "shape" in producer.attribs:
             shape = _shape_tuple(producer.attribs["shape"])
@@ -420,7 +425,8 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
             if name not in last_use:
                 dead.append(slot_of[name])  # computed but unused (e.g. one result of split)
         flat_names = _flat(out_names)
-        out_storage = [(store[graph.tensors[n].dtype], graph.tensors[n].dtype) for n in flat_names]
+        out_storage = [(_storage_of(store, graph.tensors[n].dtype, n, op, i, source), graph.tensors[n].dtype)
+                       for n in flat_names]
         out_shapes = [_known(_shape_tuple(graph.tensors[n].shape)) if check_shapes else None
                       for n in flat_names]
         steps.append(Step(op=op, index=i, kind=op.op, kernel=kernel, args=arg_slots, kwargs=kwargs,
@@ -446,6 +452,15 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
 
 
 # ---- helpers ------------------------------------------------------------------------------
+
+def _storage_of(store: dict[str, np.dtype], dtype: str, name: str, op: Operation, index: int,
+                source: str | None) -> np.dtype:
+    try:
+        return store[dtype]
+    except KeyError:
+        raise NNEFXError(f"tensor '{name}' has unknown data type '{dtype}' (expected scalar, integer "
+                         "or logical)", _op_location(op, index, source)) from None
+
 
 def _variable_spec(graph: Graph, op: Operation, index: int, name: str, store: dict[str, np.dtype],
                    source: str | None) -> VariableSpec:
@@ -582,7 +597,8 @@ def _fold(graph: Graph, op: Operation, index: int, kernel: Callable[..., Any], a
     flat_results = _flat_results(op, results, where)
     for name, result in zip(flat_names, flat_results, strict=True):
         t = graph.tensors[name]
-        array = check_result(op, name, result, store[t.dtype], t.dtype, _known(_shape_tuple(t.shape)), where)
+        array = check_result(op, name, result, _storage_of(store, t.dtype, name, op, index, source), t.dtype,
+                             _known(_shape_tuple(t.shape)), where)
         array = np.array(array, copy=True)
         array.setflags(write=False)
         const_values[name] = array
