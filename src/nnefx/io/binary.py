@@ -365,7 +365,9 @@ def _parse_provisional(buf: memoryview, file: str | None) -> Header:
 # data
 
 
-_CHUNK = 1 << 20
+#: Items per step when (un)packing odd widths: bounds the 64-byte-per-item scratch space
+#: to 4 MiB.  A multiple of 8, so every full chunk ends on a byte boundary.
+_CHUNK = 1 << 16
 
 
 def _unpack_items(raw: np.ndarray, count: int, bits: int, signed: bool) -> np.ndarray:
@@ -393,14 +395,12 @@ def _unpack_items(raw: np.ndarray, count: int, bits: int, signed: bool) -> np.nd
 def _pack_items(values: np.ndarray, bits: int) -> bytes:
     """Encode integers as a continuous MSB-first stream of ``bits``-bit items."""
     flat = values.ravel()
-    count = flat.size
-    parts: list[np.ndarray] = []
-    for start in range(0, count, _CHUNK):
+    parts: list[bytes] = []
+    for start in range(0, flat.size, _CHUNK):
         chunk = flat[start:start + _CHUNK].astype(np.int64).view(np.uint64).astype(">u8")
         bitrows = np.unpackbits(chunk.view(np.uint8).reshape(-1, 8), axis=1)[:, 64 - bits:]
-        parts.append(bitrows.ravel())
-    stream = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-    return np.packbits(stream).tobytes()
+        parts.append(np.packbits(bitrows.ravel()).tobytes())
+    return b"".join(parts)
 
 
 def decode_data(buf: memoryview | bytes | bytearray | _mmap.mmap, header: Header) -> np.ndarray:
