@@ -283,3 +283,12 @@ def test_shipped_fixture_files_read_back():
                          ("bool_9.dat", np.array([1, 0, 1, 1, 0, 0, 0, 0, 1], bool))]:
         got, _ = read_tensor(os.path.join(FIXTURES, name))
         np.testing.assert_array_equal(got, expect)
+
+
+@pytest.mark.parametrize("bits", [3, 12])
+def test_odd_widths_across_chunk_boundaries(bits):
+    values = np.random.default_rng(bits).integers(0, 1 << bits, 65536 + 9, dtype=np.uint64)
+    data = ours(values, item_type="uint", bits=bits)
+    assert len(data) == 128 + (values.size * bits + 7) // 8
+    got, _ = read_tensor(data)
+    np.testing.assert_array_equal(got.astype(np.uint64), values)
