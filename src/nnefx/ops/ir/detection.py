@@ -751,16 +751,20 @@ reorg_yolo = define(
     "ir_reorg_yolo", "ir.detection", """
 fragment ir_reorg_yolo( input: tensor<scalar>, stride: integer ) -> ( output: tensor<scalar> );""",
     domain="ir",
-    doc="Darknet 'reorg': [N, C, H, W] -> [N, C*s*s, H/s, W/s]; output element (c, h, w) reads the "
-        "input viewed as [C/(s*s)... ] per the reference index formula (not a plain space-to-depth).")
+    doc="Darknet 'reorg' (the backward index map, as the layer's reference applies it): [N, C, H, W] -> "
+        "[N, C*s*s, H/s, W/s]; walking the output's flat order with the *input's* (C, H, W) "
+        "coordinates k, j, i, element (k, j, i) reads the input viewed as [C/(s*s), H*s, W*s] at "
+        "(k mod C', j*s + (k div C') div s, i*s + (k div C') mod s), C' = C/(s*s).  Not a plain "
+        "space-to-depth.")
 
 
 def _reorg_check(shape, stride):
     op = "ir_reorg_yolo"
     require(stride > 0, op, f"'stride' must be > 0, got {stride}")
     require(len(shape) == 4, op, f"input must be 4-D, got rank {len(shape)}")
-    for d, name in ((shape[2], "height"), (shape[3], "width")):
-        require(d is None or d % stride == 0, op, f"input {name} {d} is not divisible by stride {stride}")
+    for d, name in ((shape[1], "channels"), (shape[2], "height"), (shape[3], "width")):
+        div = stride * stride if name == "channels" else stride
+        require(d is None or d % div == 0, op, f"input {name} {d} is not divisible by {div}")
 
 
 @reorg_yolo.shape
@@ -776,19 +780,17 @@ def _reorg_formal(input, *, stride):
     _reorg_check(input.shape, stride)
     N, C, H, W = input.shape
     s = stride
-    OC, OH, OW = C * s * s, H // s, W // s
-    src = input.reshape(-1)
-    out = np.empty(N * OC * OH * OW, dtype=input.dtype)
-    ic_off = OC // (s * s)          # = C: the source viewed as [C, H, W] = [ic_off, OH*s, OW*s]
+    src = input.reshape(N, -1)
+    dst = np.empty_like(src)
+    out_c = C // (s * s)
     for b in range(N):
-        for c in range(OC):
-            for h in range(OH):
-                for w in range(OW):
-                    dst = ((b * OC + c) * OH + h) * OW + w
-                    oc, offset = c % ic_off, c // ic_off
-                    ow, oh = w * s + offset % s, h * s + offset // s
-                    out[dst] = src[((b * ic_off + oc) * (OH * s) + oh) * (OW * s) + ow]
-    return out.reshape(N, OC, OH, OW)
+        for k in range(C):
+            for j in range(H):
+                for i in range(W):
+                    c2, offset = k % out_c, k // out_c
+                    w2, h2 = i * s + offset % s, j * s + offset // s
+                    dst[b, i + W * (j + H * k)] = src[b, w2 + W * s * (h2 + H * s * c2)]
+    return dst.reshape(N, C * s * s, H // s, W // s)
 
 
 @reorg_yolo.fast
@@ -796,7 +798,10 @@ def _reorg_fast(input, *, stride):
     _reorg_check(input.shape, stride)
     N, C, H, W = input.shape
     s = stride
-    # Output channel c = offset * C + oc with offset = dy * s + dx; element (h, w) reads
-    # input[oc, h*s + dy, w*s + dx]:  view the input as [N, C, OH, dy, OW, dx].
-    x = input.reshape(N, C, H // s, s, W // s, s)
-    return np.ascontiguousarray(x.transpose(0, 3, 5, 1, 2, 4)).reshape(N, C * s * s, H // s, W // s)
+    out_c = C // (s * s)
+    k = np.arange(C).reshape(-1, 1, 1)
+    j = np.arange(H).reshape(1, -1, 1)
+    i = np.arange(W).reshape(1, 1, -1)
+    offset = k // out_c
+    index = (i * s + offset % s) + W * s * ((j * s + offset // s) + H * s * (k % out_c))
+    return input.reshape(N, -1)[:, index.reshape(-1)].reshape(N, C * s * s, H // s, W // s)

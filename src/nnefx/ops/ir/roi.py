@@ -156,7 +156,8 @@ fragment ir_psroi_pooling( input: tensor<scalar>, rois: tensor<scalar>, output_d
     domain="ir",
     doc="Position-sensitive RoI pooling (R-FCN): output [R, output_dim, group_size, group_size]; bin "
         "(i, j) of output channel c averages input channel (c*group+i)*group+j ('average', absolute "
-        "RoIs) or averages bilinear samples over spatial bins ('bilinear', normalised RoIs).")
+        "RoIs) or averages bilinear samples of input channel bin*output_dim + c over the spatial bins "
+        "('bilinear', normalised RoIs).")
 
 
 def _check_ps(input, rois, output_dim, group_size, mode, bx, by):
@@ -247,7 +248,7 @@ def _ps_formal(input, rois, *, output_dim, group_size=1, spatial_scale=1.0, mode
                             for sbx in range(spatial_bins_x):
                                 p = pts[sby, sbx, ph, pw]
                                 if p is not None:
-                                    ch = c * nb + sby * spatial_bins_x + sbx
+                                    ch = (sby * spatial_bins_x + sbx) * output_dim + c
                                     total += float(_bilinear_point(input[b, ch].astype(np.float64), *p))
                         out[r, c, ph, pw] = total / nb
     return out
@@ -273,10 +274,10 @@ def _ps_fast(input, rois, *, output_dim, group_size=1, spatial_scale=1.0, mode="
         else:
             pts = _ps_bilinear_points(rois[r], spatial_scale, G, spatial_bins_x, spatial_bins_y, H, W)
             nb = spatial_bins_x * spatial_bins_y
-            x = input[b].astype(np.float64).reshape(output_dim, nb, H, W)
+            x = input[b].astype(np.float64).reshape(nb, output_dim, H, W)
             acc = np.zeros((output_dim, G, G))
             for (sby, sbx, ph, pw), p in pts.items():
                 if p is not None:
-                    acc[:, ph, pw] += _bilinear_point(x[:, sby * spatial_bins_x + sbx], *p)
+                    acc[:, ph, pw] += _bilinear_point(x[sby * spatial_bins_x + sbx], *p)
             out[r] = acc / nb
     return out
