@@ -447,3 +447,25 @@ def test_attribute_errors_name_operator_attribute_and_value():
         registry.get("cvm_cvm_clip").kernel("fast")(np.zeros(3, np.int32), precision=33)
     msg = info.value.message
     assert "cvm_cvm_clip" in msg and "precision" in msg and "33" in msg
+
+
+_SCALAR = np.array(5, np.int32)
+_TABLE = np.arange(3, dtype=np.int32)
+
+
+@pytest.mark.parametrize("name, inputs, attribs", [
+    ("cvm_abs", (_SCALAR,), {}), ("cvm_relu", (_SCALAR,), {}), ("cvm_negative", (_SCALAR,), {}),
+    ("cvm_cvm_precision", (_SCALAR,), {}), ("cvm_clip", (_SCALAR,), {"a_min": 0, "a_max": 3}),
+    ("cvm_cvm_clip", (_SCALAR,), {"precision": 2}),
+    ("cvm_cvm_right_shift", (_SCALAR,), {"precision": 2, "shift_bit": 1}),
+    ("cvm_sum", (_SCALAR,), {}), ("cvm_max", (_SCALAR,), {}), ("cvm_flatten", (_SCALAR,), {}),
+    ("cvm_transpose", (_SCALAR,), {}), ("cvm_tile", (_SCALAR,), {"reps": [2]}),
+    ("cvm_squeeze", (_SCALAR,), {}), ("cvm_expand_dims", (_SCALAR,), {"axis": 0}),
+    ("cvm_reshape", (_SCALAR,), {"shape": [1]}), ("cvm_broadcast_add", (_SCALAR, _SCALAR), {}),
+    ("cvm_broadcast_div", (_SCALAR, _SCALAR), {}), ("cvm_elemwise_add", (_SCALAR, _SCALAR), {}),
+    ("cvm_where", (_SCALAR, _SCALAR, _SCALAR), {}), ("cvm_take", (_TABLE, _SCALAR), {}),
+    ("cvm_cvm_lut", (_SCALAR, _TABLE), {"in_dim": 3}), ("cvm_slice_like", (_SCALAR, _SCALAR), {}),
+])
+def test_rank_zero_tensors_give_int32_arrays(name, inputs, attribs):
+    """NNEF graphs may hold rank-0 tensors: both backends still return int32 ndarrays."""
+    assert check(name, *inputs, **attribs) is not None

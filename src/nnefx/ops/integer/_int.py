@@ -225,7 +225,32 @@ def cvm_define(runtime_name: str, family: str, params: str, results: str = "y: t
 
     name = "cvm_" + runtime_name
     declaration = f"fragment {name}( {params} ) -> ( {results} );"
-    return define(name, family, declaration, domain="cvm", doc=doc, runtime_name=runtime_name, **extra)
+    op = define(name, family, declaration, domain="cvm", doc=doc, runtime_name=runtime_name, **extra)
+    # Kernels are registered through wrappers that guarantee the boundary type: int32
+    # ndarrays, also for rank-0 results where numpy would hand back a scalar.
+    op.formal = _registering(op, "formal_kernel")
+    op.fast = _registering(op, "fast_kernel")
+    return op
+
+
+def _as_result(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_as_result(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype == np.int32:
+        return value
+    return np.asarray(value, dtype=np.int32)
+
+
+def _registering(op: Any, slot: str):
+    def register(fn):
+        def kernel(*args, **kwargs):
+            return _as_result(fn(*args, **kwargs))
+        kernel.__name__ = getattr(fn, "__name__", "kernel")
+        kernel.__doc__ = fn.__doc__
+        kernel.__wrapped__ = fn
+        setattr(op, slot, kernel)
+        return fn
+    return register
 
 
 def same_precision(precs, shapes, out_shapes, **attribs) -> list[int]:

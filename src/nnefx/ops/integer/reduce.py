@@ -83,7 +83,7 @@ def _fast_reduce(name, npfunc, x, axis, keepdims, exclude):
     x = as_int32(x, name, "x")
     r, out_shape = reduced_axes(name, x.shape, axis, keepdims, exclude)
     if not r:
-        return x.copy()
+        return x.reshape(out_shape).copy()
     return wrap32(npfunc(x.astype(np.int64), axis=r)).reshape(out_shape)
 
 

@@ -224,7 +224,7 @@ def transpose_formal(x, axes=()):
 def transpose_fast(x, axes=()):
     x = as_int32(x, "cvm_transpose", "x")
     perm, _ = _transpose_geo(x.shape, axes)
-    return np.ascontiguousarray(np.transpose(x, perm))
+    return np.transpose(x, perm).copy()
 
 
 _define("transpose", _X + ", axes: integer[] = []", "Permute axes (empty: reverse).",
