@@ -1,0 +1,167 @@
+"""Latency and peak memory of nnefx's fast backend against onnxruntime and nnef-tools.
+
+    python benchmarks/run.py [--nets 18,50] [--batches 1,8] [--repeats 10] [--size 224]
+
+For each ResNet and batch size: the torch network is exported to ONNX, converted to NNEF by
+nnef-tools, then the three engines run the same input *interleaved* (one run each per
+round, so machine noise hits them alike), all limited to 2 threads.  Latency is the median
+over rounds after one warm-up run.  Peak memory is measured in a fresh subprocess per engine
+as the growth of peak RSS over the process's RSS after imports (model load + runs), so the
+three numbers are comparable.  Outputs are checked to agree before anything is timed.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "2")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ENGINES = ("nnefx", "onnxruntime", "nnef-tools")
+
+
+def prepare(depth: int, batch: int, size: int, work: Path) -> tuple[Path, Path]:
+    """Export ResNet-``depth`` for ``batch`` to ONNX and convert it to an NNEF folder."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from resnet_torch import resnet
+
+    onnx_path = work / f"resnet{depth}_b{batch}.onnx"
+    nnef_path = work / f"resnet{depth}_b{batch}.nnef"
+    if not onnx_path.exists():
+        torch.onnx.export(resnet(depth), torch.randn(batch, 3, size, size), str(onnx_path), opset_version=13,
+                          dynamo=False, input_names=["input"], output_names=["output"])
+    if not nnef_path.exists():
+        subprocess.run([sys.executable, "-m", "nnef_tools.convert", "--input-model", str(onnx_path),
+                        "--input-format", "onnx", "--output-format", "nnef", "--output-model", str(nnef_path),
+                        "--keep-io-names"], check=True, capture_output=True)
+    return onnx_path, nnef_path
+
+
+def make_runner(engine: str, onnx_path: Path, nnef_path: Path):
+    """Load ``engine``'s model and return a function input → output array."""
+    if engine == "nnefx":
+        import nnefx
+
+        session = nnefx.Session(nnefx.load(nnef_path), backend="fast")
+        return lambda x: session.run({"input": x})["output"]
+    if engine == "onnxruntime":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 2
+        opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        return lambda x: sess.run(["output"], {"input": x})[0]
+    if engine == "nnef-tools":
+        import torch
+        from nnef_tools.interpreter.pytorch import Interpreter
+
+        torch.set_num_threads(2)
+        interp = Interpreter(str(nnef_path))
+
+        def run(x):
+            with torch.no_grad():
+                return np.asarray(interp([x])["output"])
+
+        return run
+    raise ValueError(engine)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def memory_child(engine: str, onnx_path: str, nnef_path: str, batch: int, size: int, runs: int) -> None:
+    """Subprocess body: imports, baseline RSS, load + runs, then report peak growth."""
+    if engine == "nnefx":
+        import nnefx  # noqa: F401
+    elif engine == "onnxruntime":
+        import onnxruntime  # noqa: F401
+    else:
+        import nnef_tools.interpreter.pytorch  # noqa: F401
+        import torch  # noqa: F401
+    x = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
+    base = _rss_mb()
+    run = make_runner(engine, Path(onnx_path), Path(nnef_path))
+    for _ in range(runs):
+        run(x)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_growth_mb": peak - base}))
+
+
+def measure_memory(engine: str, onnx_path: Path, nnef_path: Path, batch: int, size: int) -> float:
+    out = subprocess.run([sys.executable, __file__, "--memory-child", engine, str(onnx_path), str(nnef_path),
+                          str(batch), str(size)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_growth_mb"]
+
+
+def bench(depth: int, batch: int, size: int, repeats: int, work: Path) -> dict:
+    onnx_path, nnef_path = prepare(depth, batch, size, work)
+    x = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
+    runners = {e: make_runner(e, onnx_path, nnef_path) for e in ENGINES}
+    reference = runners["onnxruntime"](x)
+    for name, run in runners.items():  # also the warm-up run
+        y = run(x)
+        err = float(np.max(np.abs(y - reference)) / max(np.max(np.abs(reference)), 1e-12))
+        if err > 1e-3:
+            raise SystemExit(f"{name} disagrees with onnxruntime on resnet{depth} b{batch}: rel err {err:.2e}")
+    times: dict[str, list[float]] = {e: [] for e in ENGINES}
+    for _ in range(repeats):
+        for name, run in runners.items():
+            t0 = time.perf_counter()
+            run(x)
+            times[name].append(time.perf_counter() - t0)
+    del runners
+    row = {"net": f"ResNet-{depth}", "batch": batch}
+    for e in ENGINES:
+        row[f"{e}_ms"] = 1000 * statistics.median(times[e])
+        row[f"{e}_peak_mb"] = measure_memory(e, onnx_path, nnef_path, batch, size)
+    return row
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--memory-child":
+        engine, onnx_path, nnef_path, batch, size = sys.argv[2:7]
+        memory_child(engine, onnx_path, nnef_path, int(batch), int(size), runs=2)
+        return
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nets", default="18,50")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--work", default=None, help="folder for the exported models (default: a temp folder)")
+    args = p.parse_args()
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="nnefx-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print("| net | batch | nnefx ms | onnxruntime ms | nnef-tools ms | nnefx/ort | nnefx MB | ort MB | nnef-tools MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for depth in (int(d) for d in args.nets.split(",")):
+        for batch in (int(b) for b in args.batches.split(",")):
+            r = bench(depth, batch, args.size, args.repeats, work)
+            print(f"| {r['net']} | {batch} | {r['nnefx_ms']:.1f} | {r['onnxruntime_ms']:.1f} | "
+                  f"{r['nnef-tools_ms']:.1f} | {r['nnefx_ms'] / r['onnxruntime_ms']:.2f} | "
+                  f"{r['nnefx_peak_mb']:.0f} | {r['onnxruntime_peak_mb']:.0f} | {r['nnef-tools_peak_mb']:.0f} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
