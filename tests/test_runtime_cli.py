@@ -109,3 +109,23 @@ def test_quantize_flag_applies_activation_hints(capsys, tmp_path):
     assert run(["-i", f"x={tmp_path / 'x.npy'}", "--quantize"], m) == 0
     text = capsys.readouterr().out
     assert "output y: scalar [1, 3]  values [0., 0., 2.]" in text and "simulated quantization" in text
+
+
+def test_nnefx_run_steps_a_saved_recurrent_model(tmp_path, capsys):
+    pytest.importorskip("nnefx.io.builder")
+    import nnefx
+    from nnefx.cli import main
+    from nnefx.io.builder import GraphBuilder
+
+    b = GraphBuilder("counter")
+    x = b.external("x", shape=(1, 3))
+    acc = b.variable("state/acc", np.full((1, 3), 10.0, np.float32))
+    b.output(b.op("update", acc, b.op("add", acc, x)), name="total")
+    nnefx.save(b.build(), tmp_path / "counter")
+    np.save(tmp_path / "x.npy", np.array([[1.0, 2.0, 3.0]], np.float32))
+    assert main(["run", str(tmp_path / "counter"), "-i", f"x={tmp_path / 'x.npy'}", "--steps", "4",
+                 "-o", str(tmp_path / "out")]) == 0
+    assert "values [14., 18., 22.]" in capsys.readouterr().out
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "total.npy"), [[14.0, 18.0, 22.0]])
+    # the model on disk is unchanged by running it
+    assert nnefx.load(tmp_path / "counter").weights["state/acc"].tolist() == [[10.0, 10.0, 10.0]]
