@@ -53,3 +53,49 @@ def test_saved_model_folder_reloads_and_runs(name, tmp_path):
     _check_runs(again, name)
     prec = model_precisions(again)
     assert max(prec[n] for n in again.graph.outputs) == INDEX[name]["output_precision"]
+
+
+_DOC = """version 1.0;
+extension nnefx_cvm;
+
+graph net( data ) -> ( y )
+{
+    data = external<integer>(shape = [1, 2, 4, 4]);
+    x = %s;
+    w = variable<integer>(shape = [3, 2, 3, 3], label = 'w');
+    c = cvm_conv2d(x, w, channels = 3, kernel_size = [3, 3], padding = [1, 1], use_bias = false);
+    s = cvm_cvm_right_shift(c, precision = 8, shift_bit = 6);
+    y = cvm_relu(s);
+}
+"""
+
+
+def test_hand_written_integer_network_precision_and_cost():
+    from nnefx.formats.cvm import infer_precisions
+    from nnefx.formats.cvm.precision import data_precision
+
+    graph = compile_document(_DOC % "cvm_cvm_clip(data, precision = 8)", file="net.nnef")
+    w = np.random.default_rng(0).integers(-127, 128, (3, 2, 3, 3)).astype(np.int32)
+    for _, tensor in graph.variables():
+        tensor.data = w
+    assert data_precision(w) == 8
+    prec = infer_precisions(graph)
+    assert prec["x"] == 8 and prec["c"] == 8 + 8 + 5 and prec["y"] == 8
+    model = nnefx.Model(graph)
+    # saturation clip is free; conv base (2*3*3)*3 per output element; 5 per element stored
+    assert model_cost(model) == 5 * 32 + 5 * 54 + (54 + 5) * 48 + 2 * (1 + 5) * 48
+    x = np.random.default_rng(1).integers(-300, 300, (1, 2, 4, 4)).astype(np.int32)
+    a = nnefx.Session(model, backend="formal").run({"data": x})["y"]
+    b = nnefx.Session(model, backend="fast").run({"data": x})["y"]
+    np.testing.assert_array_equal(a, b)
+
+
+def test_unsaturated_32_bit_input_to_conv_is_refused():
+    from nnefx.formats.cvm import infer_precisions
+
+    graph = compile_document(_DOC % "cvm_relu(data)", file="net.nnef")
+    for _, tensor in graph.variables():
+        tensor.data = np.ones((3, 2, 3, 3), np.int32)
+    with pytest.raises(nnefx.NNEFXError, match="at most 8 bits") as info:
+        infer_precisions(graph)
+    assert info.value.location is not None and info.value.location.line == 9
