@@ -195,3 +195,47 @@ def test_fifos_are_refused_without_blocking(tmp_path):
         nnefx.load(tmp_path / "x.tgz")
     with pytest.raises(NNEFXError, match="not a regular file"):
         read_tensor(model / "mask.dat")
+
+
+# ---------------------------------------------------------------------------------------------
+# saves: a model that cannot be written leaves the target folder exactly as it was
+
+
+@st.composite
+def broken_models(draw):
+    model = nnefx.load(SMALL)
+    name = draw(st.sampled_from(["w", "b", "mask"]))
+    tensor = model.graph.tensors[name]
+    kind = draw(st.sampled_from(["shape", "dtype", "none", "label", "rank"]))
+    if kind == "shape":
+        tensor.data = np.zeros(tuple(d + 1 for d in tensor.data.shape), tensor.data.dtype)
+    elif kind == "dtype":
+        tensor.data = np.zeros(tensor.data.shape, np.complex64 if name != "mask" else np.float32)
+    elif kind == "none":
+        tensor.data = None
+    elif kind == "rank":
+        tensor.data = np.zeros((1,) * 9, np.float32)
+    else:
+        op = next(op for op, t in model.graph.variables() if t.name == name)
+        op.attribs["label"] = draw(st.sampled_from(["../up", "/abs//x", "a/./b", "", "sp ace"]))
+    return model
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(broken_models(), st.sampled_from(["out", "out.tgz", "out.tar", "existing"]))
+def test_failed_saves_leave_nothing_behind(tmp_path, model, target):
+    work = tmp_path / "s"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    nnefx.save(nnefx.load(SMALL), work / "existing")
+    before = {p: open(os.path.join(work, p), "rb").read()
+              for p in (os.path.relpath(os.path.join(d, f), work)
+                        for d, _dirs, files in os.walk(work) for f in files)}
+    with pytest.raises(NNEFXError) as info:
+        nnefx.save(model, work / target)
+    assert info.value.location is not None
+    after = {p: open(os.path.join(work, p), "rb").read()
+             for p in (os.path.relpath(os.path.join(d, f), work)
+                       for d, _dirs, files in os.walk(work) for f in files)}
+    assert after == before
+    assert sorted(os.listdir(work)) == ["existing"]
