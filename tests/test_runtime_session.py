@@ -103,6 +103,13 @@ def test_input_shapes_substitute_declared_shapes():
         Session(g, input_shapes={"x": (None,)}, resolve=resolve)
     with pytest.raises(NNEFXError, match="not an input"):
         Session(g, input_shapes={"w": (None, 4)}, resolve=resolve)
+    with pytest.raises(NNEFXError, match="must be a sequence of ints or None"):
+        Session(g, input_shapes={"x": ("a", 4)}, resolve=resolve)
+    with pytest.raises(NNEFXError, match="negative extent"):
+        Session(g, input_shapes={"x": (-1, 4)}, resolve=resolve)
+    # substituting the declared shape keeps the result shape checks
+    assert Session(g, input_shapes={"x": [1, 4]}, resolve=resolve).plan.steps[0].out_shapes == [(1, 2)]
+    assert s.plan.steps[0].out_shapes == [None]
 
 
 def test_accumulator_update_is_seen_by_the_next_run_and_reset_restores():

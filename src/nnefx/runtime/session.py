@@ -71,16 +71,18 @@ class Session:
             from .quantize import quantized_graph
 
             graph = quantized_graph(graph, resolve or registry.get)
+        substitutes = {name: _shape_arg(name, shape) for name, shape in (input_shapes or {}).items()}
+        # Declared intermediate shapes only hold while the inputs have their declared shapes.
+        same = all(name in graph.tensors and graph.tensors[name].shape is not None
+                   and tuple(graph.tensors[name].shape) == shape for name, shape in substitutes.items())
         self.plan: Plan = compile_plan(graph, backend, storage=merged_storage, fold=fold,
-                                       resolve=resolve, source=model.source,
-                                       check_shapes=not input_shapes)
+                                       resolve=resolve, source=model.source, check_shapes=same)
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
-        for name, shape in (input_shapes or {}).items():
+        for name, shape in substitutes.items():
             if name not in self._input_shapes:
                 raise NNEFXError(f"input_shapes names '{name}', which is not an input "
                                  f"(inputs: {', '.join(self._input_shapes) or 'none'})")
             declared = self._input_shapes[name]
-            shape = tuple(None if d is None else int(d) for d in shape)
             if declared is not None and len(declared) != len(shape):
                 raise NNEFXError(f"input '{name}' is declared with rank {len(declared)}; "
                                  f"a substitute shape must have the same rank, got {list(shape)}")
@@ -206,6 +208,18 @@ class Session:
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape) if i.shape else ''}" for i in self.inputs)
         return f"<Session '{self.plan.graph.name}' ({self.backend}) inputs: {ins}>"
+
+
+def _shape_arg(name: str, shape: Any) -> tuple:
+    """A substitute input shape: a sequence of non-negative ints or None (any extent)."""
+    try:
+        dims = list(shape)
+        result = tuple(None if d is None else int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise NNEFXError(f"input_shapes['{name}'] must be a sequence of ints or None, got {shape!r}") from None
+    if any(d is not None and d < 0 for d in result):
+        raise NNEFXError(f"input_shapes['{name}'] has a negative extent: {list(shape)}")
+    return result
 
 
 def _update_where(plan: Plan, upd: Any) -> Any:
