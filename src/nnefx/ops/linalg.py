@@ -24,11 +24,9 @@ fragment linear(
 # Shape rules and kernels
 # =============================================================================================
 #
-# Formal ``matmul`` forms each dot product exactly (float32 products are exact in float64,
-# ``math.fsum`` sums exactly) and rounds once; fast uses float32 BLAS through numpy, whose
-# error is bounded by about k * eps32 * sum(|a| * |b|) for inner extent k.
-
-import math  # noqa: E402
+# Formal ``matmul`` forms each dot product in float64 (float32 products are exact there) and
+# rounds once; fast uses float32 BLAS through numpy, whose error is bounded by about
+# k * eps32 * sum(|a| * |b|) for inner extent k.
 
 import numpy as np  # noqa: E402
 
@@ -57,21 +55,21 @@ def _matmul_shape(A, B, transposeA=False, transposeB=False):
 
 @matmul.formal
 def _matmul_formal(A, B, transposeA=False, transposeB=False):
+    """C[..., i, j] = sum_l A'[..., i, l] * B'[..., l, j]; float64 products and sums, one rounding."""
     a, b = scalar(A), scalar(B)
     shape = _matmul_shape(a.shape, b.shape, transposeA, transposeB)
     if transposeA:
         a = np.swapaxes(a, -1, -2)
     if transposeB:
         b = np.swapaxes(b, -1, -2)
-    k = a.shape[-1]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
     out = np.empty(shape, np.float32)
-    for index in np.ndindex(*shape):
-        batch, i, j = index[:-2], index[-2], index[-1]
-        ab = broadcast_index(batch, a.shape[:-2])
-        bb = broadcast_index(batch, b.shape[:-2])
-        terms = [float(a[ab + (i, l)]) * float(b[bb + (l, j)]) for l in range(k)]
-        finite = all(math.isfinite(t) for t in terms)
-        out[index] = math.fsum(terms) if finite else sum(terms)
+    for index in np.ndindex(*shape[:-1]):
+        batch, i = index[:-1], index[-1]
+        row = a64[broadcast_index(batch, a.shape[:-2]) + (i,)]  # A'[..., i, :]
+        cols = b64[broadcast_index(batch, b.shape[:-2])]  # B'[..., :, :]
+        for j in range(shape[-1]):
+            out[index + (j,)] = np.dot(row, cols[:, j])
     return out
 
 

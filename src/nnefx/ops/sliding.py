@@ -423,28 +423,42 @@ def _group_sizes(C, c, G):
 
 @conv.formal
 def _conv_formal(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), groups=1):
-    """out[b][k][i] = sum_{k1 in group(k), j} in~[b][k1][i*s + j*d - p] * w[k][k1'][j] + bias."""
+    """out[b][k][i] = sum_{k1 in group(k), j} in~[b][k1][i*s + j*d - p] * w[k][k1'][j] + bias.
+
+    Loops over output positions i and filter offsets j; the channel sums of one (i, j)
+    are a float64 matrix product per group (the border mapping is the same for every
+    batch item and channel).
+    """
     x, w, b = scalar(input), scalar(filter), scalar(bias)
     out_shape = _conv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, groups)
-    B, C = x.shape[:2]
+    C = x.shape[1]
     c = w.shape[0]
     G = C if groups == 0 else groups
     Cg, cg = _group_sizes(C, c, G)
     win = _down_window("conv", x.shape[2:], w.shape[2:], padding, stride, dilation)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
     out = np.zeros(out_shape, np.float64)
     for i in np.ndindex(*out_shape[2:]):
         for j in win.offsets():
             src = [i[k] * win.stride[k] + j[k] * win.dilation[k] - win.pads[k][0] for k in range(len(i))]
-            for bb in range(B):
-                for k in range(c):
-                    g = k // cg
-                    acc = 0.0
-                    for k1 in range(Cg):
-                        v = _read(x[bb, g * Cg + k1], src, border)
-                        if v is not None:
-                            acc += float(v) * float(w[(k, k1) + j])
-                    out[(bb, k) + i] += acc
+            v = _read_channels(x64, src, border)  # (B, C) or None (zeros)
+            if v is None:
+                continue
+            for g in range(G):
+                wg = w64[(slice(g * cg, g * cg + cg), slice(None)) + j]  # (cg, Cg)
+                out[(slice(None), slice(g * cg, g * cg + cg)) + i] += v[:, g * Cg:g * Cg + Cg] @ wg.T
     return _add_bias(out, b, c).astype(np.float32)
+
+
+def _read_channels(x, src, border):
+    """in~[:, :, src] for every batch item and channel, or None outside ('constant')."""
+    mapped = []
+    for k, j in enumerate(src):
+        m = border_index(j, x.shape[k + 2], border)
+        if m is None:
+            return None
+        mapped.append(m)
+    return x[(slice(None), slice(None)) + tuple(mapped)]
 
 
 def _add_bias(out, b, c):
@@ -460,27 +474,24 @@ def _deconv_formal(input, filter, bias=0.0, border="constant", padding=(), strid
     over the terms where every (i + p - j*d) is divisible by s."""
     x, w, b = scalar(input), scalar(filter), scalar(bias)
     out_shape = _deconv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, output_shape, groups)
-    B, c = x.shape[:2]
+    c = x.shape[1]
     C = out_shape[1]
     G = _deconv_groups(groups, w.shape, list(output_shape), c)
     Cg, cg = _group_sizes(C, c, G)
     win = _up_window("deconv", x.shape[2:], w.shape[2:], padding, stride, dilation, out_shape, offset=2)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
     out = np.zeros(out_shape, np.float64)
     for i in np.ndindex(*out_shape[2:]):
         for j in win.offsets():
             t = [i[k] + win.pads[k][0] - j[k] * win.dilation[k] for k in range(len(i))]
             if any(t[k] % win.stride[k] for k in range(len(i))):
                 continue
-            src = [t[k] // win.stride[k] for k in range(len(i))]
-            for bb in range(B):
-                for k1 in range(C):
-                    g = k1 // Cg
-                    acc = 0.0
-                    for k2 in range(g * cg, g * cg + cg):
-                        v = _read(x[bb, k2], src, border)
-                        if v is not None:
-                            acc += float(v) * float(w[(k2, k1 - g * Cg) + j])
-                    out[(bb, k1) + i] += acc
+            v = _read_channels(x64, [t[k] // win.stride[k] for k in range(len(i))], border)  # (B, c)
+            if v is None:
+                continue
+            for g in range(G):
+                wg = w64[(slice(g * cg, g * cg + cg), slice(None)) + j]  # (cg, Cg)
+                out[(slice(None), slice(g * Cg, g * Cg + Cg)) + i] += v[:, g * cg:g * cg + cg] @ wg
     return _add_bias(out, b, C).astype(np.float32)
 
 
