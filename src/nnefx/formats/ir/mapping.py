@@ -183,7 +183,7 @@ class GraphBuilder:
         self.file = file
         self.weights = weights
         self.ir_version = ir_version
-        self._materialised: dict[int, str] = {}
+        self._materialised: dict[int, tuple[np.ndarray, str]] = {}
         self._labels: set[str] = set()
         self._counter = 0
 
@@ -212,8 +212,9 @@ class GraphBuilder:
             value.tensor = value.lazy()
             return value.tensor
         key = id(value.const)
-        if key in self._materialised:
-            return self._materialised[key]
+        hit = self._materialised.get(key)
+        if hit is not None and hit[0] is value.const:
+            return hit[1]
         hint = value.label or hint
         arr = storage_array(value.const, value.etype)
         dtype = nnef_dtype(value.etype)
@@ -234,7 +235,8 @@ class GraphBuilder:
             op = Operation("variable", {}, {"output": name}, {"shape": list(shape), "label": label},
                            dtype=dtype, location=location)
         self.graph.operations.append(op)
-        self._materialised[key] = name
+        # keep the array alive with its name: ids of dead arrays get reused
+        self._materialised[key] = (value.const, name)
         value.tensor = name
         return name
 

@@ -327,7 +327,7 @@ def _selu(ctx: LayerContext):
     return ctx.result(ctx.emit1("selu", {"x": ctx.tensor(0)}, {"alpha": alpha, "lambda": lam}))
 
 
-@layer("PRelu", ANY)
+@layer(("PRelu", "PReLU"), ANY)
 def _prelu(ctx: LayerContext):
     r = ctx.in_rank(0)
     slope = ctx.input(1)
@@ -1175,18 +1175,6 @@ def _padding(ctx: LayerContext, in_spatial, kernel, strides, dilations, *, round
             pads.append((small, large) if auto == "same_upper" else (large, small))
     else:
         raise ctx.error(f"unknown auto_pad '{auto}'")
-    if rounding == "ceil" and auto in ("explicit", "notset", ""):
-        new = []
-        for (p, q), x, k, s, d in zip(pads, in_spatial, kernel, strides, dilations, strict=False):
-            if x is None:
-                raise ctx.error("rounding_type=ceil needs known spatial extents")
-            fd = (k - 1) * d + 1
-            out = -(-(x + p + q - fd) // s) + 1
-            if (out - 1) * s >= x + p:
-                out -= 1
-            extra = (out - 1) * s + fd - (x + p + q)
-            new.append((p, q + max(extra, 0)))
-        pads = new
     return pads
 
 
@@ -1275,19 +1263,72 @@ def _pool_common(ctx: LayerContext):
     strides = _spatial(ctx, "strides", n, 1)
     dil = _spatial(ctx, "dilations", n, 1)
     rounding = ctx.choice("rounding_type", ("floor", "ceil", "ceil_torch"), "floor")
-    if rounding == "ceil_torch":
-        rounding = "ceil"
     return xshape, n, kernel, strides, dil, rounding
+
+
+def _pool(ctx: LayerContext, op: str, x: str, xshape, kernel, strides, dil, pads, rounding: str, border: str,
+          fill: float, extra: dict) -> str:
+    """Pool with OpenVINO's output extents (floor/ceil/ceil_torch rounding).
+
+    OpenVINO's extent is ``round((X + p + q - fd) / s) + 1``; NNEF always floors, so the end
+    padding grows to reach the same count.  With ``border='ignore'`` a window lying wholly
+    beyond the input has no element to look at: OpenVINO gives ``fill`` there (0 for average,
+    the lowest float for max pooling), so such windows are not pooled but padded on after.
+    """
+    n = len(kernel)
+    spatial = xshape[2:]
+    new_pads = []
+    tail = []
+    for i in range(n):
+        X, k, s, d = spatial[i], kernel[i], strides[i], dil[i]
+        p, q = pads[i]
+        fd = (k - 1) * d + 1
+        if X is None:
+            if rounding != "floor":
+                raise ctx.error(f"rounding_type={rounding} needs known spatial extents")
+            new_pads.append((p, q))
+            tail.append(0)
+            continue
+        span = X + p + q - fd
+        if span < 0:
+            raise ctx.error(f"the pooling window ({fd}) is larger than the padded input ({X + p + q})")
+        out = (span // s if rounding == "floor" else -(-span // s)) + 1
+        if rounding == "ceil_torch" and (out - 1) * s >= X + p:
+            out -= 1
+        valid = out
+        if border == "ignore":
+            valid = min(out, -(-(X + p) // s))  # windows starting before the end of the input
+            valid = max(valid, 1)
+        q_eff = max((valid - 1) * s + fd - X - p, 0)  # any value giving `valid` windows
+        new_pads.append((p, q_eff))
+        tail.append(out - valid)
+    attrs = dict(extra)
+    attrs.update({"size": [1, 1] + list(kernel), "border": border, "padding": [(0, 0), (0, 0)] + new_pads,
+                  "stride": [1, 1] + list(strides)})
+    if any(v != 1 for v in dil):
+        attrs["dilation"] = [1, 1] + list(dil)
+    y = ctx.emit1(op, {"input": x}, attrs)
+    if any(tail):
+        y = ctx.emit1("pad", {"input": y}, {"padding": [(0, 0), (0, 0)] + [(0, t) for t in tail],
+                                            "border": "constant", "value": fill})
+    return y
+
+
+def _pool_pads(ctx: LayerContext, xshape, n, kernel, strides, dil) -> list[tuple[int, int]]:
+    auto = ctx.str("auto_pad", "explicit").lower()
+    if auto in ("same_upper", "same_lower") and any(d is None for d in xshape[2:]):
+        raise ctx.error("auto_pad same_* pooling needs known spatial extents")
+    pads = _padding(ctx, xshape[2:], kernel, strides, dil)
+    assert pads is not None
+    return pads
 
 
 @layer("MaxPool", ANY)
 def _max_pool(ctx: LayerContext):
     xshape, n, kernel, strides, dil, rounding = _pool_common(ctx)
-    pads = _padding(ctx, xshape[2:], kernel, strides, dil, rounding=rounding)
-    attrs = {"size": [1, 1] + kernel, "border": "ignore",
-             "padding": [] if pads is None else [(0, 0), (0, 0)] + pads,
-             "stride": [1, 1] + strides, "dilation": [1, 1] + dil}
-    y = ctx.emit1("max_pool", {"input": ctx.tensor(0)}, attrs)
+    pads = _pool_pads(ctx, xshape, n, kernel, strides, dil)
+    y = _pool(ctx, "max_pool", ctx.tensor(0), xshape, kernel, strides, dil, pads, rounding, "ignore",
+              float(np.finfo(np.float32).min), {})
     outs = [ctx.result(y)]
     if len(ctx.layer.outputs) > 1:
         outs.append(Value(unsupported=f"the indices output of {ctx.layer.where()} is not supported"))
@@ -1298,45 +1339,14 @@ def _max_pool(ctx: LayerContext):
 def _avg_pool(ctx: LayerContext):
     xshape, n, kernel, strides, dil, rounding = _pool_common(ctx)
     exclude = ctx.bool("exclude-pad", False) if ctx.has("exclude-pad") else ctx.bool("exclude_pad", False)
-    auto = ctx.str("auto_pad", "explicit").lower()
-    if auto in ("explicit", "notset", ""):
-        explicit = list(zip(_spatial(ctx, "pads_begin", n, 0), _spatial(ctx, "pads_end", n, 0), strict=False))
-    else:
-        explicit = [(0, 0)] * n
-    x = ctx.tensor(0)
-    if not exclude and any(p or q for p, q in explicit):
-        # padded zeros count in the average, ceil-mode overhang does not: pad explicitly,
-        # then pool with border 'ignore' over the padded tensor.
-        x = ctx.emit1("pad", {"input": x}, {"padding": [(0, 0), (0, 0)] + explicit, "border": "constant",
-                                            "value": 0.0})
-        inner = [None if d is None else d + p + q for d, (p, q) in zip(xshape[2:], explicit, strict=False)]
-        if rounding == "ceil":
-            pads = []
-            for X, k, s in zip(inner, kernel, strides, strict=False):
-                if X is None:
-                    raise ctx.error("rounding_type=ceil needs known spatial extents")
-                out = -(-(X - k) // s) + 1
-                if (out - 1) * s >= X - (0):
-                    out -= 1
-                pads.append((0, max((out - 1) * s + k - X, 0)))
-        else:
-            pads = [(0, 0)] * n
-        border = "ignore"
-    else:
-        pads = _padding(ctx, xshape[2:], kernel, strides, [1] * n, rounding=rounding)
-        border = "ignore" if exclude or (auto in ("same_upper", "same_lower")) else "ignore"
-        # Without explicit padding, every padded position is ceil/auto overhang, which
-        # OpenVINO leaves out of the divisor for exclude_pad=false as well, except for
-        # same_* auto padding where it counts the padding unless exclude_pad.
-        if auto in ("same_upper", "same_lower") and not exclude:
-            if pads is None:
-                raise ctx.error("auto_pad same_* with exclude-pad=false needs known spatial extents")
-            x = ctx.emit1("pad", {"input": x}, {"padding": [(0, 0), (0, 0)] + pads, "border": "constant",
-                                                "value": 0.0})
-            pads = [(0, 0)] * n
-    attrs = {"size": [1, 1] + kernel, "border": border,
-             "padding": [] if pads is None else [(0, 0), (0, 0)] + pads, "stride": [1, 1] + strides}
-    return ctx.result(ctx.emit1("avg_pool", {"input": x}, attrs))
+    pads = _pool_pads(ctx, xshape, n, kernel, strides, [1] * n)
+    # OpenVINO (CPU) semantics, checked case by case: with exclude-pad=false and some
+    # padding, every window divides by the full kernel size (padding and ceil overhang count
+    # as zeros); without padding, or with exclude-pad=true, only input elements count.
+    counted = not exclude and any(p or q for p, q in pads)
+    border = "constant" if counted else "ignore"
+    y = _pool(ctx, "avg_pool", ctx.tensor(0), xshape, kernel, strides, [1] * n, pads, rounding, border, 0.0, {})
+    return ctx.result(y)
 
 
 # --- MatMul ----------------------------------------------------------------------------------------

@@ -1,0 +1,407 @@
+"""Opset (v10/11) layer mappings, one layer at a time, against OpenVINO.
+
+Every case builds a tiny model with OpenVINO's own Python opsets, lets OpenVINO write it as
+IR v11 (so attribute spellings are exactly what files written today contain), then runs it
+in OpenVINO and in nnefx on the same inputs and compares.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ir_netgen import assert_close, run_nnefx, run_openvino
+
+ov = pytest.importorskip("openvino")
+pytestmark = pytest.mark.peer
+
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset3 as o3  # noqa: E402
+import openvino.opset4 as o4  # noqa: E402
+import openvino.opset5 as o5  # noqa: E402
+import openvino.opset6 as o6  # noqa: E402
+import openvino.opset8 as o8  # noqa: E402
+import openvino.opset11 as o11  # noqa: E402
+import openvino.opset13 as o  # noqa: E402
+
+R = np.random.RandomState(42)
+F32 = np.float32
+
+
+def rnd(*shape, lo=None):
+    a = np.asarray(R.randn(*shape), dtype=F32)
+    return np.abs(a) + lo if lo is not None else a
+
+
+def check(tmp_path, build, feeds: dict, *, dynamic: dict | None = None, rtol=1e-4, atol=1e-5, backend="fast"):
+    params = []
+    for name, arr in feeds.items():
+        shape = list(arr.shape) if not dynamic or name not in dynamic else dynamic[name]
+        params.append(o.parameter(shape, arr.dtype, name=name))
+    outs = build(*params)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    outs = [x.output(0) if hasattr(x, "output") and x.get_output_size() == 1 else x for x in outs]
+    for i, x in enumerate(outs):
+        x.get_tensor().set_names({f"out{i}"})
+    model = ov.Model(outs, params, "case")
+    path = str(tmp_path / "case.xml")
+    ov.save_model(model, path, compress_to_fp16=False)
+    want = run_openvino(path, feeds)
+    got = run_nnefx(path, feeds, backend=backend)
+    assert set(got) >= set(want)
+    for k in want:
+        assert_close(got[k], want[k], rtol=rtol, atol=atol)
+    return path
+
+
+def _runtime_reads_untyped_tensor_params() -> bool:
+    """The runtime must read ``input: tensor<>`` (NNEF ``cast``, ``ir_convert``) as a tensor."""
+    from nnefx.runtime.signature import tensor_params
+
+    params = tensor_params("fragment cast<?>( input: tensor<> ) -> ( output: tensor<?> );") or ()
+    return any(p.name == "input" for p in params)
+
+
+needs_untyped = pytest.mark.xfail(not _runtime_reads_untyped_tensor_params(),
+                                  reason="runtime signature parser skips tensor<> parameters (cast)")
+
+
+# --- element-wise -----------------------------------------------------------------------------------
+
+UNARY = {
+    "relu": o.relu, "sigmoid": o.sigmoid, "tanh": o.tanh, "exp": o.exp, "abs": o.absolute, "neg": o.negative,
+    "floor": o.floor, "ceiling": o.ceiling, "sin": o.sin, "cos": o.cos, "erf": o.erf, "softplus": o4.softplus,
+    "sign": o.sign, "hswish": o4.hswish, "hsigmoid": o.hsigmoid, "mish": o4.mish, "softsign": o.softsign,
+    "swish": o4.swish, "atan": o.atan,
+    "gelu_erf": lambda x: o.gelu(x, "erf"), "gelu_tanh": lambda x: o.gelu(x, "tanh"),
+    "elu": lambda x: o.elu(x, 0.7), "clamp": lambda x: o.clamp(x, -0.5, 0.8),
+    "swish_beta": lambda x: o4.swish(x, np.array(1.7, F32)),
+    "hard_sigmoid": lambda x: o.hard_sigmoid(x, np.array(0.3, F32), np.array(0.4, F32)),
+    "selu": lambda x: o.selu(x, np.array([1.6732], F32), np.array([1.0507], F32)),
+    "softmax1": lambda x: o1.softmax(x, 1), "softmax8": lambda x: o8.softmax(x, -1),
+    "log_softmax": lambda x: o.log_softmax(x, 2),
+    "prelu": lambda x: o.prelu(x, np.array([0.1, 0.2, 0.3], F32)),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(tmp_path, name):
+    check(tmp_path, UNARY[name], {"x": rnd(2, 3, 4) * 2})
+
+
+@pytest.mark.parametrize("name", ["log", "sqrt"])
+def test_unary_positive(tmp_path, name):
+    check(tmp_path, getattr(o, name), {"x": rnd(2, 5, lo=0.1)})
+
+
+BINARY = {"add": o.add, "sub": o.subtract, "mul": o.multiply, "div": o.divide, "max": o.maximum,
+          "min": o.minimum, "sqdiff": o.squared_difference}
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (4,)), ((4, 1), (2, 1, 3)), ((1, 3, 1, 5), (2, 1, 4, 1)),
+                                    ((3,), ())], ids=str)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_numpy_broadcasting(tmp_path, name, shapes):
+    a, b = shapes
+    check(tmp_path, BINARY[name], {"x": rnd(*a), "y": rnd(*b, lo=0.5)})
+
+
+def test_binary_with_constant_operand(tmp_path):
+    c = rnd(3, 1, lo=0.1)
+    check(tmp_path, lambda x: o.power(o.add(x, c), np.array(1.5, F32)), {"x": rnd(2, 3, 4, lo=0.2)})
+
+
+@pytest.mark.parametrize("fn", [o.equal, o.not_equal, o.less, o.less_equal, o.greater, o.greater_equal])
+def test_comparisons(tmp_path, fn):
+    x = np.round(rnd(2, 3, 4))
+    check(tmp_path, fn, {"x": x, "y": np.round(rnd(3, 1))})
+
+
+def test_logical_and_select(tmp_path):
+    def build(a, b, x, y):
+        c = o.logical_xor(o.logical_and(a, b), o.logical_not(o.logical_or(a, b)))
+        return [c, o.select(c, x, y)]
+    a = R.rand(2, 3) > 0.5
+    b = R.rand(3) > 0.5
+    check(tmp_path, build, {"a": a, "b": b, "x": rnd(2, 3), "y": rnd(1, 3)})
+
+
+@needs_untyped
+def test_integer_arithmetic_at_run_time(tmp_path):
+    def build(i, j):
+        return [o.floor_mod(i, j), o.divide(i, j), o.add(i, j), o.minimum(i, j), o.equal(i, j),
+                o.convert(o.multiply(i, j), "f32")]
+    check(tmp_path, build, {"i": R.randint(-20, 20, (2, 5)).astype(np.int64),
+                            "j": R.randint(1, 5, (5,)).astype(np.int64)})
+
+
+@needs_untyped
+@pytest.mark.parametrize("dest", ["i32", "i64", "f16", "boolean", "u8"])
+def test_convert(tmp_path, dest):
+    x = (rnd(3, 4) * 5).astype(F32)
+    x[0, 0] = 2.5
+    x[0, 1] = -2.5
+    check(tmp_path, lambda x: o.convert(x, dest), {"x": x})
+
+
+# --- MatMul ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sa, sb, ta, tb", [((4,), (4, 3), False, False), ((2, 4), (4,), False, False),
+                                            ((2, 1, 3, 4), (5, 4, 6), False, False),
+                                            ((4, 3), (5, 4), True, True), ((7,), (7,), False, False),
+                                            ((2, 3, 4), (4, 5), False, False)], ids=str)
+def test_matmul(tmp_path, sa, sb, ta, tb):
+    check(tmp_path, lambda a, b: o.matmul(a, b, ta, tb), {"a": rnd(*sa), "b": rnd(*sb)})
+
+
+def test_matmul_constant_weights(tmp_path):
+    w = rnd(6, 4)
+    check(tmp_path, lambda a: o.matmul(a, w, False, True), {"a": rnd(2, 3, 4)})
+
+
+# --- convolution and pooling --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw", [
+    dict(strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1]),
+    dict(strides=[2, 1], pads_begin=[1, 0], pads_end=[2, 1], dilations=[1, 2]),
+    dict(strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1], auto_pad="same_upper"),
+    dict(strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1], auto_pad="same_lower"),
+    dict(strides=[1, 1], pads_begin=[3, 3], pads_end=[3, 3], dilations=[1, 1], auto_pad="valid"),
+], ids=lambda k: k.get("auto_pad", "explicit") + str(k["strides"]))
+def test_convolution(tmp_path, kw):
+    w = rnd(4, 3, 3, 2)
+    check(tmp_path, lambda x: o.convolution(x, w, **kw), {"x": rnd(2, 3, 8, 7)})
+
+
+def test_conv1d_and_group_conv(tmp_path):
+    w1 = rnd(5, 2, 3)
+    wg = rnd(3, 2, 2, 3, 3)
+    check(tmp_path, lambda x: o.convolution(x, w1, [2], [1], [1], [1]), {"x": rnd(1, 2, 9)})
+    check(tmp_path, lambda x: o.group_convolution(x, wg, [1, 1], [1, 1], [1, 1], [1, 1]), {"x": rnd(2, 6, 5, 5)})
+
+
+@pytest.mark.parametrize("kw", [dict(strides=[2, 2]), dict(strides=[2, 1], pads_begin=[1, 0], pads_end=[0, 1],
+                                                           output_padding=[1, 0]),
+                                dict(strides=[1, 1], dilations=[2, 2])], ids=str)
+def test_deconvolution(tmp_path, kw):
+    w = rnd(3, 4, 3, 3)
+    check(tmp_path, lambda x: o.convolution_backprop_data(x, w, **kw), {"x": rnd(2, 3, 4, 5)})
+
+
+def test_group_deconvolution(tmp_path):
+    w = rnd(2, 2, 3, 3, 3)
+    check(tmp_path, lambda x: o.group_convolution_backprop_data(x, w, [2, 2]), {"x": rnd(1, 4, 4, 4)})
+
+
+@pytest.mark.parametrize("rounding", ["floor", "ceil"])
+@pytest.mark.parametrize("pads", [([0, 0], [0, 0]), ([1, 0], [1, 1])], ids=str)
+def test_max_pool(tmp_path, rounding, pads):
+    check(tmp_path, lambda x: o1.max_pool(x, [2, 2], pads[0], pads[1], [3, 3], rounding), {"x": rnd(2, 3, 8, 9)})
+    check(tmp_path, lambda x: o8.max_pool(x, [2, 1], [1, 2], pads[0], pads[1], [2, 2], rounding).output(0),
+          {"x": rnd(1, 2, 9, 8)})
+
+
+def test_max_pool_same_upper(tmp_path):
+    check(tmp_path, lambda x: o1.max_pool(x, [2, 2], [0, 0], [0, 0], [3, 3], "floor", "same_upper"),
+          {"x": rnd(1, 2, 7, 8)})
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+@pytest.mark.parametrize("rounding", ["floor", "ceil"])
+@pytest.mark.parametrize("pads", [([0, 0], [0, 0]), ([1, 1], [1, 0])], ids=str)
+def test_avg_pool(tmp_path, exclude, rounding, pads):
+    check(tmp_path, lambda x: o.avg_pool(x, [2, 2], pads[0], pads[1], [3, 3], exclude, rounding),
+          {"x": rnd(2, 3, 8, 9)})
+
+
+# --- reductions and normalisation ----------------------------------------------------------------------
+
+REDUCE = {"mean": o.reduce_mean, "sum": o.reduce_sum, "max": o.reduce_max, "min": o.reduce_min,
+          "l1": o4.reduce_l1, "l2": o4.reduce_l2}
+
+
+@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("axes", [[1], [-1, 0], [0, 1, 2]], ids=str)
+@pytest.mark.parametrize("name", list(REDUCE))
+def test_reduce(tmp_path, name, axes, keep):
+    check(tmp_path, lambda x: REDUCE[name](x, np.array(axes, np.int64), keep), {"x": rnd(2, 3, 4)})
+
+
+def test_logical_reduce(tmp_path):
+    check(tmp_path, lambda b: [o.reduce_logical_and(b, np.array([1]), False), o.reduce_logical_or(b, np.array([0]), True)],
+          {"b": R.rand(3, 4) > 0.3})
+
+
+@pytest.mark.parametrize("mode", ["inside_sqrt", "outside_sqrt"])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_mvn6(tmp_path, mode, normalize):
+    check(tmp_path, lambda x: o6.mvn(x, np.array([-1, 2], np.int64), normalize, 1e-3, mode), {"x": rnd(2, 3, 4, 5)})
+
+
+def test_mvn1_and_normalize_l2_and_batchnorm(tmp_path):
+    import openvino.opset2 as o2
+
+    check(tmp_path, lambda x: o2.mvn(x, True, True, 1e-5), {"x": rnd(2, 3, 4, 5)})
+    for mode in ("add", "max"):
+        check(tmp_path, lambda x, m=mode: o.normalize_l2(x, np.array([1], np.int64), 1e-2, m), {"x": rnd(2, 3, 4)})
+    g, b, m, v = rnd(3), rnd(3), rnd(3), rnd(3, lo=0.5)
+    check(tmp_path, lambda x: o5.batch_norm_inference(x, g, b, m, v, 1e-3), {"x": rnd(2, 3, 4, 4)})
+
+
+# --- shape operations ------------------------------------------------------------------------------------
+
+
+def test_reshape_variants(tmp_path):
+    check(tmp_path, lambda x: o.reshape(x, np.array([0, -1, 2], np.int64), True), {"x": rnd(2, 3, 4)})
+    check(tmp_path, lambda x: o.reshape(x, np.array([4, 6], np.int64), False), {"x": rnd(2, 3, 4)})
+
+
+def test_squeeze_unsqueeze_transpose_concat(tmp_path):
+    def build(x, y):
+        a = o.squeeze(x, np.array([-1, 1], np.int64))
+        b = o.unsqueeze(a, np.array([0, -1], np.int64))
+        c = o.transpose(y, np.array([2, 0, 1], np.int64))
+        return [b, c, o.concat([y, o.multiply(y, np.float32(2.0))], -2), o.transpose(y, np.array([], np.int64))]
+    check(tmp_path, build, {"x": rnd(2, 1, 3, 1), "y": rnd(2, 3, 4)})
+
+
+def test_split_and_variadic_split(tmp_path):
+    check(tmp_path, lambda x: list(o.split(x, np.array(-1, np.int64), 2).outputs()), {"x": rnd(2, 3, 4)})
+    check(tmp_path, lambda x: list(o.variadic_split(x, np.array(1, np.int64), np.array([1, -1, 1])).outputs()),
+          {"x": rnd(2, 5, 4)})
+
+
+@pytest.mark.parametrize("case", [
+    dict(begin=[0, 1], end=[2, -1], strides=[1, 1], begin_mask=[0, 0], end_mask=[0, 0]),
+    dict(begin=[0, -1], end=[0, 0], strides=[1, -2], begin_mask=[1, 1], end_mask=[1, 1]),
+    dict(begin=[1, 0, 0], end=[2, 3, 0], strides=[1, 1, 1], begin_mask=[0, 0, 0], end_mask=[0, 0, 1],
+         shrink_axis_mask=[1, 0, 0]),
+    dict(begin=[0, 0], end=[0, 2], strides=[1, 1], begin_mask=[0, 0], end_mask=[0, 0], new_axis_mask=[1, 0]),
+    dict(begin=[0, -1], end=[0, 0], strides=[1, 1], begin_mask=[0, 0], end_mask=[0, 0],
+         ellipsis_mask=[1, 0], shrink_axis_mask=[0, 1]),
+    dict(begin=[-2, 5], end=[-100, -100], strides=[-1, -1], begin_mask=[0, 0], end_mask=[0, 0]),
+], ids=["plain", "reverse", "shrink", "new_axis", "ellipsis", "clamped"])
+def test_strided_slice(tmp_path, case):
+    c = dict(case)
+    b, e, s = (np.array(c.pop(k), np.int64) for k in ("begin", "end", "strides"))
+    check(tmp_path, lambda x: o.strided_slice(x, b, e, s, **c), {"x": rnd(3, 6, 4)})
+
+
+@pytest.mark.parametrize("start, stop, step, axes", [([1], [5], [2], [1]), ([-1, 0], [-10, 3], [-1, 1], [2, 0]),
+                                                     ([0, 1, 0], [2, 3, 4], [1, 1, 3], None)], ids=str)
+def test_slice8(tmp_path, start, stop, step, axes):
+    args = [np.array(v, np.int64) for v in (start, stop, step)]
+    ax = np.array(axes, np.int64) if axes is not None else None
+    check(tmp_path, lambda x: o8.slice(x, *args, ax), {"x": rnd(3, 6, 4)})
+
+
+def test_gather_variants(tmp_path):
+    check(tmp_path, lambda x: o8.gather(x, np.array([[0, -1], [2, 1]], np.int64), np.array(1)), {"x": rnd(2, 3, 4)})
+    check(tmp_path, lambda x: o8.gather(x, np.array(-1, np.int64), np.array(-1)), {"x": rnd(2, 3, 4)})
+    check(tmp_path, lambda x, i: o8.gather(x, i, np.array(0)),
+          {"x": rnd(5, 3), "i": np.array([[4, -5], [0, 2]], np.int64)})
+    check(tmp_path, lambda x, i: o8.gather(x, i, np.array(1), 1),
+          {"x": rnd(2, 4, 3), "i": np.array([[3, 0, 1], [-1, 2, 2]], np.int32)})
+
+
+def test_broadcast_tile_pad(tmp_path):
+    def build(x):
+        a = o3.broadcast(x, np.array([2, 3, 4], np.int64))
+        b = o3.broadcast(x, np.array([2, 1, 1], np.int64), broadcast_spec="BIDIRECTIONAL")
+        c = o3.broadcast(o.reshape(x, np.array([3], np.int64), False), np.array([3, 2], np.int64),
+                         np.array([0], np.int64), "EXPLICIT")
+        return [a, b, c, o.tile(x, np.array([2, 1, 3], np.int64))]
+    check(tmp_path, build, {"x": rnd(3, 1)})
+    for mode in ("constant", "edge", "reflect", "symmetric"):
+        check(tmp_path, lambda x, m=mode: o.pad(x, np.array([0, 1, 2], np.int64), np.array([1, 2, 0], np.int64), m,
+                                                np.array(0.25, F32) if m == "constant" else None),
+              {"x": rnd(2, 3, 4)})
+
+
+def test_dynamic_shape_subgraph(tmp_path):
+    """ShapeOf -> Gather -> Concat -> Reshape with a dynamic batch: folded to NNEF reshape(0, ...)."""
+    def build(x):
+        s = o3.shape_of(x)
+        b = o8.gather(s, np.array([0], np.int64), np.array(0))
+        t = o.concat([b, np.array([-1], np.int64)], 0)
+        y = o.reshape(x, t, False)
+        z = o3.broadcast(np.array([1.0], F32), o.concat([b, np.array([2], np.int64)], 0))
+        return [y, z, o.add(s, np.array([0], np.int64))]
+    path = check(tmp_path, build, {"x": rnd(3, 2, 4)}, dynamic={"x": [-1, 2, 4]})
+    got = run_nnefx(path, {"x": rnd(5, 2, 4)})
+    assert got["out0"].shape == (5, 8) and got["out1"].shape == (5, 2)
+    np.testing.assert_array_equal(got["out2"], [5, 2, 4])
+
+
+# --- attention, interpolation, recurrent cells -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["plain", "causal", "bool_mask", "float_mask_scale"])
+def test_sdpa(tmp_path, variant):
+    q, k, v = rnd(2, 2, 4, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 3)
+    if variant == "plain":
+        check(tmp_path, lambda q, k, v: o.scaled_dot_product_attention(q, k, v), {"q": q, "k": k, "v": v})
+    elif variant == "causal":
+        check(tmp_path, lambda q, k, v: o.scaled_dot_product_attention(q, k, v, causal=True),
+              {"q": q, "k": k, "v": v})
+    elif variant == "bool_mask":
+        m = R.rand(4, 5) > 0.3
+        m[:, 0] = True
+        check(tmp_path, lambda q, k, v, m: o.scaled_dot_product_attention(q, k, v, m), {"q": q, "k": k, "v": v, "m": m})
+    else:
+        check(tmp_path, lambda q, k, v: o.scaled_dot_product_attention(q, k, v, rnd(1, 4, 5), np.array(0.3, F32)),
+              {"q": q, "k": k, "v": v})
+
+
+@pytest.mark.parametrize("mode, coord, nearest", [("nearest", "asymmetric", "floor"),
+                                                  ("linear", "half_pixel", "round_prefer_floor"),
+                                                  ("linear_onnx", "align_corners", "round_prefer_floor"),
+                                                  ("linear_onnx", "asymmetric", "floor"),
+                                                  ("nearest", "half_pixel", "round_prefer_ceil")])
+def test_interpolate_upsampling(tmp_path, mode, coord, nearest):
+    check(tmp_path, lambda x: o11.interpolate(x, np.array([2.0, 3.0], F32), mode, "scales",
+                                              coordinate_transformation_mode=coord, nearest_mode=nearest,
+                                              axes=np.array([2, 3], np.int64)), {"x": rnd(1, 2, 3, 4)})
+
+
+def test_lstm_gru_rnn_cells(tmp_path):
+    n, i, h = 2, 3, 4
+    x, h0, c0 = rnd(n, i), rnd(n, h), rnd(n, h)
+    check(tmp_path, lambda x, a, c: list(o4.lstm_cell(x, a, c, rnd(4 * h, i), rnd(4 * h, h), rnd(4 * h), h).outputs()),
+          {"x": x, "a": h0, "c": c0})
+    for lbr in (False, True):
+        b = rnd((4 if lbr else 3) * h)
+        check(tmp_path, lambda x, a, b=b, lbr=lbr: o3.gru_cell(x, a, rnd(3 * h, i), rnd(3 * h, h), b, h,
+                                                              linear_before_reset=lbr), {"x": x, "a": h0})
+    check(tmp_path, lambda x, a: o.rnn_cell(x, a, rnd(h, i), rnd(h, h), rnd(h), h, ["tanh"], [], [], 0.0),
+          {"x": x, "a": h0})
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_lstm_sequence(tmp_path, direction):
+    n, t, i, h = 3, 5, 2, 4
+    d = 2 if direction == "bidirectional" else 1
+    w, r, b = rnd(d, 4 * h, i), rnd(d, 4 * h, h), rnd(d, 4 * h)
+    lens = np.array([5, 3, 1], np.int32)
+    check(tmp_path, lambda x, a, c: list(o5.lstm_sequence(x, a, c, lens, w, r, b, h, direction).outputs()),
+          {"x": rnd(n, t, i), "a": rnd(n, d, h), "c": rnd(n, d, h)})
+    check(tmp_path, lambda x, a, c: list(o5.lstm_sequence(x, a, c, lens, w, r, b, h, direction).outputs()),
+          {"x": rnd(n, t, i), "a": rnd(n, d, h), "c": rnd(n, d, h)}, backend="formal")
+
+
+# --- refusals -----------------------------------------------------------------------------------------------
+
+
+def test_unsupported_attribute_is_an_error_naming_the_layer(tmp_path):
+    import nnefx
+    from nnefx.diagnostics import NNEFXError
+
+    x = o.parameter([1, 2, 3, 4], F32, name="x")
+    y = o11.interpolate(x, np.array([1.5, 1.5], F32), "cubic", "scales", axes=np.array([2, 3], np.int64))
+    path = str(tmp_path / "m.xml")
+    ov.save_model(ov.Model([y], [x]), path)
+    with pytest.raises(NNEFXError) as info:
+        nnefx.load(path)
+    assert "(Interpolate)" in info.value.location.field and "layer" in info.value.location.field
