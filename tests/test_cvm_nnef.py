@@ -99,3 +99,17 @@ def test_unsaturated_32_bit_input_to_conv_is_refused():
     with pytest.raises(nnefx.NNEFXError, match="at most 8 bits") as info:
         infer_precisions(graph)
     assert info.value.location is not None and info.value.location.line == 9
+
+
+def test_node_names_become_valid_unique_nnef_identifiers():
+    doc = json.loads((FIX / "ex04_reduce_chain.json").read_text())
+    doc["nodes"][1]["name"] = "graph"      # NNEF keyword
+    doc["nodes"][2]["name"] = "1x"         # starts with a digit
+    doc["nodes"][3]["name"] = "data"       # clashes with the input
+    model = nnefx.load("9model.json", json_text=json.dumps(doc))
+    names = [op.output_names()[0] for op in model.graph.operations]
+    assert len(set(names)) == len(names)
+    graph = compile_document(print_graph(model.graph))
+    out = nnefx.Session(nnefx.Model(graph), backend="fast").run(
+        {"data": np.load(FIX / "ex04_reduce_chain.in.npy")})
+    np.testing.assert_array_equal(out[graph.outputs[0]], np.load(FIX / "ex04_reduce_chain.out.npy"))

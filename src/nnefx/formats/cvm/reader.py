@@ -124,6 +124,11 @@ def _entry_ref(ref: Any, file, field: str) -> tuple[int, int]:
     return ref[0], ref[1]
 
 
+_NNEF_KEYWORDS = {"version", "extension", "fragment", "graph", "tensor", "integer", "scalar", "logical",
+                  "string", "true", "false", "for", "in", "if", "else", "yield", "length_of", "shape_of",
+                  "range_of"}
+
+
 class _Names:
     """NNEF-identifier tensor names, unique within the graph."""
 
@@ -134,6 +139,8 @@ class _Names:
         base = re.sub(r"\W", "_", name) or "t"
         if not re.match(r"[A-Za-z_]", base):
             base = "t_" + base
+        if base in _NNEF_KEYWORDS:
+            base += "_"
         cand, k = base, 1
         while cand in self.used:
             cand = f"{base}_{k}"
@@ -407,20 +414,18 @@ def load(path: str, *, params: str | None = None, json_text: str | bytes | None 
     """Read ``path`` (graph JSON) and its params (``params=`` or ``<stem>.params`` beside it)."""
     text = json_text if json_text is not None else _read_bytes(path, "graph")
     doc = parse_json(text, path)
-    stem = os.path.splitext(os.path.basename(path))[0] or "cvm"
-    model, variables = load_graph_json(doc, path, re.sub(r"\W", "_", stem))
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]) or "cvm"
+    if not re.match(r"[A-Za-z_]", stem):
+        stem = "g_" + stem  # graph names are NNEF identifiers
+    model, variables = load_graph_json(doc, path, stem)
+    ppath = params
     if params_bytes is None:
-        ppath = params
         if ppath is None:
             guess = os.path.splitext(path)[0] + ".params"
             ppath = guess if os.path.exists(guess) else None
         if ppath is not None:
             params_bytes = _read_bytes(ppath, "params")
             model.extras["cvm"]["params_file"] = ppath
-        else:
-            ppath = None
-    else:
-        ppath = params
     if params_bytes is None:
         if variables:
             raise NNEFXError(f"the graph has parameters ({', '.join(sorted(variables))}) but no params file "
