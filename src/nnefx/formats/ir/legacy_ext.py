@@ -157,8 +157,9 @@ def _detection_output(ctx: LayerContext) -> Value:
                         "supported")
     nc = ctx.int("num_classes")
     check(ctx, nc >= 1, "num_classes", nc, "must be >= 1")
-    code = _caffe_enum(ctx.str("code_type", "caffe.PriorBoxParameter.CORNER"))
-    check(ctx, code in ("CORNER", "CENTER_SIZE", "CORNER_SIZE"), "code_type", ctx.str("code_type"),
+    raw_code = ctx.str("code_type", "caffe.PriorBoxParameter.CORNER")
+    code = _caffe_enum(raw_code)
+    check(ctx, code in ("CORNER", "CENTER_SIZE", "CORNER_SIZE"), "code_type", raw_code,
           "is not CORNER, CENTER_SIZE or CORNER_SIZE")
     nms = ctx.float("nms_threshold")
     check(ctx, 0 <= nms <= 1, "nms_threshold", nms, "must lie in [0, 1]")

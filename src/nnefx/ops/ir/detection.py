@@ -439,7 +439,8 @@ fragment ir_proposal( cls_prob: tensor<scalar>, bbox_pred: tensor<scalar>, im_in
     box_size_scale: scalar = 1.0, box_coordinate_scale: scalar = 1.0 ) -> ( output: tensor<scalar> );""",
     domain="ir",
     doc="RPN proposals: anchors shifted over the grid, decoded by bbox_pred, size-filtered, sorted by "
-        "foreground score, greedy NMS; output [N*post_nms_topn, 5] rows [image, x1, y1, x2, y2], zero-padded.")
+        "foreground score, greedy NMS; output [N*post_nms_topn, 5] rows [image, x1, y1, x2, y2]; in "
+        "each image's block the row after the last proposal has image = -1, the rest are zeros.")
 
 
 def generate_anchors(base_size: float, ratios, scales, offset: float = 1.0) -> np.ndarray:
@@ -562,6 +563,8 @@ def _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pr
             if normalize:
                 x0, x1, y0, y1 = x0 / img_w, x1 / img_w, y0 / img_h, y1 / img_h
             out[n * post + r] = [n, x0, y0, x1, y1]
+        if len(kept) < post:
+            out[n * post + len(kept), 0] = -1        # end marker, as the layer writes it
     return out
 
 
@@ -583,6 +586,8 @@ def _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre,
             b = b / np.array([img_w, img_h, img_w, img_h])
         out[n * post:n * post + len(kept), 0] = n
         out[n * post:n * post + len(kept), 1:] = b
+        if len(kept) < post:
+            out[n * post + len(kept), 0] = -1
     return out
 
 
