@@ -72,3 +72,43 @@ def test_result_dtypes_follow_the_declaration(op):
         declared = declared * len(results)
     for r, t in zip(results, declared, strict=True):
         assert r.dtype == _EXPECTED_DTYPE[attrs["dtype"] if t == "?" else t], (op.name, r.dtype, t)
+
+
+def _blank(shape, k):
+    """``shape`` with dimension k unknown (None)."""
+    return tuple(None if n == k else d for n, d in enumerate(shape))
+
+
+def _compatible(partial, full):
+    if isinstance(full, list):
+        return isinstance(partial, list) and len(partial) == len(full) and all(
+            _compatible(p, f) for p, f in zip(partial, full, strict=True))
+    if full and isinstance(full[0], tuple):  # several results
+        return len(partial) == len(full) and all(_compatible(p, f) for p, f in zip(partial, full, strict=True))
+    return len(partial) == len(full) and all(p is None or p == f for p, f in zip(partial, full, strict=True))
+
+
+UNKNOWN_COUNT_OK = {("unstack", 0, 1)}  # the number of results needs the extent
+
+
+@pytest.mark.parametrize("op", [op for op in KERNELLED if op.name != "constant"], ids=lambda op: op.name)
+def test_shape_rules_accept_unknown_extents(op):
+    """Blanking any one input extent gives a result compatible with the known one, never an error."""
+    args, attrs = SAMPLES[op.name]
+    attrs = {k: v for k, v in attrs.items() if k != "dtype"}
+    shapes = [shape_of(a) for a in args]
+    full = op.shape_rule(*shapes, **attrs)
+    for n, s in enumerate(shapes):
+        items = s if isinstance(s, list) else [s]
+        for m, one in enumerate(items):
+            for k in range(len(one)):
+                if (op.name, n, k) in UNKNOWN_COUNT_OK:
+                    continue
+                blanked = _blank(one, k)
+                if isinstance(s, list):
+                    new = list(s)
+                    new[m] = blanked
+                else:
+                    new = blanked
+                partial = op.shape_rule(*shapes[:n], new, *shapes[n + 1:], **attrs)
+                assert _compatible(partial, full), (n, m, k, partial, full)

@@ -239,9 +239,10 @@ def _bias_channels(op, bias, channels):
     bias = tuple(bias)
     if all(d == 1 for d in bias):
         return
-    if len(bias) == 1 and bias[0] in (channels, None):
+    fits = (channels, None) if channels is not None else tuple(d for d in bias) + (None,)
+    if len(bias) == 1 and bias[0] in fits:
         return
-    if len(bias) >= 2 and bias[1] in (channels, None) and all(d in (1, None) for k, d in enumerate(bias) if k != 1):
+    if len(bias) >= 2 and bias[1] in fits and all(d in (1, None) for k, d in enumerate(bias) if k != 1):
         return
     raise op_error(op, f"bias of shape {bias} must be a singleton or have the {channels} output channels "
                        "in dimension 1 (or be a vector of that length)")
