@@ -77,6 +77,9 @@ def test_slots_are_reused_after_last_use():
     for i in range(20):
         ref = -ref if i % 2 else np.tanh(ref)
     np.testing.assert_allclose(Session(b.graph, resolve=resolve).run({"x": x})[t], ref, rtol=1e-6)
+    kept = compile_plan(b.graph, resolve=resolve, release=False)
+    assert kept.n_slots == 21 and all(s.free == () for s in kept.steps)
+    np.testing.assert_allclose(Session(b.graph, release=False, resolve=resolve).run({"x": x})[t], ref, rtol=1e-6)
 
 
 def test_branching_graph_keeps_values_alive_until_last_reader():

@@ -200,14 +200,16 @@ class _Slots:
 
 def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, resolve: Resolver | None = None, source: str | None = None,
-                 check_shapes: bool = True) -> Plan:
+                 check_shapes: bool = True, release: bool = True) -> Plan:
     """Compile ``graph`` for ``backend`` (``"fast"`` or ``"formal"``).
 
     ``resolve`` maps an operation name to its :class:`OpDef` (default: the registry; tests
     pass their own).  ``storage`` overrides the numpy dtype of NNEF types.  ``source`` names
     the model file for messages.  ``check_shapes`` makes each step compare its results with
     the shapes the graph declares (turn it off when inputs are fed with other shapes than
-    declared and shapes have not been inferred again).
+    declared and shapes have not been inferred again).  ``release=False`` keeps every
+    intermediate tensor until the run ends (what a naive interpreter does; for measuring what
+    releasing saves).
     """
     if backend not in ("fast", "formal"):
         raise NNEFXError(f"unknown backend '{backend}' (expected 'fast' or 'formal')")
@@ -424,6 +426,8 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
         for name in op.output_names():
             if name not in last_use:
                 dead.append(slot_of[name])  # computed but unused (e.g. one result of split)
+        if not release:
+            dead = []
         flat_names = _flat(out_names)
         out_storage = [(_storage_of(store, graph.tensors[n].dtype, n, op, i, source), graph.tensors[n].dtype)
                        for n in flat_names]

@@ -48,12 +48,14 @@ class Session:
     ones.  ``check_numerics`` stops at the first operation producing NaN or Inf.
     ``quantize`` applies the ``graph.quant`` entries of activations (simulated quantization,
     see :mod:`nnefx.runtime.quantize`); by default the graph runs in floating point.
+    ``fold=False`` and ``release=False`` turn off constant folding and the early release of
+    intermediate tensors (for debugging and for measuring what they save).
     """
 
     def __init__(self, model_or_graph: Model | Graph, backend: str = "fast", *,
                  input_shapes: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, check_numerics: bool = False, quantize: bool = False,
-                 resolve: Resolver | None = None):
+                 release: bool = True, resolve: Resolver | None = None):
         if isinstance(model_or_graph, Model):
             model = model_or_graph
         elif isinstance(model_or_graph, Graph):
@@ -76,7 +78,8 @@ class Session:
         same = all(name in graph.tensors and graph.tensors[name].shape is not None
                    and tuple(graph.tensors[name].shape) == shape for name, shape in substitutes.items())
         self.plan: Plan = compile_plan(graph, backend, storage=merged_storage, fold=fold,
-                                       resolve=resolve, source=model.source, check_shapes=same)
+                                       resolve=resolve, source=model.source, check_shapes=same,
+                                       release=release)
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
         for name, shape in substitutes.items():
             if name not in self._input_shapes:
