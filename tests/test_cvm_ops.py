@@ -395,7 +395,8 @@ def test_non_max_suppression(data):
     x = np.empty((b, n, 6), np.int32)
     x[:, :, 0] = rng.integers(-1, 3, (b, n))
     x[:, :, 1] = rng.integers(0, 4, (b, n))  # few scores: ties exercise the stable sort
-    x[:, :, 2:] = rng.integers(0, 12, (b, n, 4))
+    wide = data.draw(st.booleans())  # full int32 coordinates exercise the int32/int64 wrap-around
+    x[:, :, 2:] = rng.integers(INT32_MIN, INT32_MAX, (b, n, 4), endpoint=True) if wide else rng.integers(0, 12, (b, n, 4))
     v = rng.integers(-1, n + 2, (b,)).astype(np.int32)
     check("cvm_non_max_suppression", x, v, max_output_size=data.draw(st.integers(-1, n)),
           iou_threshold=data.draw(st.integers(1, 101)), force_suppress=data.draw(st.booleans()),

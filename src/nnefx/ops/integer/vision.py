@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...diagnostics import NNEFXError
 from ._int import (
     as_int32,
     bad,
@@ -129,6 +130,16 @@ def nms_shape(x, valid_count, max_output_size=-1, iou_threshold=50, force_suppre
     return tuple(x)
 
 
+def _ratio(inter: int, union: int) -> int:
+    """floor(100 * I / U), or floor(I / floor(U / 100)) when 100 * I overflows int64."""
+    if 100 * inter > _I64_MAX:
+        if union // 100 == 0:  # the runtime divides by zero here (it crashes)
+            raise NNEFXError("operation 'cvm_non_max_suppression': box coordinates overflow the "
+                             "overlap computation")
+        return inter // (union // 100)
+    return 100 * inter // union
+
+
 def iou_int(a, b) -> int:
     """The runtime's integer overlap ratio of two rows (percent, floor)."""
     area_a = _wrap64((int(a[4]) - int(a[2])) * (int(a[5]) - int(a[3])))
@@ -139,85 +150,105 @@ def iou_int(a, b) -> int:
     w = max(0, wrap32_int(min(int(a[4]), int(b[4])) - max(int(a[2]), int(b[2]))))
     h = max(0, wrap32_int(min(int(a[5]), int(b[5])) - max(int(a[3]), int(b[3]))))
     inter = w * h
-    union = s - inter
+    union = _wrap64(s - inter)
     if union <= 0:
         return 0
-    if 100 * inter > _I64_MAX:
-        return inter // (union // 100)
-    return 100 * inter // union
+    return _ratio(inter, union)
 
 
-def _nms_batch(rows, t, max_output_size, iou_threshold, force_suppress, top_k, overlaps):
-    """Kept rows of one batch.  ``overlaps(kept_rows, row)`` -> iou of row with each kept row."""
-    cand = sorted(range(t), key=lambda i: -int(rows[i][1]))  # stable: ties keep input order
-    n_max = t if max_output_size < 0 else min(t, max_output_size)
-    p_max = t if top_k < 0 else min(t, top_k)
-    kept: list[int] = []
-    p = 0
-    while p < p_max and len(kept) < n_max:
-        row = rows[cand[p]]
-        p += 1
-        if int(row[0]) < 0:
-            continue
-        if kept:
-            ious = overlaps([rows[k] for k in kept], row)
-            same = [force_suppress or int(rows[k][0]) == int(row[0]) for k in kept]
-            if any(s and v >= iou_threshold for s, v in zip(same, ious, strict=True)):
-                continue
-        kept.append(cand[p - 1])
-    return kept
+def _attribs(attribs):
+    return {"max_output_size": -1, "iou_threshold": 50, "force_suppress": False, "top_k": -1, **attribs}
 
 
-def _nms(x, valid_count, attribs, overlaps):
+def _nms_inputs(x, valid_count, attribs):
     op = "cvm_non_max_suppression"
     x = as_int32(x, op, "x")
     v = as_int32(valid_count, op, "valid_count")
     nms_shape(x.shape, v.shape, **attribs)
-    a = {"max_output_size": -1, "iou_threshold": 50, "force_suppress": False, "top_k": -1, **attribs}
-    y = np.full(x.shape, -1, np.int32)
-    n_ = x.shape[1]
-    for b in range(x.shape[0]):
-        t = min(max(int(v[b]), 0), n_)
-        kept = _nms_batch(x[b], t, a["max_output_size"], a["iou_threshold"], bool(a["force_suppress"]),
-                          a["top_k"], overlaps)
-        for i, k in enumerate(kept):
-            y[b, i] = x[b, k]
-    return y
+    return x, v, _attribs(attribs)
 
 
 @NMS.formal
 def nms_formal(x, valid_count, **attribs):
-    """R = the first T rows sorted by score (stable); keep p in order while every kept q has
-    iou(p, q) < iou_threshold (iou counted only for equal ids unless force_suppress); the
-    kept rows, then -1 rows."""
-    return _nms(x, valid_count, attribs, lambda kept, row: [iou_int(k, row) for k in kept])
+    """Per batch b, following the seed's definition:
+
+    T = clip(valid_count[b], 0, N); R = the first T rows ordered by I (score descending,
+    ties by index); U = {p < min(TK, T) | R[p, 0] >= 0 and iou(p, q) < iou_threshold for every
+    q in U with q < p}, where iou counts only for equal ids unless force_suppress;
+    Y[b, n] = R[IDX(n)] for n < min(T, MOS, |U|), the rest -1."""
+    x, v, a = _nms_inputs(x, valid_count, attribs)
+    b_, n_, k_ = x.shape
+    y = np.full(x.shape, -1, np.int32)
+    for b in range(b_):
+        t = min(max(int(v[b]), 0), n_)
+        order = sorted(range(t), key=lambda i: (-int(x[b, i, 1]), i))
+        r = [x[b, i] for i in order]
+        tk = t if a["top_k"] < 0 else min(a["top_k"], t)
+        mos = t if a["max_output_size"] < 0 else a["max_output_size"]
+        u: list[int] = []
+        for p in range(tk):
+            if int(r[p][0]) < 0:
+                continue
+            if all(not (a["force_suppress"] or int(r[p][0]) == int(r[q][0]))
+                   or iou_int(r[p], r[q]) < a["iou_threshold"] for q in u):
+                u.append(p)
+        for n in range(min(t, mos, len(u))):
+            for k in range(k_):
+                y[b, n, k] = r[u[n]][k]
+    return y
 
 
-def _overlaps_vec(kept, row):
-    k = np.asarray(kept, np.int64)
-    r = np.asarray(row, np.int64)
+def _iou_matrix(r: np.ndarray) -> np.ndarray:
+    """iou_int for every pair of rows of ``r`` (T, 6), vectorised in int64."""
+    r = r.astype(np.int64)
     with np.errstate(over="ignore"):
-        area_k = (k[:, 4] - k[:, 2]) * (k[:, 5] - k[:, 3])
-        area_r = (r[4] - r[2]) * (r[5] - r[3])
-        s = area_k + area_r
-        w = np.maximum(0, (np.minimum(k[:, 4], r[4]) - np.maximum(k[:, 2], r[2])).astype(np.int32))
-        h = np.maximum(0, (np.minimum(k[:, 5], r[5]) - np.maximum(k[:, 3], r[3])).astype(np.int32))
-    inter = w.astype(np.int64) * h.astype(np.int64)
-    union = s - inter
-    out = []
-    for si, ii, ui in zip(s.tolist(), inter.tolist(), union.tolist(), strict=True):
-        if si <= 0 or ui <= 0:
-            out.append(0)
-        elif 100 * ii > _I64_MAX:
-            out.append(ii // (ui // 100))
-        else:
-            out.append(100 * ii // ui)
+        area = (r[:, 4] - r[:, 2]) * (r[:, 5] - r[:, 3])
+        s = area[:, None] + area[None, :]
+        w = np.minimum(r[:, None, 4], r[None, :, 4]) - np.maximum(r[:, None, 2], r[None, :, 2])
+        h = np.minimum(r[:, None, 5], r[None, :, 5]) - np.maximum(r[:, None, 3], r[None, :, 3])
+        w = np.maximum(w.astype(np.int32), 0).astype(np.int64)
+        h = np.maximum(h.astype(np.int32), 0).astype(np.int64)
+        inter = w * h
+        union = s - inter
+    valid = (s > 0) & (union > 0)
+    big = inter > _I64_MAX // 100
+    out = np.zeros(s.shape, np.int64)
+    plain = valid & ~big
+    out[plain] = (100 * inter[plain]) // union[plain]
+    for i, j in zip(*np.nonzero(valid & big), strict=True):  # astronomically large boxes only
+        out[i, j] = _ratio(int(inter[i, j]), int(union[i, j]))
     return out
 
 
 @NMS.fast
 def nms_fast(x, valid_count, **attribs):
-    return _nms(x, valid_count, attribs, _overlaps_vec)
+    """Stable argsort by score, one pairwise overlap matrix per batch, then a greedy pass
+    over boolean rows of that matrix."""
+    x, v, a = _nms_inputs(x, valid_count, attribs)
+    y = np.full(x.shape, -1, np.int32)
+    n_ = x.shape[1]
+    for b in range(x.shape[0]):
+        t = min(max(int(v[b]), 0), n_)
+        if t == 0:
+            continue
+        r = x[b, :t][np.argsort(-x[b, :t, 1].astype(np.int64), kind="stable")]
+        tk = t if a["top_k"] < 0 else min(a["top_k"], t)
+        mos = t if a["max_output_size"] < 0 else min(a["max_output_size"], t)
+        r = r[:tk]
+        suppress = _iou_matrix(r) >= a["iou_threshold"]
+        if not a["force_suppress"]:
+            suppress &= r[:, None, 0] == r[None, :, 0]
+        kept = np.zeros(tk, bool)
+        count = 0
+        for p in range(tk):
+            if count >= mos:
+                break
+            if r[p, 0] >= 0 and not (suppress[p] & kept).any():
+                kept[p] = True
+                count += 1
+        rows = r[kept]
+        y[b, : len(rows)] = rows
+    return y
 
 
 @cost_rule(NMS)
