@@ -136,3 +136,15 @@ def test_provisional_shape_of_and_extent_cast():
     g = compile_document(text)
     assert g.operations[-1].attribs["shape"] == [3, 1]
     assert g.tensors["y"].shape == (3, 1)
+
+
+def test_exponential_work_is_refused_not_hung():
+    frag = ("fragment f( n: integer ) -> ( m: integer )\n{\n"
+            "    m = f(n = n - 1) + f(n = n - 1) if n > 0 else 1;\n}\n")
+    with pytest.raises(NNEFXError) as info:
+        evaluate("f(n = 60)", "integer", frag)
+    assert "too expensive" in info.value.message and info.value.location.line is not None
+    with pytest.raises(NNEFXError) as info:
+        evaluate("[for i in range_of([0] * 1000) yield length_of([for j in range_of([0] * 1000) yield j])]",
+                 "integer[]")
+    assert "too expensive" in info.value.message

@@ -35,6 +35,11 @@ from .types import ArrayT, TensorT, TupleT, Type, can_cast, convert_value
 MAX_EXPANSION_DEPTH = 200
 #: Most operations one document may expand to.
 MAX_OPERATIONS = 2_000_000
+#: Evaluation steps (invocations + comprehension items) one document may take: this many,
+#: plus :data:`STEPS_PER_ASSIGNMENT` per graph-body assignment, so a hostile document
+#: (exponential recursion, nested comprehensions) fails within seconds instead of hanging.
+MAX_STEPS = 100_000
+STEPS_PER_ASSIGNMENT = 200
 
 #: Result-array lengths of primitives, known from their attributes.
 _ARRAY_RESULT_LENGTH = {"split": lambda a: len(a.get("ratios", []))}
@@ -56,6 +61,8 @@ class Expander:
         self.doc_loc: Location | None = None
         self._matches: dict[int, dict[str, ast.Argument]] = {}
         self._shaped = 0
+        self.steps = 0
+        self.max_steps = MAX_STEPS
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -63,6 +70,7 @@ class Expander:
         graph = Graph(name=gdef.name, inputs=[p.name for p in gdef.params],
                       outputs=[r.name for r in gdef.results])
         self.graph = graph
+        self.max_steps = MAX_STEPS + STEPS_PER_ASSIGNMENT * len(gdef.body)
         for a in gdef.body:
             self.reserved.update(_names(a.lhs))
         self.reserved.update(graph.inputs)
@@ -193,6 +201,7 @@ class Expander:
                 raise NNEFXError(f"comprehension iterables have different lengths ({n} and {len(seq)})", it.loc)
         out = []
         for k in range(n):
+            self.step(e.loc)
             inner = dict(env)
             for it, seq in zip(e.iterators, iterables, strict=False):
                 item = seq[k]
@@ -264,8 +273,15 @@ class Expander:
 
     # --- calls ---------------------------------------------------------------------------
 
+    def step(self, loc: Location) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise NNEFXError(f"expansion takes more than {self.max_steps} steps (invocations and comprehension "
+                             "items); the document is too expensive to expand", self._loc(loc))
+
     def call(self, frag: ast.Fragment, args: dict[str, Any], explicit: str | None, target: Any, loc: Location,
              locs: dict[str, Location]) -> Any:
+        self.step(loc)
         for p in frag.params:
             if p.name not in args:
                 if p.default is None:
