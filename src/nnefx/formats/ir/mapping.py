@@ -168,8 +168,10 @@ _IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 def safe_label(name: str) -> str:
     """A variable label / identifier-ish version of ``name`` (NNEF label charset)."""
-    s = re.sub(r"[^A-Za-z0-9_\-./]", "_", name).strip("/") or "v"
-    return s
+    s = re.sub(r"[^A-Za-z0-9_\-./]", "_", name).strip("/")
+    # no '.'/'..' path segments: a label names a file inside the model folder
+    parts = [p if p not in ("", ".", "..") else "_" for p in s.split("/")]
+    return "/".join(parts) if s else "v"
 
 
 class GraphBuilder:
