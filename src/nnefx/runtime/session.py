@@ -232,7 +232,16 @@ def _update_where(plan: Plan, upd: Any) -> Any:
 
 
 def _execute(plan: Plan, regs: list[Any], profile: Profile | None, check_numerics: bool) -> None:
-    """The run loop: nothing here depends on the graph beyond what the plan precomputed."""
+    """The run loop: nothing here depends on the graph beyond what the plan precomputed.
+
+    NNEF arithmetic may overflow to Inf or produce NaN (``log(-1)``) without being an error,
+    so numpy's floating-point warnings are silenced for the whole run.
+    """
+    with np.errstate(all="ignore"):
+        _loop(plan, regs, profile, check_numerics)
+
+
+def _loop(plan: Plan, regs: list[Any], profile: Profile | None, check_numerics: bool) -> None:
     clock = time.perf_counter
     for step in plan.steps:
         args = [regs[a] if a.__class__ is int else [regs[x] for x in a] for a in step.args]
@@ -240,12 +249,10 @@ def _execute(plan: Plan, regs: list[Any], profile: Profile | None, check_numeric
             _check_finite_args(step, args)
         try:
             if profile is None:
-                with np.errstate(all="ignore"):
-                    results = step.kernel(*args, **step.kwargs)
+                results = step.kernel(*args, **step.kwargs)
             else:
                 t0 = clock()
-                with np.errstate(all="ignore"):
-                    results = step.kernel(*args, **step.kwargs)
+                results = step.kernel(*args, **step.kwargs)
                 profile.add(step.kind, clock() - t0)
         except NNEFXError as exc:
             loc = exc.location if exc.location is not None and (exc.location.line or exc.location.field) \
