@@ -16,7 +16,7 @@ from typing import Any
 
 _HEADER = re.compile(r"fragment\s+\w+\s*(?:<[^>]*>)?\s*\((?P<params>.*?)\)\s*->", re.S)
 _TENSOR_PARAM = re.compile(
-    r"(?P<name>\w+)\s*:\s*tensor\s*<\s*(?P<dtype>[\w?]+)\s*>(?P<array>\s*\[\s*\])?"
+    r"(?P<name>\w+)\s*:\s*tensor\s*<\s*(?P<dtype>[\w?]*)\s*>(?P<array>\s*\[\s*\])?"
     r"(?:\s*=\s*(?P<default>[^,]+?))?\s*(?:,|$)")
 _NO_DEFAULT = object()
 
