@@ -264,6 +264,16 @@ def test_shape_fill_range_fold(tmp_path):
     one(net, tmp_path, {"data": x}, {"filled": np.full((2, 3, 5), 7.0), "range_out": np.arange(1.0, 2.5, 0.25)})
 
 
+def test_gather_runtime_indices(tmp_path):
+    data = rand(4, 5)
+    idx = np.array([[-1, 0], [2, -4]], "f4")
+    net = LegacyNet("gather")
+    k = net.input("indices", idx.shape)
+    d = net.input("data", data.shape)
+    net.add("Gather", [k, d], [[2, 2, 5]], {"axis": "0"}, name="out")
+    one(net, tmp_path, {"indices": idx, "data": data}, data[np.array([[3, 0], [2, 0]])])
+
+
 def test_gather_catalog_example_shape(tmp_path):
     data = rand(6, 12, 10, 3)
     idx = RNG.integers(-12, 12, (3, 4)).astype("f4")

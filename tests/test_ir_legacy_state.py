@@ -47,6 +47,12 @@ def test_memory_pair_errors(tmp_path):
     net.add("Memory", [x], [], {"id": "a", "index": "0", "size": "3"}, name="m")
     with pytest.raises(NNEFXError, match=r"layer 1 'm' \(Memory\).*attribute 'size' = 3"):
         nnefx.load(net.save(tmp_path, "m2"))
+    lone = LegacyNet("lone")
+    x = lone.input("x", [1, 4])
+    (m,) = lone.add("Memory", [], [[1, 4]], {"id": "solo", "index": "1", "size": "2"}, name="m")
+    lone.add("Eltwise", [x, m], [[1, 4]], {"operation": "sum"}, name="out")
+    with pytest.raises(NNEFXError, match="Memory 'solo' has no writing layer"):
+        nnefx.load(lone.save(tmp_path, "m3"))
 
 
 def rnn_ti(N, T, I, S, W, B, stride=1, out_axis=True) -> LegacyNet:

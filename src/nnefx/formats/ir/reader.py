@@ -162,6 +162,10 @@ class NetReader:
         if unused:
             raise NNEFXError(f"shapes= names unknown inputs: {', '.join(sorted(unused))}", Location(self.file))
         self.outputs(results)
+        if self.net.version <= 9:
+            from .legacy_state import check_memory_pairs  # legacy Memory layers come in pairs
+
+            check_memory_pairs(self.builder)
         graph = self.builder.graph
         graph.validate_structure()
         model = Model(graph, format="ir", source=self.file,
