@@ -19,6 +19,9 @@ Attribute names are the runtime's (``axis`` for squeeze/slice_like, ``shape`` fo
   selection instead -- the one place where the runtime's behaviour is not deterministic
   and so cannot be followed.
 * take's optional ``axis`` is spelled as an integer list in NNEF: ``[]`` = None, ``[a]`` = a.
+* tile: the seed's index ranges ``[K-N, K-1)`` are a typo for ``[K-N, K)``; reps must each be
+  in 1..4096 (the runtime's default ``(0,)`` is therefore refused).
+* transpose checks that ``axes`` is empty or a permutation (negatives allowed), as the seed says.
 """
 
 from __future__ import annotations
