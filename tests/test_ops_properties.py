@@ -364,3 +364,67 @@ def test_quantizers_are_bit_identical(x, bits, signed, symmetric, lo, hi, zp, sc
     np.testing.assert_array_equal(fast("zero_point_linear_quantize", x, np.int64(zp), scale, bits, signed, symmetric),
                                   formal("zero_point_linear_quantize", x, np.int64(zp), scale, bits, signed, symmetric))
     np.testing.assert_array_equal(fast("logarithmic_quantize", x, hi, bits), formal("logarithmic_quantize", x, hi, bits))
+
+
+# --- more families ------------------------------------------------------------------------------
+
+@SETTINGS
+@given(data=st.data(), ta=st.booleans(), tb=st.booleans())
+def test_matmul_fast_matches_formal(data, ta, tb):
+    m, k, n = (data.draw(st.integers(1, 5)) for _ in range(3))
+    batch = data.draw(st.lists(st.integers(1, 3), max_size=2))
+    ba = tuple(d if data.draw(st.booleans()) else 1 for d in batch)
+    bb = tuple(d if data.draw(st.booleans()) else 1 for d in batch)
+    a = data.draw(arrays(ba + ((k, m) if ta else (m, k)), -4, 4))
+    b = data.draw(arrays(bb + ((n, k) if tb else (k, n)), -4, 4))
+    attrs = dict(transposeA=ta, transposeB=tb)
+    assert_within(fast("matmul", a, b, **attrs), formal("matmul", a, b, **attrs),
+                  fast("matmul", np.abs(a), np.abs(b), **attrs))
+
+
+@SETTINGS
+@given(x=hnp.arrays(np.float32, small_shapes, elements=st.floats(-1e6, 1e6, width=32)),
+       target=st.sampled_from(["integer", "logical", "scalar"]))
+def test_cast_is_bit_identical(x, target):
+    np.testing.assert_array_equal(fast("cast", x, dtype=target), formal("cast", x, dtype=target))
+    i = formal("cast", x, dtype="integer")
+    np.testing.assert_array_equal(fast("cast", i, dtype=target), formal("cast", i, dtype=target))
+
+
+@SETTINGS
+@given(x=hnp.arrays(np.int64, small_shapes, elements=st.integers(-9, 9)), data=st.data())
+def test_gather_is_bit_identical(x, data):
+    axis = data.draw(st.integers(0, x.ndim - 1))
+    idx = data.draw(hnp.arrays(np.int64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
+                               elements=st.integers(0, x.shape[axis] - 1)))
+    np.testing.assert_array_equal(fast("gather", x, idx, axis=axis, dtype="integer"),
+                                  formal("gather", x, idx, axis=axis, dtype="integer"))
+
+
+@SETTINGS
+@given(case=window_case(ALL_BORDERS), data=st.data())
+def test_sample_is_bit_identical(case, data):
+    x, attrs = case
+    try:
+        out_shape = registry.get("argmax_pool").shape_rule(x.shape, **attrs)
+    except NNEFXError:
+        return
+    volume = int(np.prod(attrs["size"]))
+    idx = data.draw(hnp.arrays(np.int64, out_shape, elements=st.integers(0, volume - 1)))
+    np.testing.assert_array_equal(fast("sample", x, idx, **attrs), formal("sample", x, idx, **attrs))
+
+
+@SETTINGS
+@given(x=arrays((2, 2, 5, 6), -9, 9), data=st.data(), method=st.sampled_from(["symmetric", "asymmetric", "aligned"]))
+def test_roi_kernels_fast_match_formal(x, data, method):
+    n = data.draw(st.integers(1, 3))
+    coords = st.floats(-2, 8, width=32)
+    rois = np.array([[data.draw(coords) for _ in range(4)] for _ in range(n)], np.float32)
+    bidx = np.array([data.draw(st.integers(0, 1)) for _ in range(n)])
+    size = [data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))]
+    for name in ("avg_roi_pool", "max_roi_pool"):
+        np.testing.assert_allclose(fast(name, x, rois, bidx, output_size=size),
+                                   formal(name, x, rois, bidx, output_size=size), rtol=1e-6, atol=1e-6)
+    assert_within(fast("roi_resample", x, rois, bidx, output_size=size, method=method),
+                  formal("roi_resample", x, rois, bidx, output_size=size, method=method),
+                  fast("roi_resample", np.abs(x), rois, bidx, output_size=size, method=method))
