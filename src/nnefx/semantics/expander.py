@@ -352,10 +352,19 @@ class Expander:
         else:
             rtargets = {r.name: None for r in results}
         rtypes = {r.name: r.type.type for r in results}
-        for a in frag.body or ():
-            tgt = _fragment_target(a.lhs, rtargets)
-            value = self.eval(a.rhs, env, tgt)
-            self._bind_fragment(a.lhs, value, env, rtargets, rtypes)
+        try:
+            for a in frag.body or ():
+                tgt = _fragment_target(a.lhs, rtargets)
+                value = self.eval(a.rhs, env, tgt)
+                self._bind_fragment(a.lhs, value, env, rtargets, rtypes)
+        except NNEFXError as exc:
+            where = exc.location
+            if where is not None and where.file is not None and where.file.startswith("<stdlib"):
+                # An error inside a standard body is the caller's argument's fault: point there.
+                exc.message = f"in standard operation '{frag.name}' ({where}): {exc.message}"
+                exc.args = (exc.message,)
+                exc.location = self._loc(loc) if not (loc.file or "").startswith("<stdlib") else self.doc_loc
+            raise
         out = [env[r.name] for r in results]
         self.generic, self.doc_loc = saved_generic, saved_loc
         self.depth -= 1
