@@ -1,0 +1,96 @@
+"""Bad IR input never escapes as a Python traceback: mutated files load or raise NNEFXError."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nnefx
+from ir_netgen import NetGen
+from nnefx.diagnostics import NNEFXError
+
+
+def base_net() -> NetGen:
+    rng = np.random.RandomState(0)
+    g = NetGen()
+    x = g.param("x", (1, 2, 6, 6))
+    w = g.const(rng.randn(3, 2, 3, 3).astype(np.float32), name="w")
+    c = g.op("Convolution", [x, w], [(1, 3, 4, 4)], {"strides": "1,1", "dilations": "1,1", "pads_begin": "0,0",
+                                                    "pads_end": "0,0", "auto_pad": "explicit"})
+    p = g.op("MaxPool", [c], [(1, 3, 2, 2), (1, 3, 2, 2)], {"strides": "2,2", "dilations": "1,1", "pads_begin": "0,0",
+                                                           "pads_end": "0,0", "kernel": "2,2", "rounding_type": "floor",
+                                                           "auto_pad": "explicit", "index_element_type": "i64",
+                                                           "axis": "0"}, version="opset8",
+             out_etypes=["f32", "i64"])[0]
+    s = g.const(np.array([0, -1], np.int64), name="s")
+    r = g.op("Reshape", [p, s], [(1, 12)], {"special_zero": "true"})
+    ax = g.const(np.array([1], np.int64), name="ax")
+    m = g.op("ReduceMean", [r, ax], [(1, 1)], {"keep_dims": "true"})
+    k = g.const(np.array([0, 2, 4], np.int64), name="k")
+    a0 = g.const(np.array(1, np.int64), name="a0")
+    gt = g.op("Gather", [r, k, a0], [(1, 3)], {"batch_dims": "0"}, version="opset8")
+    y = g.op("Add", [gt, m], [(1, 3)], {"auto_broadcast": "numpy"})
+    g.result(y)
+    return g
+
+
+BASE = base_net()
+XML = BASE.xml()
+NUMBERS = [m.span() for m in re.finditer(r"-?\d+", XML)]
+ATTRS = [m.span(1) for m in re.finditer(r'="([^"]*)"', XML)]
+
+
+def load_or_error(tmp_path, text: str, binary: bytes) -> None:
+    (tmp_path / "f.xml").write_text(text)
+    (tmp_path / "f.bin").write_bytes(binary)
+    try:
+        nnefx.load(str(tmp_path / "f.xml"))
+    except NNEFXError as exc:
+        assert exc.location is not None and exc.location.file is not None
+
+
+FUZZ = settings(max_examples=int(os.environ.get("NNEFX_IR_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def test_base_net_loads(tmp_path):
+    (tmp_path / "f.xml").write_text(XML)
+    (tmp_path / "f.bin").write_bytes(bytes(BASE.bin))
+    model = nnefx.load(str(tmp_path / "f.xml"))
+    assert model.graph.outputs
+
+
+@FUZZ
+@given(st.data())
+def test_number_mutations(tmp_path, data):
+    i = data.draw(st.integers(0, len(NUMBERS) - 1))
+    a, b = NUMBERS[i]
+    value = data.draw(st.sampled_from(["0", "-1", "-7", "1", "2", "3", "999999999999", "65536", "?", "", "1.5"]))
+    load_or_error(tmp_path, XML[:a] + value + XML[b:], bytes(BASE.bin))
+
+
+@FUZZ
+@given(st.data())
+def test_attribute_mutations(tmp_path, data):
+    i = data.draw(st.integers(0, len(ATTRS) - 1))
+    a, b = ATTRS[i]
+    value = data.draw(st.sampled_from(["", "true", "x", "1,2,3", "-1", "f16", "u1", "bogus", "0,0,0,0", "1e400",
+                                       "opset99", "same_lower", "ceil", "explicit", "nan", "i4", "\\,"]))
+    load_or_error(tmp_path, XML[:a] + value + XML[b:], bytes(BASE.bin))
+
+
+@FUZZ
+@given(st.integers(0, len(XML)), st.integers(0, 2 * 1024))
+def test_truncations(tmp_path, cut, bin_cut):
+    load_or_error(tmp_path, XML[:cut], bytes(BASE.bin)[:bin_cut])
+
+
+@FUZZ
+@given(st.lists(st.integers(0, len(BASE.layers) - 1), min_size=1, max_size=3))
+def test_dropped_layers(tmp_path, drop):
+    layers = [lay for i, lay in enumerate(BASE.layers) if i not in drop]
+    text = XML.replace("\n".join(BASE.layers), "\n".join(layers))
+    load_or_error(tmp_path, text, bytes(BASE.bin))
