@@ -319,3 +319,59 @@ def test_strided_slice_catalog_example_shape(tmp_path):
             {"begin_mask": "0,1,0,0,0", "ellipsis_mask": "0,0,0,0,0", "end_mask": "0,1,0,0,0",
              "new_axis_mask": "0,0,0,0,0", "shrink_axis_mask": "0,1,0,0,0"}, name="out")
     one(net, tmp_path, {"data": x}, x[:, 1])
+
+
+# --- StridedSlice against numpy indexing (legacy mask polarity) -------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_strided_slice_matches_numpy(tmp_path, data):
+    rank = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.integers(1, 5)) for _ in range(rank))
+    n = data.draw(st.integers(1, rank + 1))
+    begin, end, stride, ub, ue, new, shrink, ell = [], [], [], [], [], [], [], []
+    has_ellipsis = False
+    for _ in range(n):
+        kind = data.draw(st.sampled_from(["slice", "slice", "slice", "new", "shrink", "ellipsis"]))
+        if kind == "ellipsis" and has_ellipsis:
+            kind = "slice"
+        has_ellipsis |= kind == "ellipsis"
+        begin.append(data.draw(st.integers(-6, 6)))
+        end.append(data.draw(st.integers(-6, 6)))
+        stride.append(data.draw(st.sampled_from([1, 2, 3, -1, -2])))
+        ub.append(data.draw(st.integers(0, 1)))
+        ue.append(data.draw(st.integers(0, 1)))
+        new.append(int(kind == "new"))
+        shrink.append(int(kind == "shrink"))
+        ell.append(int(kind == "ellipsis"))
+    index = []
+    for i in range(n):
+        if ell[i]:
+            index.append(Ellipsis)
+        elif new[i]:
+            index.append(None)
+        elif shrink[i]:
+            index.append(begin[i])
+        else:
+            index.append(slice(begin[i] if ub[i] else None, end[i] if ue[i] else None, stride[i]))
+    x = np.arange(int(np.prod(shape)), dtype="f4").reshape(shape)
+    try:
+        ref = x[tuple(index)]
+    except IndexError:
+        return                               # e.g. a shrink index out of range, or too many indices
+    if ref.size == 0:
+        return
+    net = LegacyNet("ss")
+    inp = net.input("data", shape)
+    b, e, s = (net.const(nm, np.array(v, "f4")) for nm, v in (("b", begin), ("e", end), ("s", stride)))
+    masks = {"begin_mask": ",".join(map(str, ub)), "end_mask": ",".join(map(str, ue)),
+             "new_axis_mask": ",".join(map(str, new)), "shrink_axis_mask": ",".join(map(str, shrink)),
+             "ellipsis_mask": ",".join(map(str, ell))}
+    net.add("StridedSlice", [inp, b, e, s], [list(ref.shape)], masks, name="out")
+    out = net.run(tmp_path, {"data": x})[1]["out"]
+    np.testing.assert_array_equal(out, ref)
