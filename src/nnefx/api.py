@@ -21,13 +21,14 @@ _FORMATS: dict[str, tuple[str, str, str | None]] = {
     "nnef-archive": ("nnefx.io.container", "load_archive", "save_archive"),
     "nnef-file": ("nnefx.io.container", "load_document", "save_document"),
     "ir": ("nnefx.formats.ir", "load", "save"),
-    "cvm": ("nnefx.formats.cvm", "load", None),
+    "cvm": ("nnefx.formats.cvm", "load", "save"),
     "onnx": ("nnefx.formats.onnx", "load", "save"),
 }
 
 #: Short names accepted by ``save(..., format=...)`` and ``nnefx convert --format``.
 FORMAT_ALIASES = {"folder": "nnef-folder", "archive": "nnef-archive", "file": "nnef-file",
-                  "nnef": "nnef-folder", "xml": "ir", "ir": "ir", "onnx": "onnx"}
+                  "nnef": "nnef-folder", "xml": "ir", "ir": "ir", "onnx": "onnx", "cvm": "cvm",
+                  "json": "cvm"}
 
 
 def detect_format(path: str) -> str:
@@ -62,6 +63,8 @@ def save_format_for(path: str) -> str:
         return "ir"
     if lower.endswith(".onnx"):
         return "onnx"
+    if lower.endswith(".json"):
+        return "cvm"
     return "nnef-folder"
 
 

@@ -32,4 +32,12 @@ def load(path: str, *, params: str | None = None, **opts: Any) -> Model:
     return _load(path, params=params, **opts)
 
 
-__all__ = ["infer_precisions", "load", "model_cost", "model_precisions", "read_params", "write_params"]
+def save(model: Model, path: str, *, params: str | None = None) -> None:
+    """Write a graph of ``cvm_*`` operations as CVM graph JSON + params (``<stem>.params``)."""
+    from .writer import save as _save
+
+    _save(model, path, params=params)
+
+
+__all__ = ["infer_precisions", "load", "model_cost", "model_precisions", "read_params", "save",
+           "write_params"]
