@@ -82,3 +82,47 @@ def test_long_operator_chains(n):
 @given(st.binary(max_size=200))
 def test_random_bytes(data):
     compile_ok_or_located(data.decode("latin-1"))
+
+
+# --- generated valid documents: precedence and evaluation against a reference -------------
+
+_PREC = {"||": 2, "&&": 2, "<": 3, "==": 3, "+": 4, "-": 4, "*": 5}
+
+
+def _int_trees():
+    leaf = st.integers(0, 9).map(lambda v: ("lit", v))
+    return st.recursive(leaf, lambda kids: st.one_of(
+        st.tuples(st.sampled_from(["+", "-", "*"]), kids, kids),
+        st.tuples(st.just("neg"), kids)), max_leaves=12)
+
+
+def _value(t):
+    if t[0] == "lit":
+        return t[1]
+    if t[0] == "neg":
+        return -_value(t[1])
+    a, b = _value(t[1]), _value(t[2])
+    return {"+": a + b, "-": a - b, "*": a * b}[t[0]]
+
+
+def _text(t, parent_prec=0, right=False):
+    """Print with the fewest parentheses the NNEF precedence rules allow (left-assoc)."""
+    if t[0] == "lit":
+        return str(t[1])
+    if t[0] == "neg":
+        return "-" + _text(t[1], 7)
+    p = _PREC[t[0]]
+    s = f"{_text(t[1], p)} {t[0]} {_text(t[2], p, right=True)}"
+    if p < parent_prec or (p == parent_prec and right):
+        return f"({s})"
+    return s
+
+
+@SETTINGS
+@given(_int_trees())
+def test_generated_integer_expressions_evaluate_like_the_reference(tree):
+    text = ("version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n"
+            "fragment probe( x: tensor<scalar>, v: integer ) -> ( y: tensor<scalar> );\n"
+            f"graph G( x ) -> ( y )\n{{\n    x = external(shape = [1]);\n    y = probe(x, v = {_text(tree)});\n}}\n")
+    g = compile_document(text, shapes=False)
+    assert g.operations[-1].attribs["v"] == _value(tree)
