@@ -270,3 +270,17 @@ def test_save_writes_current_variable_values(tmp_path):
     s.save(tmp_path / "m")
     loaded = nnefx.load(tmp_path / "m")
     np.testing.assert_allclose(loaded.weights["state/acc"], 2.5)
+
+
+def test_variables_are_used_in_place_but_read_only():
+    b = Builder("weights")
+    w = b.variable("w", np.ones(3, np.float32))
+    b.op("inplace", {"x": w}, "y", [3])
+    g = b.output("y")
+    data = g.tensors["w"].data
+    s = Session(g, "formal", fold=False, resolve=resolve)
+    assert np.shares_memory(s.variables["w"], data)  # no copy of the weights
+    assert data.flags.writeable  # the model's own array is untouched
+    with pytest.raises(NNEFXError, match="operation 'inplace' failed: ValueError"):
+        s.run()
+    assert data.tolist() == [1.0, 1.0, 1.0]

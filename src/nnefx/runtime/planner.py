@@ -485,7 +485,9 @@ def _variable_spec(graph: Graph, op: Operation, index: int, name: str, store: di
     if tuple(data.shape) != tuple(shape):
         raise NNEFXError(f"variable '{label}' is declared with shape {list(shape)} but its data has "
                          f"shape {list(data.shape)}", where)
-    data = data.copy() if np.may_share_memory(data, t.data) else data
+    # A read-only view, not a copy: weights (often memory-mapped by the loader) are used in
+    # place, and no kernel can write into the model's arrays through it.
+    data = data.view()
     data.setflags(write=False)
     return VariableSpec(name=name, key=label.lower(), label=label, dtype=dtype, shape=tuple(shape),
                         initial=data, slot=-1, op=op)
