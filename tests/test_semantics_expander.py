@@ -223,3 +223,22 @@ graph G( x ) -> ( y )
     g = compile_document(text)
     assert [(op.op, op.inputs) for op in g.operations][1:] == [("sub", {"x": 1.0, "y": 0.5})]
     assert g.tensors["y"].shape == ()
+
+
+def test_provisional_short_window_arrays_are_completed_with_ones():
+    text = """version 1.0
+graph G( x ) -> ( y, z )
+{
+    x = external(shape = [1, 3, 8, 8])
+    w = variable(shape = [4, 3, 3, 3], label = 'w')
+    y = conv(x, w, stride = [2])
+    z = max_pool(x, size = [1, 1, 2], stride = [1, 1, 2])
+}
+"""
+    g = compile_document(text)
+    assert g.operations[2].attribs["stride"] == [2, 1]
+    assert g.operations[3].attribs["size"] == [1, 1, 2, 1] and g.operations[3].attribs["stride"] == [1, 1, 2, 1]
+    assert g.tensors["y"].shape == (1, 4, 4, 8) and g.tensors["z"].shape == (1, 3, 4, 8)
+    with pytest.raises(NNEFXError) as info:
+        compile_document(text.replace("stride = [2])", "padding = [(1, 1)])"))
+    assert "padding" in info.value.message and info.value.location.line == 6

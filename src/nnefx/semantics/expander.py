@@ -41,6 +41,11 @@ MAX_OPERATIONS = 2_000_000
 MAX_STEPS = 100_000
 STEPS_PER_ASSIGNMENT = 200
 
+#: Per-dimension attributes of sliding-window operations (completed in the provisional dialect).
+_WINDOW_ATTRIBS = ("size", "stride", "dilation", "padding")
+#: Sliding-window operations whose arrays cover only the spatial dimensions.
+_SPATIAL_WINDOW_OPS = frozenset({"conv", "deconv", "separable_conv", "separable_deconv"})
+
 #: Result-array lengths of primitives, known from their attributes.
 _ARRAY_RESULT_LENGTH = {"split": lambda a: len(a.get("ratios", []))}
 
@@ -243,6 +248,14 @@ class Expander:
             return [1] * minimum
         if not isinstance(v, TensorRef):
             return [1] * minimum
+        shape = self._current_shape(v.name)
+        if shape is None or any(d is None for d in shape):
+            raise NNEFXError(f"shape_of('{v.name}') needs a fully known shape, but it depends on an input "
+                             "with unspecified extents", loc)
+        return list(shape) + [1] * max(0, minimum - len(shape))
+
+    def _current_shape(self, name: str) -> tuple | None:
+        """Shape of ``name`` from the operations emitted so far (lazy shape inference)."""
         from .shapes import infer_operation
 
         graph = self.graph
@@ -250,11 +263,33 @@ class Expander:
         while self._shaped < len(graph.operations):
             infer_operation(graph, graph.operations[self._shaped], None)
             self._shaped += 1
-        shape = graph.tensors[v.name].shape
-        if shape is None or any(d is None for d in shape):
-            raise NNEFXError(f"shape_of('{v.name}') needs a fully known shape, but it depends on an input "
-                             "with unspecified extents", loc)
-        return list(shape) + [1] * max(0, minimum - len(shape))
+        return graph.tensors[name].shape
+
+    def _complete_windows(self, op: str, inputs: dict[str, Any], attribs: dict[str, Any],
+                          loc: Location) -> None:
+        """Provisional sliding-window arrays may be shorter than the rank: missing trailing
+        ``size``/``stride``/``dilation`` items are 1 (seed-era rule, nnef-operators.md §12)."""
+        present = [k for k in _WINDOW_ATTRIBS if isinstance(attribs.get(k), list) and attribs[k]]
+        if not present or not inputs:
+            return
+        first = next(iter(inputs.values()))
+        if not isinstance(first, str):
+            return
+        try:
+            shape = self._current_shape(first)
+        except NNEFXError:
+            return
+        if shape is None:
+            return
+        rank = len(shape) - (2 if op in _SPATIAL_WINDOW_OPS else 0)
+        for k in present:
+            items = attribs[k]
+            if len(items) >= rank:
+                continue
+            if k == "padding":
+                raise NNEFXError(f"'{op}': padding lists {len(items)} of {rank} dimensions; nnefx cannot mix "
+                                 "explicit and automatic padding (give all or none)", self._loc(loc))
+            attribs[k] = items + [1] * (rank - len(items))
 
     def e_Invocation(self, e: ast.Invocation, env, target) -> Any:
         frag = self.fragments.get(e.name)
@@ -406,6 +441,8 @@ class Expander:
             else:
                 attribs[pname] = _to_graph(v)
         attribs.update(frag.fixed_attribs)
+        if self.dialect == "provisional":
+            self._complete_windows(op_name, inputs, attribs, loc)
         outputs: dict[str, Any] = {}
         values = []
         results = frag.results
