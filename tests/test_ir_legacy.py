@@ -375,3 +375,29 @@ def test_strided_slice_matches_numpy(tmp_path, data):
     net.add("StridedSlice", [inp, b, e, s], [list(ref.shape)], masks, name="out")
     out = net.run(tmp_path, {"data": x})[1]["out"]
     np.testing.assert_array_equal(out, ref)
+
+
+CATALOG_TYPES = (
+    "Activation ArgMax BatchNormalization BinaryConvolution Clamp Concat Convolution Crop CTCGreedyDecoder "
+    "Deconvolution DepthToSpace DetectionOutput Eltwise Fill Flatten FullyConnected Gather GRN GRUCell Interp "
+    "LSTMCell Memory MVN Norm Normalize Pad Permute Pooling Power PReLU PriorBox PriorBoxClustered Proposal "
+    "PSROIPooling Quantize Range RegionYolo ReLU ReorgYolo Resample Reshape ReverseSequence RNNCell ROIPooling "
+    "ScaleShift Shape ShuffleChannels SimplerNMS Slice SoftMax Split StridedSlice TensorIterator Tile").split()
+
+
+def test_every_catalog_layer_has_a_legacy_mapping():
+    from nnefx.formats.ir.mapping import find_mapping
+
+    missing = [tp for tp in CATALOG_TYPES if find_mapping(tp, "legacy") is None]
+    assert missing == []      # Input and Const are read by the reader itself
+
+
+def test_unknown_legacy_layer_is_reported(tmp_path):
+    net = unary_net("Frobnicate", [1, 2])
+    with pytest.raises(NNEFXError, match="unsupported IR layer type 'Frobnicate'"):
+        net.run(tmp_path, {})
+
+
+def test_non_numeric_attribute(tmp_path):
+    with pytest.raises(NNEFXError, match=r"\(SoftMax\).*attribute 'axis' must be an integer"):
+        unary_net("SoftMax", [2, 3], {"axis": "one"}).run(tmp_path, {})

@@ -130,3 +130,10 @@ def test_tensor_iterator_missing_initial_value(tmp_path):
     open(path, "w").write(text)
     with pytest.raises(NNEFXError, match=r"TensorIterator.*back edge into body port 1:1 has no initial value"):
         nnefx.load(path)
+
+
+def test_tensor_iterator_unroll_limit(tmp_path):
+    N, T, I, S = 1, 70_000, 1, 1
+    net = rnn_ti(N, T, I, S, rand(S, I + S), rand(S))
+    with pytest.raises(NNEFXError, match="exceeds the limit"):
+        nnefx.load(net.save(tmp_path))

@@ -325,10 +325,8 @@ def _concat(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("concat", {"values": xs}, {"axis": axis}, dtype="scalar", result_name="value"))
 
 
-@fold("Concat")
+@fold("Concat", versions=LEGACY)
 def _concat_fold(ctx: LayerContext, arrays: list):
-    if ctx.version != "legacy":
-        return None
     rank = arrays[0].ndim
     return np.concatenate(arrays, axis=axis_of(ctx, "axis", rank, 1))
 
