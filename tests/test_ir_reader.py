@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -332,3 +334,21 @@ def test_registry_lookup_and_duplicates():
         @layer("Convolution", versions=None)
         def other(ctx):  # pragma: no cover - never called
             return None
+
+
+# --- committed fixtures (IR v11 written by OpenVINO; outputs recorded from OpenVINO) ---------------------
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "ir", "opset")
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm", "transformer"])
+@pytest.mark.parametrize("backend", ["fast", "formal"])
+def test_fixture_outputs_match_recorded_openvino(name, backend):
+    path = os.path.join(FIXTURES, f"{name}.xml")
+    x = np.load(os.path.join(FIXTURES, f"{name}.x.npy"))
+    got = run_nnefx(path, {"x": x}, backend=backend)
+    outputs = nnefx.load(path).graph.outputs
+    assert outputs and set(outputs) == set(got)
+    for out in outputs:
+        want = np.load(os.path.join(FIXTURES, f"{name}.{out}.npy"))
+        assert_close(got[out], want)

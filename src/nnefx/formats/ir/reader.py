@@ -158,6 +158,8 @@ class NetReader:
                 for port in lay.outputs:
                     if (lay.id, port.id) not in consumed:
                         results.append((lay, self.values[(lay.id, port.id)], (lay.id, port.id)))
+        position = {lay.id: i for i, lay in enumerate(self.net.layers)}
+        results.sort(key=lambda r: position[r[0].id])  # OpenVINO's output order: file order
         unused = set(self.shapes) - self.used_shapes
         if unused:
             raise NNEFXError(f"shapes= names unknown inputs: {', '.join(sorted(unused))}", Location(self.file))
@@ -259,6 +261,13 @@ class NetReader:
             src = layer_by_id[src_layer]
             index = next(i for i, p in enumerate(src.outputs) if p.id == src_port)
             want = self.port_name(src, index)
+            if lay.type == "Result":
+                # newer files also name the output on the Result layer itself
+                from .xml import _split_names
+
+                named = _split_names(lay.attrs.get("output_names", ""))
+                if named:
+                    want = named[0]
             loc = self.loc(lay)
             if value.tensor is None:
                 name = self.builder.materialise(value, want, loc)

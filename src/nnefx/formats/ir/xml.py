@@ -93,6 +93,8 @@ class Layer:
     body: Net | None = None
     port_map: Element | None = None
     back_edges: list[Edge] = field(default_factory=list)
+    #: Every attribute of the ``<layer>`` element itself (``output_names``, ...).
+    attrs: dict[str, str] = field(default_factory=dict)
 
     def where(self) -> str:
         """The field text used in every diagnostic about this layer."""
@@ -314,7 +316,7 @@ def _layer(el: Element, file: str | None, depth: int) -> Layer:
             blobs[tag] = _blob(b, file, where)
     layer = Layer(lid, name, ltype, el.attrib.get("version"), el.attrib.get("precision"), data,
                   _ports(el.find("input"), file, where), _ports(el.find("output"), file, where),
-                  blobs, el.line)
+                  blobs, el.line, attrs=dict(el.attrib))
     body = el.find("body")
     if body is not None:
         if depth >= MAX_DEPTH:
