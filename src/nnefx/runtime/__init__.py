@@ -1,0 +1,13 @@
+"""Executing graphs: the execution half of seed 000 §2.4.1.
+
+* :mod:`.planner` — :func:`compile_plan` turns a flat graph into a :class:`Plan` once
+  (order checks, kernel lookup, constant folding, pruning, buffer lifetimes);
+* :mod:`.session` — :class:`Session` feeds inputs, runs the plan, applies ``update`` to
+  variables, resets and saves them;
+* :mod:`.quantize` — simulated quantization of activations from ``graph.quant``;
+* :mod:`.dtypes` — NNEF data types ↔ numpy storage, dequantization of stored codes;
+* :mod:`.profile` — time per operation kind; :mod:`.cli` — ``nnefx run``.
+
+Nothing is imported here eagerly: ``import nnefx`` stays cheap, and ``nnefx.Session`` loads
+this package (and every operator family) on first use.
+"""
