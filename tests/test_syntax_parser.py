@@ -273,3 +273,19 @@ def test_library_and_quant():
     with pytest.raises(NNEFXError) as info:
         parse_quant('"a": linear_quantize(min = x);', file="g.quant")
     assert (info.value.location.line, info.value.location.column) == (1, 28)
+
+
+def test_flat_assignments_take_invocations_only():
+    e = err("version 1.0;\ngraph G( x ) -> ( y ) { x = external(shape = [1]); y = x; }")
+    assert pos(e) == (2, 56) and "invocation" in e.message
+    e = err("version 1.0\ngraph G( x ) -> ( y )\n{\n  x = external(shape = [1])\n  y = 1.0\n}")
+    assert pos(e) == (5, 7)
+    parse_document(FINAL_HDR + "graph G( x ) -> ( y ) { x = external(shape = [1]); y = x; }")
+
+
+def test_unparenthesised_rvalue_tuples_are_provisional_only():
+    e = err(FINAL_HDR + "graph G( x ) -> ( y, z ) { x = external(shape = [1]); y, z = relu(x), exp(x); }")
+    assert "';'" in e.message
+    doc = parse_document("version 1.0\nfragment f( x: tensor ) -> ( y: tensor, z: tensor )\n{\n  y, z = x, x\n}\n"
+                         "graph G( x ) -> ( y, z )\n{\n  x = external(shape = [1])\n  y, z = f(x)\n}\n")
+    assert isinstance(doc.fragments[0].body[0].rhs, ast.TupleExpr)

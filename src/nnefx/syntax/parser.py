@@ -399,7 +399,10 @@ class Parser:
         self.expect_op("=", "in assignment")
         rhs_start = self.tok
         rhs = self.parse_expr()
-        if self.is_op(","):  # unparenthesised tuple on the right-hand side
+        if not self.compositional and not isinstance(rhs, ast.Invocation):
+            raise self.error(f"expected an operation invocation on the right-hand side, found {rhs_start.describe()} "
+                             f"(flat syntax assigns only invocations; {self.flat_reason})", rhs_start)
+        if self.is_op(",") and self.dialect == PROVISIONAL:  # unparenthesised tuple on the right-hand side
             items = [rhs]
             while self.is_op(","):
                 self.advance()
