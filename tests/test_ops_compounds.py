@@ -64,22 +64,7 @@ def _document(op, args, attrs):
     return text, feeds, outs
 
 
-def _runtime_reads_untyped_tensor_params() -> bool:
-    """The planner must read ``cast<?>( input: tensor<> )`` (an untyped tensor parameter)."""
-    try:
-        from nnefx.runtime.signature import tensor_params
-    except ImportError:
-        return False
-    params = tensor_params(registry.get("cast").declaration)
-    return bool(params) and params[0].name == "input"
-
-
-_NEEDS_CAST = pytest.mark.xfail(not _runtime_reads_untyped_tensor_params(), strict=True,
-                                reason="runtime signature reader does not yet accept cast's 'tensor<>' parameter")
-
-
-@pytest.mark.parametrize("op", [pytest.param(op, marks=_NEEDS_CAST) if op.name == "zero_point_linear_quantize" else op
-                                for op in COMPOUNDS], ids=lambda op: op.name)
+@pytest.mark.parametrize("op", COMPOUNDS, ids=lambda op: op.name)
 def test_fused_kernel_equals_expanded_body(op):
     args, attrs = SAMPLES[op.name]
     text, feeds, outs = _document(op, args, attrs)
