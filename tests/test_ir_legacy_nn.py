@@ -254,3 +254,25 @@ def test_cell_rejects_wrong_weight_count(tmp_path):
     net.add("RNNCell", [x, h], [[1, 2]], {"hidden_size": "2"}, blobs={"weights": rand(7)}, name="cell")
     with pytest.raises(NNEFXError, match="<weights> holds 7 values"):
         net.run(tmp_path, {})
+
+
+def test_convolution_weights_as_const_inputs(tmp_path):
+    x = rand(1, 2, 5, 5)
+    w, b = rand(3, 2, 3, 3), rand(3)
+    net = LegacyNet("conv_in")
+    i = net.input("data", x.shape)
+    wi, bi = net.const("w", w), net.const("b", b)
+    net.add("Convolution", [i, wi, bi], [[1, 3, 5, 5]], {"kernel": "3,3", "output": "3", "pads_begin": "1,1",
+                                                         "pads_end": "1,1"}, name="out")
+    one(net, tmp_path, {"data": x}, F.conv2d(t(x), t(w), t(b), padding=1).numpy(), 1e-4)
+
+
+def test_deconvolution_same_upper(tmp_path):
+    x = rand(1, 2, 3, 4)
+    w = rand(2, 3, 3, 3)
+    data = {"kernel": "3,3", "strides": "2,2", "output": "3", "auto_pad": "same_upper"}
+    # output = input * stride; total padding = kernel - stride = 1, put at the end (upper)
+    full = F.conv_transpose2d(t(x), t(w), stride=2).numpy()          # (1, 3, 7, 9)
+    ref = full[:, :, 0:6, 0:8]
+    one(unary_net("Deconvolution", x.shape, data, [1, 3, 6, 8], blobs={"weights": w}), tmp_path, {"data": x}, ref,
+        1e-4)

@@ -137,3 +137,57 @@ def test_tensor_iterator_unroll_limit(tmp_path):
     net = rnn_ti(N, T, I, S, rand(S, I + S), rand(S))
     with pytest.raises(NNEFXError, match="exceeds the limit"):
         nnefx.load(net.save(tmp_path))
+
+
+def test_catalog_ti_example_typed_power_is_a_tensor_iterator(tmp_path):
+    N, T, I, S = 1, 3, 2, 2
+    W, B = rand(S, I + S), rand(S)
+    X, H0 = rand(N, T, I), rand(N, S)
+    net = rnn_ti(N, T, I, S, W, B, out_axis=False)
+    net.layers[-1].type = "Power"            # as the catalog's example writes it
+    h = H0
+    for tt in range(T):
+        h = np.tanh(np.concatenate([X[:, tt], h], 1) @ W.T + B)
+    (got,) = Session(nnefx.load(net.save(tmp_path))).run({"x": X, "h0": H0}).values()
+    np.testing.assert_allclose(got, h, rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_iterator_lstm_two_back_edges_and_body_const(tmp_path):
+    """The shape Model Optimizer gave LSTMs: TI over an LSTMCell, h and c fed back, a body Const."""
+    N, T, I, S = 2, 4, 3, 2
+    W, B = rand(4 * S, I + S), rand(4 * S)
+    X, H0, C0 = rand(N, T, I), rand(N, S), rand(N, S)
+    body = LegacyNet("body")
+    shape = body.const("xshape", np.array([N, I], "f4"))
+    (xr,) = body.add("Reshape", [None, shape], [[N, I]], in_dims=[[N, 1, I], None], name="xr")
+    h, c = body.add("LSTMCell", [xr, None, None], [[N, S], [N, S]], {"hidden_size": str(S)},
+                    in_dims=[None, [N, S], [N, S]], blobs={"weights": W, "biases": B}, name="cell")
+    (hr,) = body.add("Reshape", [h], [[N, 1, S]], {"dim": f"{N},1,{S}"}, name="hr")
+    net = LegacyNet("ti_lstm")
+    x, h0, c0 = net.input("x", [N, T, I]), net.input("h0", [N, S]), net.input("c0", [N, S])
+
+    def extra(parent):
+        return ('<port_map>'
+                '<input external_port_id="0" internal_layer_id="1" internal_port_id="0" axis="1"/>'
+                '<input external_port_id="1" internal_layer_id="2" internal_port_id="1"/>'
+                '<input external_port_id="2" internal_layer_id="2" internal_port_id="2"/>'
+                f'<output external_port_id="3" internal_layer_id="3" internal_port_id="{body.port_id(hr)}" axis="1"/>'
+                f'<output external_port_id="4" internal_layer_id="2" internal_port_id="{body.port_id(c)}"/>'
+                '</port_map><back_edges>'
+                f'<edge from-layer="2" from-port="{body.port_id(h)}" to-layer="2" to-port="1"/>'
+                f'<edge from-layer="2" from-port="{body.port_id(c)}" to-layer="2" to-port="2"/>'
+                '</back_edges>' + body.body_xml(parent))
+
+    net.add("TensorIterator", [x, h0, c0], [[N, T, S], [N, S]], name="ti", extra_xml=extra)
+    hh, cc, seq = H0, C0, []
+    for tt in range(T):
+        g = np.concatenate([X[:, tt], hh], 1) @ W.T + B
+        f, i, gg, o = (g[:, k * S:(k + 1) * S] for k in range(4))
+        cc = 1 / (1 + np.exp(-f)) * cc + 1 / (1 + np.exp(-i)) * np.tanh(gg)
+        hh = 1 / (1 + np.exp(-o)) * np.tanh(cc)
+        seq.append(hh)
+    model = nnefx.load(net.save(tmp_path))
+    for backend in ("fast", "formal"):
+        got = list(Session(model, backend=backend).run({"x": X, "h0": H0, "c0": C0}).values())
+        np.testing.assert_allclose(got[0], np.stack(seq, 1), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], cc, rtol=1e-5, atol=1e-6)

@@ -212,7 +212,13 @@ def _softmax(ctx: LayerContext) -> Value:
 
 
 @layer("Power", versions=LEGACY)
-def _power(ctx: LayerContext) -> Value:
+def _power(ctx: LayerContext) -> Value | list[Value]:
+    if ctx.layer.body is not None:
+        # The catalog's TensorIterator example is written `type="Power"` (a typo): a layer with
+        # a <body> and a <port_map> is a TensorIterator whatever its type says.
+        from .legacy_state import tensor_iterator
+
+        return tensor_iterator(ctx)
     ctx.expect_inputs(1)
     power, scale, shift = ctx.float("power", 1.0), ctx.float("scale", 1.0), ctx.float("shift", 0.0)
     y = x_of(ctx)

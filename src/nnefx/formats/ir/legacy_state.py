@@ -215,7 +215,7 @@ def _take(ctx: LayerContext, value: Value, axis: int, low: int, part: int) -> Va
 
 
 @layer("TensorIterator", versions=LEGACY)
-def _tensor_iterator(ctx: LayerContext) -> list[Value]:
+def tensor_iterator(ctx: LayerContext) -> list[Value]:
     from .reader import NetReader
 
     lay = ctx.layer
