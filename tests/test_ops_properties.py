@@ -428,3 +428,19 @@ def test_roi_kernels_fast_match_formal(x, data, method):
     assert_within(fast("roi_resample", x, rois, bidx, output_size=size, method=method),
                   formal("roi_resample", x, rois, bidx, output_size=size, method=method),
                   fast("roi_resample", np.abs(x), rois, bidx, output_size=size, method=method))
+
+
+@SETTINGS
+@given(case=window_case(["constant"]), data=st.data())
+def test_desample_with_any_index_fast_matches_formal(case, data):
+    x, attrs = case
+    try:
+        small = registry.get("argmax_pool").shape_rule(x.shape, **attrs)
+    except NNEFXError:
+        return
+    volume = int(np.prod(attrs["size"]))
+    idx = data.draw(hnp.arrays(np.int64, small, elements=st.integers(0, volume - 1)))
+    y = data.draw(arrays(small, -9, 9))
+    attrs = dict(attrs, output_shape=list(x.shape))
+    assert_within(fast("desample", y, idx, **attrs), formal("desample", y, idx, **attrs),
+                  fast("desample", np.abs(y), idx, **attrs))
