@@ -224,3 +224,20 @@ def test_quantize_applies_activation_hints(backend):
     np.testing.assert_allclose(s.run({"x": x_in})["y"], [[0.1, -0.15, -0.15, 3.1]], rtol=1e-6)
     assert [i.name for i in s.inputs] == ["x"] and [o.name for o in s.outputs] == ["y"]
     assert s.plan.folded == 1  # the variable's quantization is done once, at compile time
+
+
+def test_lone_document_runs_with_given_weights_and_saves_them(tmp_path):
+    pytest.importorskip("nnefx.syntax.printer")
+    import nnefx
+
+    (tmp_path / "lstm.nnef").write_text(LSTM)
+    model = nnefx.load(tmp_path / "lstm.nnef")  # structure only, no weights
+    w = lstm_weights(4)
+    s = Session(model, variables=w)
+    x = np.ones((1, 3), np.float32)
+    expected = lstm_reference(w, [x])[0][0]
+    np.testing.assert_allclose(s.run({"x": x})["h_out"], expected, rtol=1e-4, atol=1e-5)
+    s.save(tmp_path / "folder")
+    again = Session(nnefx.load(tmp_path / "folder"))
+    np.testing.assert_array_equal(again.variables["cell/W"], w["cell/W"])
+    np.testing.assert_allclose(again.variables["cell/h"], expected, rtol=1e-4, atol=1e-5)

@@ -284,3 +284,37 @@ def test_variables_are_used_in_place_but_read_only():
     with pytest.raises(NNEFXError, match="operation 'inplace' failed: ValueError"):
         s.run()
     assert data.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_initial_values_can_be_given_and_assigned():
+    b = Builder("given")
+    x = b.external("x", [2])
+    w = b.variable("w", np.zeros(2, np.float32), label="Layer/W")
+    acc = b.variable("acc", np.zeros(2, np.float32))
+    t = b.op("mul", {"x": x, "y": w}, "t", [2], result="z")
+    s1 = b.op("add", {"x": acc, "y": t}, "s1", [2], result="z")
+    b.update(acc, s1, "acc_new")
+    g = b.output("acc_new")
+    g.tensors["w"].data = None  # like a lone .nnef document: no weights
+    with pytest.raises(NNEFXError, match="variable 'Layer/W' has no data"):
+        Session(g, resolve=resolve)
+    s = Session(g, variables={"layer/w": [2.0, 3.0]}, resolve=resolve)
+    one = np.ones(2, np.float32)
+    assert s.run({"x": one})["acc_new"].tolist() == [2.0, 3.0]
+    s.assign({"LAYER/W": np.array([10.0, 20.0]), "acc": [100.0, 100.0]})  # re-plans for the folded 'w'
+    assert s.run({"x": one})["acc_new"].tolist() == [110.0, 120.0]
+    assert s.run({"x": one})["acc_new"].tolist() == [120.0, 140.0]
+    s.reset()  # back to the values given to the constructor
+    assert s.variables["Layer/W"].tolist() == [2.0, 3.0] and s.variables["acc"].tolist() == [0.0, 0.0]
+    assert s.run({"x": one})["acc_new"].tolist() == [2.0, 3.0]
+    with pytest.raises(NNEFXError, match="no variable of graph 'given' has label 'nope'"):
+        s.assign({"nope": 1.0})
+    with pytest.raises(NNEFXError, match=r"variable 'acc' has shape \[2\]; the value given has shape \[3\]"):
+        s.assign({"acc": [1.0, 2.0, 3.0]})
+    with pytest.raises(NNEFXError, match=r"variable 'Layer/W' has shape \[2\]; the value given has shape \[1\]"):
+        s.assign({"layer/w": [1.0]})
+    assert s.variables["Layer/W"].tolist() == [2.0, 3.0]  # a failed assign changes nothing
+    with pytest.raises(NNEFXError, match="must be scalar"):
+        Session(g, variables={"layer/w": [True, False]}, resolve=resolve)
+    with pytest.raises(NNEFXError, match="no variable of graph 'given' has label 'other'"):
+        Session(g, variables={"other": [1.0, 2.0]}, resolve=resolve)

@@ -200,7 +200,8 @@ class _Slots:
 
 def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, resolve: Resolver | None = None, source: str | None = None,
-                 check_shapes: bool = True, release: bool = True) -> Plan:
+                 check_shapes: bool = True, release: bool = True,
+                 variables: Mapping[str, Any] | None = None) -> Plan:
     """Compile ``graph`` for ``backend`` (``"fast"`` or ``"formal"``).
 
     ``resolve`` maps an operation name to its :class:`OpDef` (default: the registry; tests
@@ -209,13 +210,20 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     the shapes the graph declares (turn it off when inputs are fed with other shapes than
     declared and shapes have not been inferred again).  ``release=False`` keeps every
     intermediate tensor until the run ends (what a naive interpreter does; for measuring what
-    releasing saves).
+    releasing saves).  ``variables`` gives values by label (case-insensitive) that replace or
+    supply the graph's variable data (seed §2.4.1: "pass initial values to the variables").
     """
     if backend not in ("fast", "formal"):
         raise NNEFXError(f"unknown backend '{backend}' (expected 'fast' or 'formal')")
     resolve = resolve or registry.get
     store = storage_map(storage)
     ops = list(graph.operations)
+    given = {str(k).lower(): v for k, v in (variables or {}).items()}
+    labels = {str(op.attribs.get("label", op.output_names()[0] if op.output_names() else "")).lower()
+              for op in ops if op.op == "variable"}
+    for key in given:
+        if key not in labels:
+            raise NNEFXError(f"no variable of graph '{graph.name}' has label '{key}'")
 
     # ---- 1. order and structure --------------------------------------------------------
     defined: dict[str, int] = {}  # tensor -> index of defining op
@@ -245,7 +253,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
         if op.op == "variable":
             if len(outs) != 1:
                 raise NNEFXError("'variable' must have exactly one result", _op_location(op, i, source))
-            spec = _variable_spec(graph, op, i, outs[0], store, source)
+            spec = _variable_spec(graph, op, i, outs[0], store, source, given)
             for other in var_specs.values():
                 if other.key == spec.key and other.shape != spec.shape:
                     raise NNEFXError(f"variables with label '{spec.label}' share data but have shapes "
@@ -467,14 +475,27 @@ def _storage_of(store: dict[str, np.dtype], dtype: str, name: str, op: Operation
 
 
 def _variable_spec(graph: Graph, op: Operation, index: int, name: str, store: dict[str, np.dtype],
-                   source: str | None) -> VariableSpec:
+                   source: str | None, given: Mapping[str, Any]) -> VariableSpec:
     t = graph.tensors[name]
     where = _op_location(op, index, source)
     label = str(op.attribs.get("label", name))
     dtype = op.dtype or t.dtype
     shape = _shape_tuple(op.attribs.get("shape", t.shape))
+    if label.lower() in given:
+        raw = np.asarray(given[label.lower()])  # a value passed in: never quantized codes
+        if raw.dtype == object:
+            raise NNEFXError(f"value given for variable '{label}' is not a numeric array", where)
+        data = to_storage(raw, dtype, store, f"value given for variable '{label}'", where)
+        if tuple(data.shape) != tuple(shape or data.shape):
+            raise NNEFXError(f"variable '{label}' has shape {list(shape)}; the value given has shape "
+                             f"{list(data.shape)}", where)
+        data = data.copy() if np.may_share_memory(data, raw) else data  # the caller keeps theirs
+        data.setflags(write=False)
+        return VariableSpec(name=name, key=label.lower(), label=label, dtype=dtype, shape=tuple(data.shape),
+                            initial=data, slot=-1, op=op)
     if t.data is None:
-        raise NNEFXError(f"variable '{label}' has no data (load the model with its weights)", where)
+        raise NNEFXError(f"variable '{label}' has no data (load the model with its weights, or give "
+                         "its value)", where)
     raw = np.asarray(t.data)
     if dtype == "scalar" and raw.dtype.kind in "iu":
         # quantized codes from the tensor file: real values through the graph.quant entry

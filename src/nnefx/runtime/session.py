@@ -49,13 +49,16 @@ class Session:
     ``quantize`` applies the ``graph.quant`` entries of activations (simulated quantization,
     see :mod:`nnefx.runtime.quantize`); by default the graph runs in floating point.
     ``fold=False`` and ``release=False`` turn off constant folding and the early release of
-    intermediate tensors (for debugging and for measuring what they save).
+    intermediate tensors (for debugging and for measuring what they save).  ``variables``
+    gives initial values by label, replacing or supplying the model's data (a lone ``.nnef``
+    document has none); :meth:`assign` changes values later.
     """
 
     def __init__(self, model_or_graph: Model | Graph, backend: str = "fast", *,
                  input_shapes: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, check_numerics: bool = False, quantize: bool = False,
-                 release: bool = True, resolve: Resolver | None = None):
+                 release: bool = True, variables: Mapping[str, Any] | None = None,
+                 resolve: Resolver | None = None):
         if isinstance(model_or_graph, Model):
             model = model_or_graph
         elif isinstance(model_or_graph, Graph):
@@ -77,9 +80,13 @@ class Session:
         # Declared intermediate shapes only hold while the inputs have their declared shapes.
         same = all(name in graph.tensors and graph.tensors[name].shape is not None
                    and tuple(graph.tensors[name].shape) == shape for name, shape in substitutes.items())
-        self.plan: Plan = compile_plan(graph, backend, storage=merged_storage, fold=fold,
-                                       resolve=resolve, source=model.source, check_shapes=same,
-                                       release=release)
+        self._compile_options = dict(storage=merged_storage, fold=fold, resolve=resolve, source=model.source,
+                                     check_shapes=same, release=release)
+        self._graph = graph
+        self._initial_values = {str(k).lower(): v for k, v in (variables or {}).items()}
+        self._values = dict(self._initial_values)
+        self._values_changed = False
+        self.plan: Plan = compile_plan(graph, backend, variables=self._values, **self._compile_options)
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
         for name, shape in substitutes.items():
             if name not in self._input_shapes:
@@ -114,23 +121,68 @@ class Session:
     # ---- state -------------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Give every variable its loaded value again."""
+        """Give every variable its initial value again (loaded, or given to the constructor)."""
+        if self._values_changed:
+            self._values = dict(self._initial_values)
+            self._replan()
+            self._values_changed = False
         self._state = {spec.key: spec.initial for spec in self.plan.variables}
+
+    def assign(self, values: Mapping[str, Any]) -> None:
+        """Set variables (by label) to new values for the following runs.
+
+        Variables that an ``update`` changes simply take the value.  The others were compiled
+        into the plan as constants (and folded), so assigning one compiles the plan again.
+        """
+        updated = {u.key for u in self.plan.updates}
+        replan: dict[str, Any] = {}
+        new_state: dict[str, np.ndarray] = {}
+        for label, value in values.items():
+            key = str(label).lower()
+            spec = self._var_of_key.get(key)
+            if spec is None:
+                raise NNEFXError(f"no variable of graph '{self.plan.graph.name}' has label '{label}'")
+            if key not in updated:
+                replan[key] = value
+                continue
+            array = to_storage(np.asarray(value), spec.dtype, self.plan.storage, f"value for variable '{spec.label}'")
+            if array.shape != spec.shape:
+                raise NNEFXError(f"variable '{spec.label}' has shape {list(spec.shape)}; the value given has "
+                                 f"shape {list(array.shape)}")
+            array = np.array(array, copy=True)
+            array.setflags(write=False)
+            new_state[key] = array
+        if replan:
+            values = {**self._values, **replan}
+            plan = compile_plan(self._graph, self.backend, variables=values, **self._compile_options)
+            self._values = values  # only once the new values compiled without error
+            self._values_changed = True
+            self._set_plan(plan)
+            for key in replan:
+                self._state[key] = self._var_of_key[key].initial
+        self._state.update(new_state)
+
+    def _replan(self) -> None:
+        self._set_plan(compile_plan(self._graph, self.backend, variables=self._values, **self._compile_options))
+
+    def _set_plan(self, plan: Plan) -> None:
+        self.plan = plan
+        self._var_of_key = {spec.key: spec for spec in plan.variables}
 
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
         """Write the model with the *current* variable values to ``path`` (any writable format).
 
-        Only variables that an ``update`` changes are replaced (as real values); the others
-        are written exactly as they were loaded.
+        Variables that an ``update`` changes or that were given values are written with their
+        current (real) values; the others exactly as they were loaded.
         """
         from ..api import save
 
         graph = self.model.graph
         tensors = dict(graph.tensors)
-        updated = {u.key for u in self.plan.updates}
+        changed = {u.key for u in self.plan.updates} | set(self._values)
         for spec in self.plan.variables:
-            # Variables no update touches keep their loaded data as is (quantized codes stay codes).
-            if spec.key in updated:
+            # Variables neither updated nor given keep their loaded data (quantized codes stay codes).
+            if spec.key in changed:
                 tensors[spec.name] = dataclasses.replace(tensors[spec.name], data=np.array(self._state[spec.key]))
         new_graph = dataclasses.replace(graph, tensors=tensors)
         save(dataclasses.replace(self.model, graph=new_graph), path, format=format)
