@@ -221,10 +221,9 @@ EXPECTED_SHAPE_DIFFERENCES: dict[str, tuple[dict[str, list], str]] = {
 #: Real nnefx front-end bugs found by this suite (reported to the front-end owner); each is an
 #: expected failure that turns into an error (strict) once fixed, so it is removed from here.
 KNOWN_NNEFX_BUGS: dict[str, str] = {
-    "bad_non_variable_update": "the first argument of 'update' must be a tensor introduced by 'variable' "
-                               "(spec 4.8); nnefx accepts update(input, input)",
-    "bad_output_is_input": "a name may not be both a parameter and a result of a graph/fragment declaration "
-                           "(nnef-syntax 5.1); nnefx accepts graph O( x ) -> ( x )",
+    # Found and fixed during development (kept as regression cases in the corpus):
+    # bad_non_variable_update (update() of a non-variable), bad_output_is_input (a graph
+    # name that is both parameter and result).
 }
 
 

@@ -21,7 +21,7 @@ from .. import graph as nx
 from ..diagnostics import NNEFXError
 from ..ops import registry
 from ..semantics.shapes import infer_operation
-from ._types import Error, Graph, Identifier, Tensor
+from ._types import Error, Graph, Identifier, Tensor, no_gc
 
 _BUILTIN = ("external", "variable", "constant", "update")
 
@@ -88,6 +88,12 @@ def infer_shapes(graph: Graph, external_shapes: Mapping[str, Any] | None = None,
     output shape(s) for operations nnefx has no rule for.  Raises :class:`Error` naming the
     operation and its outputs when a rule rejects its arguments.
     """
+    with no_gc():
+        _infer(graph, external_shapes, custom_shapes)
+
+
+def _infer(graph: Graph, external_shapes: Mapping[str, Any] | None,
+           custom_shapes: Mapping[str, Callable[..., Any]] | None) -> None:
     overrides = {str(k): tuple(v) for k, v in (external_shapes or {}).items()}
     custom_shapes = custom_shapes or {}
     shadow = nx.Graph(graph.name, list(graph.inputs), list(graph.outputs))

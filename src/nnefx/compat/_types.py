@@ -7,7 +7,10 @@ unchanged.
 
 from __future__ import annotations
 
+import gc
 from collections import namedtuple
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..diagnostics import Location, NNEFXError
 
@@ -48,3 +51,21 @@ class TensorFileError(Error, ValueError):
 Graph = namedtuple("Graph", ["name", "tensors", "operations", "inputs", "outputs"])
 Tensor = namedtuple("Tensor", ["name", "dtype", "shape", "data", "quantization"], defaults=(None, None, None))
 Operation = namedtuple("Operation", ["name", "attribs", "inputs", "outputs", "dtype"], defaults=(None,))
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building a large graph.
+
+    Parsing allocates hundreds of thousands of long-lived objects; every generation-2
+    collection then walks all of them, which roughly doubled parse time for 10k-operation
+    documents (benchmarks/parse.py).  Nothing built here is garbage, so pausing costs
+    nothing; the previous state is restored even on errors.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -51,7 +51,7 @@ from ._printer import (
     format_version,
 )
 from ._shapes import infer_shapes
-from ._types import Error, Graph, Identifier, Operation, Tensor, TensorFileError
+from ._types import Error, Graph, Identifier, Operation, Tensor, TensorFileError, no_gc
 
 __all__ = [
     "Error", "Graph", "Identifier", "Operation", "Tensor", "StandardOperations",
@@ -97,28 +97,36 @@ def _param_kinds(table: dict[str, ast.Fragment]) -> dict[str, dict[str, str | No
     return Kinds()
 
 
+def _build(text: str, quant: str | None, lowered: Iterable[str] | None, source: str,
+           file: str | None) -> tuple[Any, dict[str, ast.Fragment]]:
+    """nnefx graph plus fragment table; the syntax tree is garbage once this returns."""
+    with no_gc(), deep_recursion():
+        doc = parse_document(text, file or source, FINAL)
+        table = check_document(doc)
+        if doc.graph is None:
+            raise NNEFXError("the document defines no graph", doc.loc)
+        expander = _OfficialExpander(table, doc.dialect, lowered=[n for n in lowered or () if n])
+        graph = expander.expand_graph(doc.graph)
+        graph.validate_structure()
+        if quant:
+            attach_quant(graph, quant, table, file="quantization", dialect=doc.dialect)
+    return graph, table
+
+
 def _parse(text: str, quant: str | None, stdlib: str | None, lowered: Iterable[str] | None, source: str,
            file: str | None) -> Graph:
     if stdlib:
         raise Error("nnefx.compat.nnef does not support a custom 'stdlib': the standard operations "
                     "come from nnefx's operator registry")
     try:
-        with deep_recursion():
-            doc = parse_document(text, file or source, FINAL)
-            table = check_document(doc)
-            if doc.graph is None:
-                raise NNEFXError("the document defines no graph", doc.loc)
-            expander = _OfficialExpander(table, doc.dialect, lowered=[n for n in lowered or () if n])
-            graph = expander.expand_graph(doc.graph)
-            graph.validate_structure()
-            if quant:
-                attach_quant(graph, quant, table, file="quantization", dialect=doc.dialect)
+        graph, table = _build(text, quant, lowered, source, file)
     except NNEFXError as exc:
         where = exc.location.file if exc.location is not None and exc.location.file == "quantization" else source
         raise Error(exc.message, exc.location, source=where) from None
     except RecursionError:
         raise Error("document nests too deeply") from None
-    return _convert.convert_graph(graph, _param_kinds(table))
+    with no_gc():
+        return _convert.convert_graph(graph, _param_kinds(table))
 
 
 def parse_string(graph_str: str, quant_str: str | None = None, stdlib: str | None = None,
