@@ -318,3 +318,25 @@ def test_initial_values_can_be_given_and_assigned():
         Session(g, variables={"layer/w": [True, False]}, resolve=resolve)
     with pytest.raises(NNEFXError, match="no variable of graph 'given' has label 'other'"):
         Session(g, variables={"other": [1.0, 2.0]}, resolve=resolve)
+
+
+def test_fetch_returns_intermediate_tensors():
+    b = Builder("fetch")
+    x = b.external("x", [2])
+    k = b.constant("k", [2], [3.0])
+    k2 = b.op("mul", {"x": k, "y": 2.0}, "k2", [2], result="z")       # folded
+    a = b.op("add", {"x": x, "y": k2}, "a", [2], result="z")
+    b.op("tanh", {"x": a}, "dead", [2])                                # pruned unless fetched
+    y = b.op("neg", {"x": a}, "y", [2])
+    s = Session(b.output(y), resolve=resolve)
+    x_in = np.array([1.0, 2.0], np.float32)
+    assert list(s.run({"x": x_in})) == ["y"] and s.plan.pruned == 1
+    out = s.run({"x": x_in}, fetch=["a", "dead", "k2", "x"])
+    assert list(out) == ["y", "a", "dead", "k2", "x"]
+    assert out["a"].tolist() == [7.0, 8.0] and out["k2"].tolist() == [6.0, 6.0]
+    np.testing.assert_allclose(out["dead"], np.tanh([7.0, 8.0]), rtol=1e-6)
+    assert out["x"].tolist() == [1.0, 2.0] and out["x"] is not x_in
+    with pytest.raises(NNEFXError, match="cannot fetch 'nope'"):
+        s.run({"x": x_in}, fetch=["nope"])
+    with pytest.raises(NNEFXError, match="not the string 'a'"):
+        s.run({"x": x_in}, fetch="a")

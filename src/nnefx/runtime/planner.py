@@ -24,7 +24,7 @@ run loop does nothing but call kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,7 +201,7 @@ class _Slots:
 def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, resolve: Resolver | None = None, source: str | None = None,
                  check_shapes: bool = True, release: bool = True,
-                 variables: Mapping[str, Any] | None = None) -> Plan:
+                 variables: Mapping[str, Any] | None = None, fetch: Sequence[str] = ()) -> Plan:
     """Compile ``graph`` for ``backend`` (``"fast"`` or ``"formal"``).
 
     ``resolve`` maps an operation name to its :class:`OpDef` (default: the registry; tests
@@ -212,6 +212,8 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     intermediate tensor until the run ends (what a naive interpreter does; for measuring what
     releasing saves).  ``variables`` gives values by label (case-insensitive) that replace or
     supply the graph's variable data (seed §2.4.1: "pass initial values to the variables").
+    ``fetch`` names intermediate tensors to return after the graph's outputs (kept alive and
+    never pruned), e.g. to compare a layer's activations with another tool.
     """
     if backend not in ("fast", "formal"):
         raise NNEFXError(f"unknown backend '{backend}' (expected 'fast' or 'formal')")
@@ -297,6 +299,10 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
             raise NNEFXError(f"graph '{graph.name}' names unknown tensor '{name}' as output")
         if name not in defined:
             raise NNEFXError(f"graph output '{name}' is never computed")
+    for name in fetch:
+        if name not in defined:
+            raise NNEFXError(f"cannot fetch '{name}': graph '{graph.name}' has no such tensor")
+    result_names = list(dict.fromkeys(list(graph.outputs) + list(fetch)))
     input_names = list(dict.fromkeys([n for n in graph.inputs if n in input_names] + input_names))
 
     def canon(name: str) -> str:
@@ -337,7 +343,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
         pending.append((i, op, opdef, kernel, args, kwargs))
 
     # ---- 3. drop what nothing needs ------------------------------------------------------
-    needed: set[str] = {canon(n) for n in graph.outputs}
+    needed: set[str] = {canon(n) for n in result_names}
     for _, _, _, _, value in updates:
         needed.add(canon(value))
     kept: list[tuple[int, Operation, OpDef, Callable[..., Any], list[Any], dict[str, Any]]] = []
@@ -360,7 +366,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
         template.append(value)
         return len(template) - 1
 
-    for name in graph.outputs:
+    for name in result_names:
         c = canon(name)
         if c in const_values and c not in slot_of:
             slot_of[c] = const_slot(const_values[c])
@@ -384,7 +390,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
         for a in _flat(entry[4]):
             if isinstance(a, str):
                 last_use[a] = k
-    for name in graph.outputs:
+    for name in result_names:
         last_use[canon(name)] = end
     for _, _, _, _, value in updates:
         last_use[canon(value)] = end
@@ -450,7 +456,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
             slots.give(slot)
 
     outputs = []
-    for name in graph.outputs:
+    for name in result_names:
         c = canon(name)
         t = graph.tensors[name]
         outputs.append((name, slot_of[c], t.dtype, _shape_tuple(t.shape)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -86,7 +86,7 @@ class Session:
         self._initial_values = {str(k).lower(): v for k, v in (variables or {}).items()}
         self._values = dict(self._initial_values)
         self._values_changed = False
-        self.plan: Plan = compile_plan(graph, backend, variables=self._values, **self._compile_options)
+        self._set_plan(compile_plan(graph, backend, variables=self._values, **self._compile_options))
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
         for name, shape in substitutes.items():
             if name not in self._input_shapes:
@@ -168,6 +168,19 @@ class Session:
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
         self._var_of_key = {spec.key: spec for spec in plan.variables}
+        self._fetch_plans: dict[tuple[str, ...], Plan] = {}
+
+    def _plan_fetching(self, names: tuple[str, ...]) -> Plan:
+        if not all(isinstance(n, str) for n in names):
+            raise NNEFXError("fetch takes a list of tensor names")
+        plan = self._fetch_plans.get(names)
+        if plan is None:
+            plan = compile_plan(self._graph, self.backend, variables=self._values, fetch=names,
+                                **self._compile_options)
+            if len(self._fetch_plans) >= 16:
+                self._fetch_plans.clear()
+            self._fetch_plans[names] = plan
+        return plan
 
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
         """Write the model with the *current* variable values to ``path`` (any writable format).
@@ -189,10 +202,17 @@ class Session:
 
     # ---- running ------------------------------------------------------------------------------
 
-    def run(self, inputs: Mapping[str, Any] | None = None, *, profile: Profile | None = None) -> dict[str, np.ndarray]:
-        """Execute one cycle: feed ``inputs``, compute, apply updates; outputs by name, graph order."""
+    def run(self, inputs: Mapping[str, Any] | None = None, *, profile: Profile | None = None,
+            fetch: Sequence[str] = ()) -> dict[str, np.ndarray]:
+        """Execute one cycle: feed ``inputs``, compute, apply updates; outputs by name, graph order.
+
+        ``fetch`` adds intermediate tensors by name after the outputs (the plan for each set
+        of fetched names is compiled once and kept).
+        """
         start = time.perf_counter() if profile is not None else 0.0
-        plan = self.plan
+        if isinstance(fetch, str):
+            raise NNEFXError(f"fetch takes a list of tensor names, not the string '{fetch}'")
+        plan = self._plan_fetching(tuple(fetch)) if fetch else self.plan
         inputs = {} if inputs is None else inputs
         if not isinstance(inputs, Mapping):
             raise NNEFXError("Session.run takes a mapping from input names to arrays")
