@@ -16,7 +16,6 @@ Conventions (NNEF 1.0.5 §4):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,9 +24,6 @@ import numpy as np
 from ..diagnostics import NNEFXError
 
 DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}
-
-Dim = "int | None"
-
 
 # --- errors ---------------------------------------------------------------------------------
 
@@ -46,14 +42,6 @@ def attr_error(op: str, attr: str, value: Any, why: str) -> NNEFXError:
 def scalar(x: Any) -> np.ndarray:
     """``x`` as a float32 array (literals arrive as Python numbers)."""
     return np.asarray(x, dtype=np.float32)
-
-
-def integer(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=np.int64)
-
-
-def logical(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=np.bool_)
 
 
 def as_dtype(x: Any, dtype: str | None) -> np.ndarray:
@@ -134,12 +122,6 @@ def check_positive(op: str, attr: str, values: Sequence[int], allow_zero: bool =
     lo = 0 if allow_zero else 1
     if any(v is not None and v < lo for v in values):
         raise attr_error(op, attr, list(values), "must have items >= 0" if allow_zero else "must have items > 0")
-
-
-def volume(shape: Sequence[int | None]) -> int | None:
-    if any(d is None for d in shape):
-        return None
-    return int(math.prod(shape))
 
 
 # --- sliding windows ---------------------------------------------------------------------------
@@ -309,16 +291,3 @@ def pad_array(x: np.ndarray, pads: Sequence[tuple[int, int]], border: str, value
                            mode="edge" if x.shape[k] == 1 else "reflect")
         return x
     return np.pad(x, widths, mode=_NP_MODES[border])
-
-
-def window_view(x: np.ndarray, size: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
-                out_shape: Sequence[int]) -> np.ndarray:
-    """A read-only strided view ``v[i..., j...] = x[i*s + j*d ...]`` (no copy).
-
-    ``x`` must already be padded; the result has shape ``out_shape + size``.
-    """
-    strides = x.strides
-    view_shape = tuple(out_shape) + tuple(size)
-    view_strides = tuple(strides[k] * stride[k] for k in range(x.ndim)) + \
-        tuple(strides[k] * dilation[k] for k in range(x.ndim))
-    return np.lib.stride_tricks.as_strided(x, view_shape, view_strides, writeable=False)
