@@ -340,3 +340,19 @@ def test_fetch_returns_intermediate_tensors():
         s.run({"x": x_in}, fetch=["nope"])
     with pytest.raises(NNEFXError, match="not the string 'a'"):
         s.run({"x": x_in}, fetch="a")
+
+
+def test_later_operations_read_the_updated_value_through_the_result():
+    b = Builder("reads")
+    x = b.external("x", [2])
+    acc = b.variable("acc", np.zeros(2, np.float32))
+    s1 = b.op("add", {"x": acc, "y": x}, "s1", [2], result="z")
+    new = b.update(acc, s1, "acc_new")
+    old_twice = b.op("mul", {"x": acc, "y": 2.0}, "old_twice", [2], result="z")
+    new_twice = b.op("mul", {"x": new, "y": 2.0}, "new_twice", [2], result="z")
+    s = Session(b.output(old_twice, new_twice), resolve=resolve)
+    one = np.ones(2, np.float32)
+    out = s.run({"x": one})
+    assert out["old_twice"].tolist() == [0.0, 0.0] and out["new_twice"].tolist() == [2.0, 2.0]
+    out = s.run({"x": one})
+    assert out["old_twice"].tolist() == [2.0, 2.0] and out["new_twice"].tolist() == [4.0, 4.0]
