@@ -268,3 +268,25 @@ def test_tile_argmax_catalog_examples_parse(tmp_path):
     one(unary_net("Tile", x.shape, {"axis": "3", "tiles": "88"}, [1, 2, 3, 88]), tmp_path, {"data": x},
         np.tile(x, (1, 1, 1, 88)))
     assert torch is not None
+
+
+@pytest.mark.peer
+def test_normalizations_and_interp_match_openvino(tmp_path):
+    """MVN (eps placement), GRN, Norm within a channel and Interp without aligned corners as
+    OpenVINO's descendants of these layers compute them."""
+    ov, o1, o2 = ov_ops()
+    x = rand(1, 3, 4, 5)
+    cases = [
+        ("MVN", {"across_channels": "1", "normalize_variance": "1", "eps": "0.5"}, [1, 3, 4, 5],
+         lambda a: o2.mvn(a, True, True, 0.5)),
+        ("GRN", {"bias": "1.0"}, [1, 3, 4, 5], lambda a: o1.grn(a, 1.0)),
+        ("Norm", {"alpha": "0.3", "beta": "0.75", "local-size": "3", "region": "same"}, [1, 3, 4, 5],
+         lambda a: o1.lrn(a, o1.constant(np.array([2, 3], "int64")), 0.3, 0.75, 1.0, 3)),
+        ("Interp", {"align_corners": "0", "height": "7", "width": "9"}, [1, 3, 7, 9],
+         lambda a: o1.interpolate(a, o1.constant(np.array([7, 9], "int64")),
+                                  {"axes": [2, 3], "mode": "linear", "align_corners": False, "antialias": False,
+                                   "pads_begin": [0], "pads_end": [0]})),
+    ]
+    for ltype, data, out_shape, build in cases:
+        ref = ov_eval(ov, o1, [x], build)
+        one(unary_net(ltype, x.shape, data, out_shape), tmp_path, {"data": x}, ref, 1e-5)

@@ -293,10 +293,11 @@ def _mvn(ctx: LayerContext) -> Value:
     d = binary(ctx, "sub", x, ctx.emit1("mean_reduce", {"input": x}, {"axes": axes}))
     if not normalize:
         return ctx.result(d)
-    # The catalog's "sum sqrt(o_k^2) + eps" is garbled; the documented layer divides by the
-    # standard deviation plus eps: sqrt(mean(o^2)) + eps.
+    # The catalog's "o_i / (sum sqrt(o_k^2) + eps)" is garbled; its intent is a division by
+    # the standard deviation, and the layer's documentation ("eps is added to the variance")
+    # and reference implementation put eps under the root: o / sqrt(mean(o^2) + eps).
     var = ctx.emit1("mean_reduce", {"input": binary(ctx, "mul", d, d)}, {"axes": axes})
-    return ctx.result(binary(ctx, "div", d, binary(ctx, "add", unary(ctx, "sqrt", var), eps)))
+    return ctx.result(binary(ctx, "div", d, unary(ctx, "sqrt", binary(ctx, "add", var, eps))))
 
 
 @layer(("Norm", "LRN"), versions=LEGACY)

@@ -513,6 +513,8 @@ def _proposals_formal(cls_prob, bbox_pred, n, anchors, feat_stride, img_h, img_w
                            min(max(box[2], 0.0), img_w - offset), min(max(box[3], 0.0), img_h - offset)]
                 score = float(cls_prob[n, A + a, h, w])
                 # Catalog step 3: boxes smaller than min_size (scaled to the image) are filtered out.
+                # (OpenVINO's implementation instead keeps them with score 0, so they can pad the
+                # output after the real proposals; the catalog's definition is followed here.)
                 if box[2] - box[0] + offset < min_w or box[3] - box[1] + offset < min_h:
                     continue
                 if score_floor is not None and score < score_floor:
