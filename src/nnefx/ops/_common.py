@@ -251,7 +251,7 @@ def border_index(j: int, z: int, border: str) -> int | None:
     """
     if 0 <= j < z:
         return j
-    if border in ("constant", "ignore"):
+    if border in ("constant", "ignore") or z <= 0:
         return None
     if border == "replicate":
         return 0 if j < 0 else z - 1
@@ -278,6 +278,8 @@ def pad_array(x: np.ndarray, pads: Sequence[tuple[int, int]], border: str, value
     """
     crop = tuple(slice(max(-p, 0), x.shape[k] - max(-q, 0)) for k, (p, q) in enumerate(pads))
     x = x[crop]
+    if border not in ("constant", "ignore") and 0 in x.shape:
+        raise NNEFXError(f"negative padding {list(pads)} leaves nothing for border '{border}' to read")
     widths = [(max(p, 0), max(q, 0)) for p, q in pads]
     if not any(p or q for p, q in widths):
         return x
