@@ -401,3 +401,9 @@ def test_unknown_legacy_layer_is_reported(tmp_path):
 def test_non_numeric_attribute(tmp_path):
     with pytest.raises(NNEFXError, match=r"\(SoftMax\).*attribute 'axis' must be an integer"):
         unary_net("SoftMax", [2, 3], {"axis": "one"}).run(tmp_path, {})
+
+
+def test_hostile_sizes_are_refused_at_load(tmp_path):
+    net = unary_net("Tile", [1, 4], {"axis": "1", "tiles": "1000000000000"}, [1, 4_000_000_000_000])
+    with pytest.raises(NNEFXError, match=r"\(Tile\).*would hold 4000000000000 items"):
+        net.run(tmp_path, {})

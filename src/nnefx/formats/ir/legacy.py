@@ -1,6 +1,6 @@
 """Mappings of the legacy IR layer catalog (seed 003; IR versions <= 9) to nnefx Operations.
 
-Each ``@layer(..., versions=LEGACY)`` function reads the layer's ``<data>`` attributes with
+Each ``@legacy_layer(...)`` function reads the layer's ``<data>`` attributes with
 the catalog's names and defaults, validates their ranges (an out-of-range value is an
 :class:`~nnefx.diagnostics.NNEFXError` that names the layer id/name, the attribute and the
 value), and emits NNEF standard operations wherever they mean exactly the same thing, or the
@@ -28,6 +28,36 @@ import numpy as np
 from .mapping import LayerContext, Value, fold, layer
 
 LEGACY = ("legacy",)
+
+#: Largest result (in items) a legacy layer may declare or compute.  Attributes such as
+#: ``tiles``, pads, factors or ``keep_top_k`` size results directly; a hostile value must be an
+#: error at load time, not an allocation at run time.
+MAX_RESULT_ITEMS = 1 << 31
+
+
+def legacy_layer(types):
+    """``@legacy_layer(types)`` plus a bound on the size of every result."""
+
+    def deco(fn):
+        def mapped(ctx: LayerContext):
+            res = fn(ctx)
+            for k, v in enumerate(res if isinstance(res, list) else [res]):
+                shape = v.shape if isinstance(v, Value) else None
+                if shape and all(d is not None for d in shape):
+                    items = 1
+                    for d in shape:
+                        items *= int(d)
+                    if items > MAX_RESULT_ITEMS:
+                        raise ctx.error(f"result {k} would hold {items} items (shape {list(shape)}); the limit "
+                                        f"is {MAX_RESULT_ITEMS}")
+            return res
+
+        mapped.__name__ = fn.__name__
+        mapped.__doc__ = fn.__doc__
+        layer(types, versions=LEGACY)(mapped)
+        return fn
+
+    return deco
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,14 +208,14 @@ def activation(ctx: LayerContext, kind: str, x: str) -> str:
     raise bad(ctx, "type", kind, f"is not a supported activation ({', '.join(ACTIVATIONS)})")
 
 
-@layer("Activation", versions=LEGACY)
+@legacy_layer("Activation")
 def _activation(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     kind = ctx.str("type").lower()
     return ctx.result(activation(ctx, kind, x_of(ctx)))
 
 
-@layer("ReLU", versions=LEGACY)
+@legacy_layer("ReLU")
 def _relu(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     slope = ctx.float("negative_slope", 0.0)
@@ -193,7 +223,7 @@ def _relu(ctx: LayerContext) -> Value:
     return ctx.result(unary(ctx, "relu", x) if slope == 0.0 else unary(ctx, "leaky_relu", x, alpha=slope))
 
 
-@layer("Clamp", versions=LEGACY)
+@legacy_layer("Clamp")
 def _clamp(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     lo, hi = ctx.float("min"), ctx.float("max")
@@ -203,7 +233,7 @@ def _clamp(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("clamp", {"x": x_of(ctx), "a": lo, "b": hi}))
 
 
-@layer("SoftMax", versions=LEGACY)
+@legacy_layer("SoftMax")
 def _softmax(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     rank = len(shape_of(ctx, 0))
@@ -211,7 +241,7 @@ def _softmax(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("softmax", {"x": x_of(ctx)}, {"axes": [axis]}))
 
 
-@layer("Power", versions=LEGACY)
+@legacy_layer("Power")
 def _power(ctx: LayerContext) -> Value | list[Value]:
     if ctx.layer.body is not None:
         # The catalog's TensorIterator example is written `type="Power"` (a typo): a layer with
@@ -233,7 +263,7 @@ def _power(ctx: LayerContext) -> Value | list[Value]:
     return ctx.result(y)
 
 
-@layer("PReLU", versions=LEGACY)
+@legacy_layer("PReLU")
 def _prelu(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2)
     shape = shape_of(ctx, 0)
@@ -246,7 +276,7 @@ def _prelu(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("prelu", {"x": x_of(ctx), "alpha": alpha}))
 
 
-@layer("ScaleShift", versions=LEGACY)
+@legacy_layer("ScaleShift")
 def _scale_shift(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -296,7 +326,7 @@ def eltwise_pair(ctx: LayerContext, op: str, a: str, b: str) -> str:
     return to_float(ctx, ctx.emit1("ne", {"x": to_float(ctx, la), "y": to_float(ctx, lb)}, out_dtype="logical"))
 
 
-@layer("Eltwise", versions=LEGACY)
+@legacy_layer("Eltwise")
 def _eltwise(ctx: LayerContext) -> Value:
     if ctx.n_inputs < 2:
         raise ctx.error(f"expects at least 2 inputs, has {ctx.n_inputs}")
@@ -321,7 +351,7 @@ def _eltwise(ctx: LayerContext) -> Value:
 # shape layers
 # ---------------------------------------------------------------------------------------------
 
-@layer("Concat", versions=LEGACY)
+@legacy_layer("Concat")
 def _concat(ctx: LayerContext) -> Value:
     if ctx.n_inputs < 1:
         raise ctx.error("expects at least one input")
@@ -337,7 +367,7 @@ def _concat_fold(ctx: LayerContext, arrays: list):
     return np.concatenate(arrays, axis=axis_of(ctx, "axis", rank, 1))
 
 
-@layer("Permute", versions=LEGACY)
+@legacy_layer("Permute")
 def _permute(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     rank = len(shape_of(ctx, 0))
@@ -346,7 +376,7 @@ def _permute(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("transpose", {"input": x_of(ctx)}, {"axes": order}, dtype="scalar"))
 
 
-@layer("Flatten", versions=LEGACY)
+@legacy_layer("Flatten")
 def _flatten(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -378,7 +408,7 @@ def resolve_reshape(ctx: LayerContext, shape: tuple, dims: list[int], key: str) 
     return out
 
 
-@layer("Reshape", versions=LEGACY)
+@legacy_layer("Reshape")
 def _reshape(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2)
     shape = shape_of(ctx, 0)
@@ -396,7 +426,7 @@ def _reshape(ctx: LayerContext) -> Value:
     return ctx.result(reshape(ctx, x_of(ctx), target))
 
 
-@layer("Tile", versions=LEGACY)
+@legacy_layer("Tile")
 def _tile(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     rank = len(shape_of(ctx, 0))
@@ -441,18 +471,18 @@ def emit_split(ctx: LayerContext, default_axis: int) -> list[Value]:
     return [ctx.result(t, port=i) for i, t in enumerate(outs)]
 
 
-@layer("Split", versions=LEGACY)
+@legacy_layer("Split")
 def _split(ctx: LayerContext) -> list[Value]:
     return emit_split(ctx, 1)
 
 
-@layer("Slice", versions=LEGACY)
+@legacy_layer("Slice")
 def _slice(ctx: LayerContext) -> list[Value]:
     # The legacy Slice is a split (the catalog: "splits the input blob into several pieces").
     return emit_split(ctx, 1)
 
 
-@layer("Crop", versions=LEGACY)
+@legacy_layer("Crop")
 def _crop(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2)
     shape = shape_of(ctx, 0)
@@ -490,7 +520,7 @@ def _crop(ctx: LayerContext) -> Value:
     return ctx.result(y)
 
 
-@layer("Pad", versions=LEGACY)
+@legacy_layer("Pad")
 def _pad(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -512,7 +542,7 @@ def _pad(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("pad", {"input": x_of(ctx)}, attrs))
 
 
-@layer("ShuffleChannels", versions=LEGACY)
+@legacy_layer("ShuffleChannels")
 def _shuffle(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -526,7 +556,7 @@ def _shuffle(ctx: LayerContext) -> Value:
     return ctx.result(reshape(ctx, t, shape))
 
 
-@layer("DepthToSpace", versions=LEGACY)
+@legacy_layer("DepthToSpace")
 def _depth_to_space(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -554,13 +584,13 @@ def _depth_to_space(ctx: LayerContext) -> Value:
     return ctx.result(reshape(ctx, t, [n, c2] + [d * bs for d in spatial]))
 
 
-@layer("Shape", versions=LEGACY)
+@legacy_layer("Shape")
 def _shape(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     return ctx.folded(np.asarray(shape_of(ctx, 0), dtype=np.int64))
 
 
-@layer("Fill", versions=LEGACY)
+@legacy_layer("Fill")
 def _fill(ctx: LayerContext) -> Value:
     ctx.expect_inputs(2)
     dims = ctx.const_ints(0, "output shape")
@@ -574,7 +604,7 @@ def _fill(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("tile", {"input": v}, {"repeats": dims}, dtype="scalar"))
 
 
-@layer("Range", versions=LEGACY)
+@legacy_layer("Range")
 def _range(ctx: LayerContext) -> Value:
     ctx.expect_inputs(3)
     start, limit, delta = (float(np.asarray(ctx.const(i, w)).reshape(-1)[0])
@@ -588,7 +618,7 @@ def _range(ctx: LayerContext) -> Value:
     return ctx.folded((start + delta * np.arange(count)).astype(dtype))
 
 
-@layer("Gather", versions=LEGACY)
+@legacy_layer("Gather")
 def _gather(ctx: LayerContext) -> Value:
     ctx.expect_inputs(2)
     # The catalog: input 0 holds the indices, input 1 the data; the output shape is

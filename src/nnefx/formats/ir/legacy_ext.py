@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .legacy import LEGACY, axis_of, bad, check, reshape, shape_of, x_of
-from .mapping import LayerContext, Value, layer, tensor_params
+from .legacy import axis_of, bad, check, legacy_layer, reshape, shape_of, x_of
+from .mapping import LayerContext, Value, tensor_params
 
 
 def _emit(ctx: LayerContext, op: str, n_inputs: int, attrs: dict) -> Value:
@@ -23,7 +23,7 @@ def _caffe_enum(value: str) -> str:
     return value.rsplit(".", 1)[-1].upper()
 
 
-@layer("ArgMax", versions=LEGACY)
+@legacy_layer("ArgMax")
 def _argmax(ctx: LayerContext) -> Value:
     top_k = ctx.int("top_k", 1)
     check(ctx, top_k >= 1, "top_k", top_k, "must be >= 1")
@@ -34,13 +34,13 @@ def _argmax(ctx: LayerContext) -> Value:
                                         "axis": axis})
 
 
-@layer(("CTCGreedyDecoder", "CTCGreadyDecoder"), versions=LEGACY)
+@legacy_layer(("CTCGreedyDecoder", "CTCGreadyDecoder"))
 def _ctc(ctx: LayerContext) -> Value:
     # The catalog's example spells the type "CTCGreadyDecoder" (typo); both names are read.
     return _emit(ctx, "ir_ctc_greedy_decoder", 2, {"ctc_merge_repeated": ctx.bool("ctc_merge_repeated", True)})
 
 
-@layer("ReverseSequence", versions=LEGACY)
+@legacy_layer("ReverseSequence")
 def _reverse_sequence(ctx: LayerContext) -> Value:
     rank = len(shape_of(ctx, 0))
     s = axis_of(ctx, "seq_axis", rank, 1)
@@ -49,14 +49,14 @@ def _reverse_sequence(ctx: LayerContext) -> Value:
     return _emit(ctx, "ir_reverse_sequence", 2, {"seq_axis": s, "batch_axis": b})
 
 
-@layer("Quantize", versions=LEGACY)
+@legacy_layer("Quantize")
 def _quantize(ctx: LayerContext) -> Value:
     levels = ctx.int("levels")
     check(ctx, levels >= 2, "levels", levels, "must be >= 2")
     return _emit(ctx, "ir_fake_quantize", 5, {"levels": levels})
 
 
-@layer("RegionYolo", versions=LEGACY)
+@legacy_layer("RegionYolo")
 def _region_yolo(ctx: LayerContext) -> Value:
     coords, classes, num = ctx.int("coords", 4), ctx.int("classes"), ctx.int("num")
     for key, v in (("coords", coords), ("classes", classes), ("num", num)):
@@ -70,14 +70,14 @@ def _region_yolo(ctx: LayerContext) -> Value:
                                             "end_axis": axis_of(ctx, "end_axis", rank, -1)})
 
 
-@layer("ReorgYolo", versions=LEGACY)
+@legacy_layer("ReorgYolo")
 def _reorg_yolo(ctx: LayerContext) -> Value:
     stride = ctx.int("stride")
     check(ctx, stride >= 1, "stride", stride, "must be >= 1")
     return _emit(ctx, "ir_reorg_yolo", 1, {"stride": stride})
 
 
-@layer("ROIPooling", versions=LEGACY)
+@legacy_layer("ROIPooling")
 def _roi_pooling(ctx: LayerContext) -> Value:
     ph, pw = ctx.int("pooled_h"), ctx.int("pooled_w")
     check(ctx, ph >= 1, "pooled_h", ph, "must be >= 1")
@@ -89,7 +89,7 @@ def _roi_pooling(ctx: LayerContext) -> Value:
                                             "method": method})
 
 
-@layer("PSROIPooling", versions=LEGACY)
+@legacy_layer("PSROIPooling")
 def _psroi(ctx: LayerContext) -> Value:
     out_dim, group = ctx.int("output_dim"), ctx.int("group_size", 1)
     check(ctx, out_dim >= 1, "output_dim", out_dim, "must be >= 1")
@@ -111,7 +111,7 @@ def _variance(ctx: LayerContext) -> list[float]:
     return v
 
 
-@layer("PriorBox", versions=LEGACY)
+@legacy_layer("PriorBox")
 def _prior_box(ctx: LayerContext) -> Value:
     min_size = ctx.floats("min_size")
     max_size = ctx.floats("max_size", [])
@@ -136,7 +136,7 @@ def _prior_box(ctx: LayerContext) -> Value:
                                           "scale_all_sizes": True})
 
 
-@layer("PriorBoxClustered", versions=LEGACY)
+@legacy_layer("PriorBoxClustered")
 def _prior_box_clustered(ctx: LayerContext) -> Value:
     width, height = ctx.floats("width"), ctx.floats("height")
     check(ctx, len(width) == len(height) and width, "width", width, f"must pair with height {height}")
@@ -150,7 +150,7 @@ def _prior_box_clustered(ctx: LayerContext) -> Value:
     return _emit(ctx, "ir_prior_box_clustered", 2, attrs)
 
 
-@layer("DetectionOutput", versions=LEGACY)
+@legacy_layer("DetectionOutput")
 def _detection_output(ctx: LayerContext) -> Value:
     if ctx.n_inputs != 3:
         raise ctx.error(f"expects 3 inputs (loc, conf, priors), has {ctx.n_inputs}; the 5-input form is not "
@@ -203,7 +203,7 @@ def _rpn_common(ctx: LayerContext, nms_key: str) -> dict:
     return {"pre_nms_topn": pre, "post_nms_topn": post, "feat_stride": fs, "scale": scale}
 
 
-@layer("Proposal", versions=LEGACY)
+@legacy_layer("Proposal")
 def _proposal(ctx: LayerContext) -> Value:
     attrs = _rpn_common(ctx, "nms_thresh")
     framework = ctx.str("framework", "").lower()
@@ -223,7 +223,7 @@ def _proposal(ctx: LayerContext) -> Value:
     return _emit(ctx, "ir_proposal", 3, attrs)
 
 
-@layer("SimplerNMS", versions=LEGACY)
+@legacy_layer("SimplerNMS")
 def _simpler_nms(ctx: LayerContext) -> Value:
     attrs = _rpn_common(ctx, "iou_threshold")
     mb = ctx.int("min_bbox_size")
@@ -233,7 +233,7 @@ def _simpler_nms(ctx: LayerContext) -> Value:
     return _emit(ctx, "ir_simpler_nms", 3, attrs)
 
 
-@layer("Interp", versions=LEGACY)
+@legacy_layer("Interp")
 def _interp(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2)
     shape = shape_of(ctx, 0)
@@ -268,7 +268,7 @@ def _interp(ctx: LayerContext) -> Value:
     return ctx.result(y)
 
 
-@layer("Resample", versions=LEGACY)
+@legacy_layer("Resample")
 def _resample(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2)
     shape = shape_of(ctx, 0)
@@ -377,7 +377,7 @@ def resolve_strided_slice(ctx: LayerContext, shape: tuple, begin: list[int], end
     return rb, re, rs, out_shape
 
 
-@layer("StridedSlice", versions=LEGACY)
+@legacy_layer("StridedSlice")
 def _strided_slice(ctx: LayerContext) -> Value:
     ctx.expect_inputs(3, 4)
     shape = shape_of(ctx, 0)

@@ -7,18 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from .legacy import (
-    LEGACY,
     activation,
     binary,
     channel_param,
     check,
     const_tensor,
+    legacy_layer,
     reshape,
     shape_of,
     unary,
     x_of,
 )
-from .mapping import LayerContext, Value, layer
+from .mapping import LayerContext, Value
 
 # ---------------------------------------------------------------------------------------------
 # window geometry
@@ -117,7 +117,7 @@ def weights_and_bias(ctx: LayerContext, filter_shape: list[int], out_c: int) -> 
     return w, b
 
 
-@layer("Convolution", versions=LEGACY)
+@legacy_layer("Convolution")
 def _convolution(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2, 3)
     shape, kernel, strides, dil, group, out_c, pads = conv_common(ctx)
@@ -128,7 +128,7 @@ def _convolution(ctx: LayerContext) -> Value:
     return ctx.result(y)
 
 
-@layer("Deconvolution", versions=LEGACY)
+@legacy_layer("Deconvolution")
 def _deconvolution(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2, 3)
     shape, kernel, strides, dil, group, out_c, pads = conv_common(ctx, transposed=True)
@@ -145,7 +145,7 @@ def _deconvolution(ctx: LayerContext) -> Value:
     return ctx.result(y)
 
 
-@layer("BinaryConvolution", versions=LEGACY)
+@legacy_layer("BinaryConvolution")
 def _binary_convolution(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2)
     shape, kernel, strides, dil, group, out_c, pads = conv_common(ctx)
@@ -174,7 +174,7 @@ def _binary_convolution(ctx: LayerContext) -> Value:
 # ---------------------------------------------------------------------------------------------
 
 
-@layer("Pooling", versions=LEGACY)
+@legacy_layer("Pooling")
 def _pooling(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -225,7 +225,7 @@ def _pooling(ctx: LayerContext) -> Value:
 # ---------------------------------------------------------------------------------------------
 
 
-@layer(("FullyConnected", "InnerProduct"), versions=LEGACY)
+@legacy_layer(("FullyConnected", "InnerProduct"))
 def _fully_connected(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1, 2, 3)
     shape = shape_of(ctx, 0)
@@ -239,7 +239,7 @@ def _fully_connected(ctx: LayerContext) -> Value:
     return ctx.result(ctx.emit1("linear", {"input": x, "filter": w, "bias": b}))
 
 
-@layer("BatchNormalization", versions=LEGACY)
+@legacy_layer("BatchNormalization")
 def _batch_norm(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -266,7 +266,7 @@ def _batch_norm(ctx: LayerContext) -> Value:
 # ---------------------------------------------------------------------------------------------
 
 
-@layer("GRN", versions=LEGACY)
+@legacy_layer("GRN")
 def _grn(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     bias = ctx.float("bias")
@@ -278,7 +278,7 @@ def _grn(ctx: LayerContext) -> Value:
     return ctx.result(binary(ctx, "div", x, norm))
 
 
-@layer("MVN", versions=LEGACY)
+@legacy_layer("MVN")
 def _mvn(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -300,7 +300,7 @@ def _mvn(ctx: LayerContext) -> Value:
     return ctx.result(binary(ctx, "div", d, unary(ctx, "sqrt", binary(ctx, "add", var, eps))))
 
 
-@layer(("Norm", "LRN"), versions=LEGACY)
+@legacy_layer(("Norm", "LRN"))
 def _norm(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -320,7 +320,7 @@ def _norm(ctx: LayerContext) -> Value:
     return ctx.result(y)
 
 
-@layer("Normalize", versions=LEGACY)
+@legacy_layer("Normalize")
 def _normalize(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
@@ -356,7 +356,7 @@ def _clip(ctx: LayerContext, x: str, clip: float) -> str:
     return x if clip == 0.0 else ctx.emit1("clamp", {"x": x, "a": -clip, "b": clip})
 
 
-@layer(("LSTMCell", "GRUCell", "RNNCell"), versions=LEGACY)
+@legacy_layer(("LSTMCell", "GRUCell", "RNNCell"))
 def _cell(ctx: LayerContext) -> list[Value] | Value:
     kind = ctx.type
     ctx.expect_inputs(3 if kind == "LSTMCell" else 2)

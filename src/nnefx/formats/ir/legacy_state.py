@@ -27,8 +27,8 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Operation
-from .legacy import LEGACY, check, safe_axis_value
-from .mapping import LayerContext, Value, layer, safe_label
+from .legacy import check, legacy_layer, safe_axis_value
+from .mapping import LayerContext, Value, safe_label
 
 MAX_UNROLLED_LAYERS = 200_000
 
@@ -45,7 +45,7 @@ def _memory_state(ctx: LayerContext) -> dict:
     return state
 
 
-@layer("Memory", versions=LEGACY)
+@legacy_layer("Memory")
 def _memory(ctx: LayerContext):
     mid = ctx.str("id")
     check(ctx, mid != "", "id", mid, "must not be empty")
@@ -214,7 +214,7 @@ def _take(ctx: LayerContext, value: Value, axis: int, low: int, part: int) -> Va
     return ctx.result(t, etype=value.etype)
 
 
-@layer("TensorIterator", versions=LEGACY)
+@legacy_layer("TensorIterator")
 def tensor_iterator(ctx: LayerContext) -> list[Value]:
     from .reader import NetReader
 
