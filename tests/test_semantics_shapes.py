@@ -85,3 +85,26 @@ def test_update_keeps_variable_shape():
     g = compile_document(text)
     assert g.operations[-1].op == "update" and g.operations[-1].inputs == {"variable": "v", "value": "y"}
     assert g.tensors["u"].shape == (2,)
+
+
+@pytest.mark.parametrize("label,ok", [("conv1/filter", True), ("a-b_c.d\\\\e", True), ("", False), ("a b", False),
+                                      ("w:1", False)])
+def test_variable_labels(label, ok):
+    text = ("version 1.0;\ngraph G( x ) -> ( y )\n{\n    x = external(shape = [1]);\n"
+            f"    v = variable(shape = [1], label = '{label}');\n    y = add(x, v);\n}}\n")
+    if ok:
+        compile_document(text)
+    else:
+        with pytest.raises(NNEFXError) as info:
+            compile_document(text)
+        assert info.value.location.line == 5 and "label" in info.value.message
+
+
+def test_shared_labels_need_equal_shapes():
+    text = ("version 1.0;\ngraph G( x ) -> ( y )\n{\n    x = external(shape = [2]);\n"
+            "    v = variable(shape = [2], label = 'w');\n    u = variable(shape = [2], label = 'W');\n"
+            "    y = add(v, u);\n}\n")
+    compile_document(text)
+    with pytest.raises(NNEFXError) as info:
+        compile_document(text.replace("shape = [2], label = 'W'", "shape = [1, 2], label = 'W'"))
+    assert info.value.location.line == 6 and "share data" in info.value.message

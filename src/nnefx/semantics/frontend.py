@@ -8,11 +8,12 @@ shapes and data types, and attach ``graph.quant`` information.  Every failure is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from ..diagnostics import NNEFXError
-from ..graph import Graph
+from ..graph import Graph, Operation
 from ..syntax import ast
 from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
@@ -77,6 +78,7 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             assert doc.graph is not None
             graph = expander.expand_graph(doc.graph)
             graph.validate_structure()
+            check_variables(graph)
             if shapes:
                 infer_shapes(graph, input_shapes)
             if quant:
@@ -89,6 +91,30 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
         raise NNEFXError("document nested too deeply to process", None if file is None else
                          __import__("nnefx.diagnostics", fromlist=["Location"]).Location(file)) from None
     return graph
+
+
+_LABEL = re.compile(r"[A-Za-z0-9_\-./\\]+\Z")
+
+
+def check_variables(graph: Graph) -> None:
+    """Variable labels (spec 4.1): non-empty, characters ``[A-Za-z0-9_-./\\]``; variables
+    sharing a label (compared case-insensitively) share data, so their shapes must agree."""
+    seen: dict[str, tuple[Any, Operation]] = {}
+    for op in graph.operations:
+        if op.op != "variable":
+            continue
+        label = op.attribs.get("label")
+        if not isinstance(label, str) or not _LABEL.match(label):
+            raise NNEFXError(f"variable label {label!r} is invalid: it must be non-empty and use only letters, "
+                             "digits and _ - . / \\", op.location)
+        key = label.lower()
+        shape = op.attribs.get("shape")
+        if key in seen and seen[key][0] != shape:
+            other = seen[key][1]
+            line = other.location.line if other.location else "?"
+            raise NNEFXError(f"variables labelled '{label}' share data but have different shapes {shape} and "
+                             f"{seen[key][0]} (the other is at line {line})", op.location)
+        seen.setdefault(key, (shape, op))
 
 
 def parse_quant_entries(text: str, table: dict[str, ast.Fragment], *, file: str | None = None,
@@ -163,5 +189,5 @@ def attach_quant(graph: Graph, text: str, table: dict[str, ast.Fragment], *, fil
     return graph
 
 
-__all__ = ["attach_quant", "check_document", "compile_document", "fragment_table", "match_arguments",
+__all__ = ["attach_quant", "check_document", "check_variables", "compile_document", "fragment_table", "match_arguments",
            "parse_quant_entries"]
