@@ -21,6 +21,7 @@ TensorIterator).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -72,6 +73,24 @@ def bad(ctx: LayerContext, key: str, value: object, why: str):
 def check(ctx: LayerContext, cond: bool, key: str, value: object, why: str) -> None:
     if not cond:
         raise bad(ctx, key, value, why)
+
+
+_MISSING = object()
+
+
+def fnum(ctx: LayerContext, key: str, default: object = _MISSING) -> float:
+    """A finite number attribute (``nan``/``inf`` are refused: they would poison sizes and loops)."""
+    v = ctx.float(key) if default is _MISSING else ctx.float(key, default)
+    if not math.isfinite(v):
+        raise bad(ctx, key, ctx.str(key), "must be a finite number")
+    return v
+
+
+def fnums(ctx: LayerContext, key: str, default: object = _MISSING) -> list[float]:
+    v = ctx.floats(key) if default is _MISSING else ctx.floats(key, default)
+    if not all(math.isfinite(x) for x in v):
+        raise bad(ctx, key, ctx.str(key), "must hold finite numbers")
+    return v
 
 
 def shape_of(ctx: LayerContext, i: int) -> tuple:
@@ -185,21 +204,21 @@ def activation(ctx: LayerContext, kind: str, x: str) -> str:
     if kind == "sqrt":
         return unary(ctx, "sqrt", x)
     if kind == "elu":
-        alpha = ctx.float("alpha", 1.0)
+        alpha = fnum(ctx, "alpha", 1.0)
         return unary(ctx, "elu", x, alpha=alpha)
     if kind in ("relu", "leaky_relu"):
-        slope = ctx.float("negative_slope", ctx.float("alpha", 0.0) if ctx.has("alpha") else 0.0)
+        slope = fnum(ctx, "negative_slope", fnum(ctx, "alpha", 0.0) if ctx.has("alpha") else 0.0)
         return unary(ctx, "relu", x) if slope == 0.0 else unary(ctx, "leaky_relu", x, alpha=slope)
     if kind == "relu6":
         return ctx.emit1("clamp", {"x": x, "a": 0.0, "b": 6.0})
     if kind == "clamp":
-        lo, hi = ctx.float("min"), ctx.float("max")
+        lo, hi = fnum(ctx, "min"), fnum(ctx, "max")
         check(ctx, lo <= hi, "min", lo, f"exceeds max {hi}")
         return ctx.emit1("clamp", {"x": x, "a": lo, "b": hi})
     if kind == "not":
         return to_float(ctx, ctx.emit1("eq", {"x": x, "y": 0.0}, out_dtype="logical"))
     if kind == "swish":
-        beta = ctx.float("beta", 1.0)
+        beta = fnum(ctx, "beta", 1.0)
         s = unary(ctx, "sigmoid", binary(ctx, "mul", x, beta) if beta != 1.0 else x)
         return binary(ctx, "mul", x, s)
     if kind == "hsigmoid":
@@ -218,7 +237,7 @@ def _activation(ctx: LayerContext) -> Value:
 @legacy_layer("ReLU")
 def _relu(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
-    slope = ctx.float("negative_slope", 0.0)
+    slope = fnum(ctx, "negative_slope", 0.0)
     x = x_of(ctx)
     return ctx.result(unary(ctx, "relu", x) if slope == 0.0 else unary(ctx, "leaky_relu", x, alpha=slope))
 
@@ -226,7 +245,7 @@ def _relu(ctx: LayerContext) -> Value:
 @legacy_layer("Clamp")
 def _clamp(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
-    lo, hi = ctx.float("min"), ctx.float("max")
+    lo, hi = fnum(ctx, "min"), fnum(ctx, "max")
     check(ctx, lo <= hi, "min", lo, f"exceeds max {hi}")
     # The catalog's formula is cut off after "min_value if input_i"; the evident intent is
     # min_value below min, input in between, max_value above max.
@@ -250,7 +269,7 @@ def _power(ctx: LayerContext) -> Value | list[Value]:
 
         return tensor_iterator(ctx)
     ctx.expect_inputs(1)
-    power, scale, shift = ctx.float("power", 1.0), ctx.float("scale", 1.0), ctx.float("shift", 0.0)
+    power, scale, shift = fnum(ctx, "power", 1.0), fnum(ctx, "scale", 1.0), fnum(ctx, "shift", 0.0)
     y = x_of(ctx)
     if scale != 1.0:
         y = binary(ctx, "mul", y, scale)
@@ -332,7 +351,7 @@ def _eltwise(ctx: LayerContext) -> Value:
         raise ctx.error(f"expects at least 2 inputs, has {ctx.n_inputs}")
     op = ctx.str("operation", "sum").lower()
     check(ctx, op in ELTWISE, "operation", op, f"is not one of {', '.join(ELTWISE)}")
-    coeff = ctx.floats("coeff", [])
+    coeff = fnums(ctx, "coeff", [])
     if coeff:
         check(ctx, op == "sum", "coeff", coeff, "is only allowed with operation = sum")
         check(ctx, len(coeff) == ctx.n_inputs, "coeff", coeff, f"needs one value per input ({ctx.n_inputs})")
@@ -538,7 +557,7 @@ def _pad(ctx: LayerContext) -> Value:
             check(ctx, b <= n and e <= n, "pads_begin", pb, f"symmetric padding needs pads <= extent {n}")
     attrs = {"padding": [(int(b), int(e)) for b, e in zip(pb, pe, strict=True)], "border": border}
     if mode == "constant":
-        attrs["value"] = ctx.float("pad_value", 0.0)
+        attrs["value"] = fnum(ctx, "pad_value", 0.0)
     return ctx.result(ctx.emit1("pad", {"input": x_of(ctx)}, attrs))
 
 
@@ -595,6 +614,7 @@ def _fill(ctx: LayerContext) -> Value:
     ctx.expect_inputs(2)
     dims = ctx.const_ints(0, "output shape")
     check(ctx, all(d >= 1 for d in dims), "input 0", dims, "must hold positive extents")
+    check(ctx, math.prod(dims) <= MAX_RESULT_ITEMS, "input 0", dims, "asks for too many items")
     vshape = ctx.in_shape(1) or ()
     if int(np.prod(vshape)) != 1:
         raise ctx.error(f"input 1 (fill value) must hold one value, has shape {tuple(vshape)}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .legacy import axis_of, bad, check, legacy_layer, reshape, shape_of, x_of
+from .legacy import axis_of, bad, check, fnum, fnums, legacy_layer, reshape, shape_of, x_of
 from .mapping import LayerContext, Value, tensor_params
 
 
@@ -82,7 +82,7 @@ def _roi_pooling(ctx: LayerContext) -> Value:
     ph, pw = ctx.int("pooled_h"), ctx.int("pooled_w")
     check(ctx, ph >= 1, "pooled_h", ph, "must be >= 1")
     check(ctx, pw >= 1, "pooled_w", pw, "must be >= 1")
-    scale = ctx.float("spatial_scale", 1.0)
+    scale = fnum(ctx, "spatial_scale", 1.0)
     check(ctx, scale > 0, "spatial_scale", scale, "must be > 0")
     method = ctx.choice("method", ("max", "bilinear"), "max")
     return _emit(ctx, "ir_roi_pooling", 2, {"pooled_h": ph, "pooled_w": pw, "spatial_scale": scale,
@@ -94,7 +94,7 @@ def _psroi(ctx: LayerContext) -> Value:
     out_dim, group = ctx.int("output_dim"), ctx.int("group_size", 1)
     check(ctx, out_dim >= 1, "output_dim", out_dim, "must be >= 1")
     check(ctx, group >= 1, "group_size", group, "must be >= 1")
-    scale = ctx.float("spatial_scale", 1.0)
+    scale = fnum(ctx, "spatial_scale", 1.0)
     check(ctx, scale > 0, "spatial_scale", scale, "must be > 0")
     mode = ctx.choice("mode", ("average", "bilinear"), "average")
     bx, by = ctx.int("spatial_bins_x", 1), ctx.int("spatial_bins_y", 1)
@@ -105,7 +105,7 @@ def _psroi(ctx: LayerContext) -> Value:
 
 
 def _variance(ctx: LayerContext) -> list[float]:
-    v = ctx.floats("variance", [])
+    v = fnums(ctx, "variance", [])
     check(ctx, len(v) in (0, 1, 4), "variance", v, "needs 0, 1 or 4 values")
     check(ctx, all(x > 0 for x in v), "variance", v, "must be > 0")
     return v
@@ -113,22 +113,22 @@ def _variance(ctx: LayerContext) -> list[float]:
 
 @legacy_layer("PriorBox")
 def _prior_box(ctx: LayerContext) -> Value:
-    min_size = ctx.floats("min_size")
-    max_size = ctx.floats("max_size", [])
-    ar = ctx.floats("aspect_ratio", [])
+    min_size = fnums(ctx, "min_size")
+    max_size = fnums(ctx, "max_size", [])
+    ar = fnums(ctx, "aspect_ratio", [])
     check(ctx, len(min_size) > 0 and all(s > 0 for s in min_size), "min_size", min_size, "must be positive")
     check(ctx, len(max_size) <= len(min_size), "max_size", max_size, "is longer than min_size")
     check(ctx, all(m > s for m, s in zip(max_size, min_size, strict=False)), "max_size", max_size,
           "must exceed min_size")
     check(ctx, all(a > 0 for a in ar), "aspect_ratio", ar, "must be positive")
-    step = ctx.float("step", 0.0)
+    step = fnum(ctx, "step", 0.0)
     check(ctx, step >= 0, "step", step, "must be >= 0")
-    offset = ctx.float("offset", 0.5)
+    offset = fnum(ctx, "offset", 0.5)
     check(ctx, 0 <= offset <= 1, "offset", offset, "must lie in [0, 1]")
     sas = ctx.bool("scale_all_sizes", True)
     check(ctx, sas, "scale_all_sizes", sas, "= false is not supported")
     for key in ("fixed_size", "fixed_ratio", "density"):
-        if ctx.floats(key, []):
+        if fnums(ctx, key, []):
             raise bad(ctx, key, ctx.str(key), "is not supported")
     return _emit(ctx, "ir_prior_box", 2, {"min_size": min_size, "max_size": max_size, "aspect_ratio": ar,
                                           "flip": ctx.bool("flip", False), "clip": ctx.bool("clip", False),
@@ -138,13 +138,13 @@ def _prior_box(ctx: LayerContext) -> Value:
 
 @legacy_layer("PriorBoxClustered")
 def _prior_box_clustered(ctx: LayerContext) -> Value:
-    width, height = ctx.floats("width"), ctx.floats("height")
+    width, height = fnums(ctx, "width"), fnums(ctx, "height")
     check(ctx, len(width) == len(height) and width, "width", width, f"must pair with height {height}")
     check(ctx, all(w > 0 for w in width + height), "width", width, "and height must be positive")
-    attrs = {"width": width, "height": height, "clip": ctx.bool("clip", False), "offset": ctx.float("offset", 0.5),
+    attrs = {"width": width, "height": height, "clip": ctx.bool("clip", False), "offset": fnum(ctx, "offset", 0.5),
              "variance": _variance(ctx), "img_w": ctx.int("img_w", 0), "img_h": ctx.int("img_h", 0)}
     for key in ("step", "step_w", "step_h"):
-        attrs[key] = ctx.float(key, 0.0)
+        attrs[key] = fnum(ctx, key, 0.0)
         check(ctx, attrs[key] >= 0, key, attrs[key], "must be >= 0")
     check(ctx, attrs["img_w"] >= 0 and attrs["img_h"] >= 0, "img_w", attrs["img_w"], "must be >= 0")
     return _emit(ctx, "ir_prior_box_clustered", 2, attrs)
@@ -161,7 +161,7 @@ def _detection_output(ctx: LayerContext) -> Value:
     code = _caffe_enum(raw_code)
     check(ctx, code in ("CORNER", "CENTER_SIZE", "CORNER_SIZE"), "code_type", raw_code,
           "is not CORNER, CENTER_SIZE or CORNER_SIZE")
-    nms = ctx.float("nms_threshold")
+    nms = fnum(ctx, "nms_threshold")
     check(ctx, 0 <= nms <= 1, "nms_threshold", nms, "must lie in [0, 1]")
     bg = ctx.int("background_label_id", 0)
     check(ctx, -1 <= bg < nc, "background_label_id", bg, f"must lie in [-1, {nc})")
@@ -175,7 +175,7 @@ def _detection_output(ctx: LayerContext) -> Value:
         raise bad(ctx, "normalized", ctx.str("normalized"), "— only normalized boxes are supported")
     attrs = {"num_classes": nc, "background_label_id": bg, "top_k": top_k, "keep_top_k": keep, "code_type": code,
              "share_location": ctx.bool("share_location", True), "nms_threshold": nms,
-             "confidence_threshold": ctx.float("confidence_threshold", 0.0),
+             "confidence_threshold": fnum(ctx, "confidence_threshold", 0.0),
              "variance_encoded_in_target": ctx.bool("variance_encoded_in_target", False),
              "clip_before_nms": ctx.bool("clip_before_nms", False) or ctx.bool("clip", False),
              "clip_after_nms": ctx.bool("clip_after_nms", False)}
@@ -194,11 +194,11 @@ def _rpn_common(ctx: LayerContext, nms_key: str) -> dict:
     pre, post = ctx.int("pre_nms_topn"), ctx.int("post_nms_topn")
     check(ctx, pre >= 1, "pre_nms_topn", pre, "must be >= 1")
     check(ctx, post >= 1, "post_nms_topn", post, "must be >= 1")
-    thr = ctx.float(nms_key)
+    thr = fnum(ctx, nms_key)
     check(ctx, 0 <= thr <= 1, nms_key, thr, "must lie in [0, 1]")
     fs = ctx.int("feat_stride")
     check(ctx, fs >= 1, "feat_stride", fs, "must be >= 1")
-    scale = ctx.floats("scale")
+    scale = fnums(ctx, "scale")
     check(ctx, len(scale) > 0 and all(s > 0 for s in scale), "scale", scale, "must be positive")
     return {"pre_nms_topn": pre, "post_nms_topn": post, "feat_stride": fs, "scale": scale}
 
@@ -211,12 +211,12 @@ def _proposal(ctx: LayerContext) -> Value:
     base, min_size = ctx.int("base_size"), ctx.int("min_size")
     check(ctx, base >= 1, "base_size", base, "must be >= 1")
     check(ctx, min_size >= 0, "min_size", min_size, "must be >= 0")
-    ratio = ctx.floats("ratio")
+    ratio = fnums(ctx, "ratio")
     check(ctx, len(ratio) > 0 and all(r > 0 for r in ratio), "ratio", ratio, "must be positive")
-    attrs.update(base_size=base, min_size=min_size, ratio=ratio, nms_thresh=ctx.float("nms_thresh"),
+    attrs.update(base_size=base, min_size=min_size, ratio=ratio, nms_thresh=fnum(ctx, "nms_thresh"),
                  clip_before_nms=ctx.bool("clip_before_nms", True), clip_after_nms=ctx.bool("clip_after_nms", False),
-                 normalize=ctx.bool("normalize", False), box_size_scale=ctx.float("box_size_scale", 1.0),
-                 box_coordinate_scale=ctx.float("box_coordinate_scale", 1.0))
+                 normalize=ctx.bool("normalize", False), box_size_scale=fnum(ctx, "box_size_scale", 1.0),
+                 box_coordinate_scale=fnum(ctx, "box_coordinate_scale", 1.0))
     check(ctx, attrs["box_size_scale"] > 0, "box_size_scale", attrs["box_size_scale"], "must be > 0")
     check(ctx, attrs["box_coordinate_scale"] > 0, "box_coordinate_scale", attrs["box_coordinate_scale"],
           "must be > 0")
@@ -228,8 +228,8 @@ def _simpler_nms(ctx: LayerContext) -> Value:
     attrs = _rpn_common(ctx, "iou_threshold")
     mb = ctx.int("min_bbox_size")
     check(ctx, mb >= 0, "min_bbox_size", mb, "must be >= 0")
-    attrs.update(iou_threshold=ctx.float("iou_threshold"), min_bbox_size=mb,
-                 cls_threshold=ctx.float("cls_threshold", 0.0))
+    attrs.update(iou_threshold=fnum(ctx, "iou_threshold"), min_bbox_size=mb,
+                 cls_threshold=fnum(ctx, "cls_threshold", 0.0))
     return _emit(ctx, "ir_simpler_nms", 3, attrs)
 
 
@@ -247,8 +247,8 @@ def _interp(ctx: LayerContext) -> Value:
         oh, ow = shape_of(ctx, 1)[2:4]
     elif ctx.int("height", 0) > 0 or ctx.int("width", 0) > 0:
         oh, ow = ctx.int("height"), ctx.int("width")
-    elif ctx.has("factor") and ctx.float("factor") != 0:
-        f = ctx.float("factor")
+    elif ctx.has("factor") and fnum(ctx, "factor") != 0:
+        f = fnum(ctx, "factor")
         check(ctx, f > 0, "factor", f, "must be > 0")
         oh, ow = int(H * f), int(W * f)
     elif ctx.has("zoom_factor") or ctx.has("shrink_factor"):
@@ -284,7 +284,7 @@ def _resample(ctx: LayerContext) -> Value:
         out = list(dims[2:])
         factor = None
     else:                                                    # type 1: a factor
-        factor = ctx.float("factor")
+        factor = fnum(ctx, "factor")
         check(ctx, factor > 0, "factor", factor, "must be > 0")
         out = [int(d * factor) for d in spatial]
     check(ctx, all(o >= 1 for o in out), "factor", factor, "gives an empty output")

@@ -12,6 +12,7 @@ from .legacy import (
     channel_param,
     check,
     const_tensor,
+    fnum,
     legacy_layer,
     reshape,
     shape_of,
@@ -151,7 +152,7 @@ def _binary_convolution(ctx: LayerContext) -> Value:
     shape, kernel, strides, dil, group, out_c, pads = conv_common(ctx)
     mode = ctx.str("mode", "xnor-popcount")
     check(ctx, mode == "xnor-popcount", "mode", mode, "must be xnor-popcount")
-    pad_value = ctx.float("pad_value", 0.0)
+    pad_value = fnum(ctx, "pad_value", 0.0)
     fshape = [out_c, shape[1] // group] + kernel
     if ctx.n_inputs == 2:
         w = ctx.tensor(1)
@@ -244,7 +245,7 @@ def _batch_norm(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
     c = shape[1]
-    eps = ctx.float("epsilon", 1e-5)
+    eps = fnum(ctx, "epsilon", 1e-5)
     check(ctx, eps >= 0, "epsilon", eps, "must be >= 0")
     # Blob roles as the Inference Engine stored them: <weights> = variance, <biases> = mean
     # (explicitly named <mean>/<variance>/<gamma>/<beta> blobs are accepted too).
@@ -269,7 +270,7 @@ def _batch_norm(ctx: LayerContext) -> Value:
 @legacy_layer("GRN")
 def _grn(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
-    bias = ctx.float("bias")
+    bias = fnum(ctx, "bias")
     check(ctx, bias >= 0, "bias", bias, "must be >= 0")
     x = x_of(ctx)
     # The catalog sums input_i under the root; "L2 norm" is the evident intent: squares.
@@ -284,7 +285,7 @@ def _mvn(ctx: LayerContext) -> Value:
     shape = shape_of(ctx, 0)
     across = ctx.bool("across_channels", False)
     normalize = ctx.bool("normalize_variance", False)
-    eps = ctx.float("eps", 1e-9)
+    eps = fnum(ctx, "eps", 1e-9)
     check(ctx, eps >= 0, "eps", eps, "must be >= 0")
     axes = list(range(1 if across else 2, len(shape)))
     if not axes:
@@ -304,11 +305,11 @@ def _mvn(ctx: LayerContext) -> Value:
 def _norm(ctx: LayerContext) -> Value:
     ctx.expect_inputs(1)
     shape = shape_of(ctx, 0)
-    alpha, beta = ctx.float("alpha"), ctx.float("beta")
+    alpha, beta = fnum(ctx, "alpha"), fnum(ctx, "beta")
     n = ctx.int("local-size") if ctx.has("local-size") else ctx.int("local_size")
     check(ctx, n >= 1, "local-size", n, "must be >= 1")
     region = ctx.choice("region", ("across", "same"), "across")
-    k = ctx.float("k", 1.0)
+    k = fnum(ctx, "k", 1.0)
     if region == "across":
         size = [1, n] + [1] * (len(shape) - 2)
     else:
@@ -326,7 +327,7 @@ def _normalize(ctx: LayerContext) -> Value:
     shape = shape_of(ctx, 0)
     across = ctx.bool("across_spatial", True)
     shared = ctx.bool("channel_shared", True)
-    eps = ctx.float("eps")
+    eps = fnum(ctx, "eps")
     check(ctx, eps >= 0, "eps", eps, "must be >= 0")
     scale = np.asarray(ctx.blob("weights"), dtype=np.float32).reshape(-1)
     if shared and scale.size != 1:
@@ -368,7 +369,7 @@ def _cell(ctx: LayerContext) -> list[Value] | Value:
     acts = [a.lower() for a in ctx.str("activations", ",".join(_CELL_DEFAULTS[kind])).split(",") if a]
     check(ctx, len(acts) == len(_CELL_DEFAULTS[kind]), "activations", acts,
           f"needs {len(_CELL_DEFAULTS[kind])} names")
-    clip = ctx.float("clip", 0.0)
+    clip = fnum(ctx, "clip", 0.0)
     check(ctx, clip >= 0, "clip", clip, "must be >= 0")
     if ctx.has("activation_alpha") or ctx.has("activation_beta"):
         raise ctx.error("activation_alpha / activation_beta are not supported")

@@ -43,6 +43,7 @@ checked as it is mapped (issue 6 item 4); ``ctx.in_shape(i)`` gives the best-kno
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -343,7 +344,7 @@ class LayerContext:
                 f = float(v)
             except ValueError:
                 raise self.error(f"attribute '{key}' must be an integer, got '{v}'") from None
-            if f != int(f):
+            if not math.isfinite(f) or f != int(f):
                 raise self.error(f"attribute '{key}' must be an integer, got '{v}'") from None
             return int(f)
 
