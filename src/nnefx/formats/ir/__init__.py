@@ -34,8 +34,18 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
 
 
 def save(model: Model, path: str | os.PathLike, **options: Any) -> None:
-    """Writing IR v11 is not implemented yet (planned); say so instead of writing junk."""
-    raise NNEFXError("writing IR XML is not supported yet; save as an NNEF folder instead")
+    """Write ``model`` as IR v11 (``path`` + ``.bin``), readable by today's OpenVINO.
+
+    Options: ``compress_to_fp16=True`` stores float weights as f16 behind ``Convert`` layers;
+    ``weights=`` the ``.bin`` path.  Operations without an exact opset form are refused with
+    an error naming them (see :mod:`.writer`).
+    """
+    from .writer import write_ir
+
+    unknown = set(options) - {"compress_to_fp16", "weights"}
+    if unknown:
+        raise NNEFXError(f"unknown option(s) for writing IR models: {', '.join(sorted(unknown))}")
+    write_ir(model, path, **options)
 
 
 __all__ = ["load", "save"]

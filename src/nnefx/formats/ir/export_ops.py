@@ -1,0 +1,674 @@
+"""nnefx operation -> IR opset layer(s): one small function per operation.
+
+Each exporter gets the :class:`~.writer.ExportContext` and the Operation, emits layers and
+binds the operation's output tensors to ports.  The rules every exporter follows:
+
+* **Exact or refused.**  Where NNEF and the opset differ (border modes, broadcasting,
+  padding, rounding, window shapes), the exporter either reproduces NNEF's result exactly
+  (extra layers where needed) or raises through ``ctx.fail`` — never an approximation.
+* **NNEF broadcasting.**  NNEF aligns shapes from dimension 0 (a ``[1, C]`` bias against
+  ``[N, C, H, W]`` means ``[1, C, 1, 1]``) while the opset aligns from the right, so operands
+  of lower rank get trailing unit dimensions (:func:`aligned`) before any numpy-broadcasting
+  layer.
+* **Static shapes.**  Port dims are written from the graph's inferred shapes; helper layers
+  compute theirs here.
+
+The legacy/modern traps that matter when mapping back: Gather takes (data, indices, axis);
+Slice-8 takes (data, start, stop, step, axes) and is not the legacy ``Slice`` (a split);
+BatchNormInference-5 takes (data, gamma, beta, mean, variance) — version 1 put data third;
+PriorBox-8 takes 1-D ``[H, W]`` sizes; float constants may sit behind ``Convert`` (f16).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...graph import Operation
+from .writer import ETYPE, ExportContext
+
+Exporter = Callable[[ExportContext, Operation], None]
+_EXPORTERS: dict[str, Exporter] = {}
+
+
+def exporter(*names: str) -> Callable[[Exporter], Exporter]:
+    def deco(fn: Exporter) -> Exporter:
+        for n in names:
+            _EXPORTERS[n] = fn
+        return fn
+    return deco
+
+
+def find_exporter(op: str) -> Exporter | None:
+    return _EXPORTERS.get(op)
+
+
+def exportable_ops() -> list[str]:
+    """Names of the operations the IR writer can export."""
+    return sorted(_EXPORTERS)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def out(op: Operation, k: int = 0) -> str:
+    return op.output_names()[k]
+
+
+def out_shape(ctx: ExportContext, op: Operation, k: int = 0) -> tuple:
+    return ctx.shape(out(op, k))
+
+
+def _first(op: Operation, *names: str) -> Any:
+    for n in names:
+        if n in op.inputs:
+            return op.inputs[n]
+    raise KeyError(names[0])
+
+
+def aligned(ctx: ExportContext, value: Any, rank: int, etype: str = "f32") -> Any:
+    """``value`` with trailing unit dims up to ``rank`` (NNEF broadcasting for numpy layers)."""
+    data = ctx.data(value)
+    if data is not None:
+        arr = np.asarray(data)
+        if arr.ndim == 0:
+            return ctx.const(arr, etype if not isinstance(value, str) else ctx.etype(value))
+        if arr.ndim < rank:
+            arr = arr.reshape(arr.shape + (1,) * (rank - arr.ndim))
+        return ctx.const(arr, ctx.etype(value, etype))
+    ref = ctx.ref(value)
+    shape = ctx.shape(ref)
+    if 0 < len(shape) < rank:
+        return ctx.layer("Unsqueeze", [ref, ctx.ints(range(len(shape), rank))], shape + (1,) * (rank - len(shape)))
+    return ref
+
+
+def literal_etype(ctx: ExportContext, op: Operation, values: list[Any]) -> str:
+    """Element type for literal operands: that of the first tensor operand."""
+    for v in values:
+        if isinstance(v, str):
+            return ctx.etype(v)
+    return ETYPE.get(op.dtype or "scalar", "f32")
+
+
+def nnef_operands(ctx: ExportContext, op: Operation, values: list[Any]) -> list[Any]:
+    rank = max((len(ctx.shape(v)) if isinstance(v, str) else 0) for v in values)
+    et = literal_etype(ctx, op, values)
+    return [aligned(ctx, v, rank, et) for v in values]
+
+
+def reshape(ctx: ExportContext, value: Any, shape: tuple) -> Any:
+    data = ctx.data(value)
+    if data is not None:
+        return ctx.const(np.asarray(data).reshape(shape), ctx.etype(value))
+    ref = ctx.ref(value)
+    if ctx.shape(ref) == tuple(shape):
+        return ref
+    return ctx.layer("Reshape", [ref, ctx.ints(shape)], tuple(shape), attrs={"special_zero": False})
+
+
+def scalar_const(ctx: ExportContext, v: float, etype: str = "f32") -> Any:
+    return ctx.const(np.asarray(v), etype)
+
+
+# --- element-wise ---------------------------------------------------------------------------
+
+_BINARY = {"add": "Add", "sub": "Subtract", "mul": "Multiply", "div": "Divide", "pow": "Power",
+           "min": "Minimum", "max": "Maximum", "and": "LogicalAnd", "or": "LogicalOr",
+           "lt": "Less", "gt": "Greater", "le": "LessEqual", "ge": "GreaterEqual", "eq": "Equal",
+           "ne": "NotEqual"}
+_LOGICAL_RESULT = {"lt", "gt", "le", "ge", "eq", "ne", "and", "or"}
+
+
+@exporter(*_BINARY)
+def _binary(ctx: ExportContext, op: Operation) -> None:
+    x, y = _first(op, "x"), _first(op, "y")
+    a, b = nnef_operands(ctx, op, [x, y])
+    et = "boolean" if op.op in _LOGICAL_RESULT else ctx.etype(a)
+    ctx.bind(out(op), ctx.layer(_BINARY[op.op], [a, b], out_shape(ctx, op), etype=et))
+
+
+def binop(ctx: ExportContext, kind: str, a: Any, b: Any) -> Any:
+    """A numpy-broadcasting binary layer on refs (shape from numpy's rule)."""
+    ra, rb = ctx.ref(a), ctx.ref(b)
+    shape = tuple(np.broadcast_shapes(ctx.shape(ra), ctx.shape(rb)))
+    et = "boolean" if kind in ("Less", "Greater", "Equal") else ctx.etype(ra)
+    return ctx.layer(kind, [ra, rb], shape, etype=et)
+
+
+def unop(ctx: ExportContext, kind: str, a: Any, attrs: dict | None = None, version: str = "opset1") -> Any:
+    ra = ctx.ref(a)
+    return ctx.layer(kind, [ra], ctx.shape(ra), attrs=attrs, version=version)
+
+
+_UNARY = {"abs": "Abs", "neg": "Negative", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos",
+          "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
+          "tanh": "Tanh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt",
+          "floor": "Floor", "ceil": "Ceiling", "sign": "Sign", "not": "LogicalNot", "sigmoid": "Sigmoid",
+          "relu": "Relu", "ir_erf": "Erf"}
+_UNARY_VERSION = {"Asinh": "opset4", "Acosh": "opset4", "Atanh": "opset4"}
+
+
+@exporter(*_UNARY)
+def _unary(ctx: ExportContext, op: Operation) -> None:
+    kind = _UNARY[op.op]
+    ctx.bind(out(op), unop(ctx, kind, _first(op, "x"), version=_UNARY_VERSION.get(kind, "opset1")))
+
+
+@exporter("copy")
+def _copy(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.ref(_first(op, "x")))
+
+
+@exporter("rcp", "sqr", "rsqrt", "log2", "round", "softplus", "gelu", "silu")
+def _unary_compound(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(_first(op, "x"))
+    et = ctx.etype(x)
+    if op.op == "rcp":
+        y = binop(ctx, "Divide", scalar_const(ctx, 1.0, et), x)
+    elif op.op == "sqr":
+        y = binop(ctx, "Multiply", x, x)
+    elif op.op == "rsqrt":
+        y = binop(ctx, "Divide", scalar_const(ctx, 1.0, et), unop(ctx, "Sqrt", x))
+    elif op.op == "log2":   # NNEF defines it as log(x) / log(2)
+        y = binop(ctx, "Divide", unop(ctx, "Log", x), scalar_const(ctx, math.log(2.0), et))
+    elif op.op == "round":  # NNEF's round is floor(x + 0.5): ties toward +infinity
+        y = unop(ctx, "Floor", binop(ctx, "Add", x, scalar_const(ctx, 0.5, et)))
+    elif op.op == "softplus":
+        y = unop(ctx, "SoftPlus", x, version="opset4")
+    elif op.op == "gelu":   # NNEF's gelu is the sigmoid form x * sigmoid(1.702 x), not the erf one
+        y = binop(ctx, "Multiply", x, unop(ctx, "Sigmoid", binop(ctx, "Multiply", x, scalar_const(ctx, 1.702, et))))
+    else:                   # silu = x * sigmoid(x) = Swish with beta 1
+        y = unop(ctx, "Swish", x, version="opset4")
+    ctx.bind(out(op), y)
+
+
+@exporter("elu")
+def _elu(ctx: ExportContext, op: Operation) -> None:
+    alpha = float(op.attribs.get("alpha", op.inputs.get("alpha", 1.0)))
+    ctx.bind(out(op), unop(ctx, "Elu", _first(op, "x"), {"alpha": alpha}))
+
+
+@exporter("leaky_relu", "prelu")
+def _prelu(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(_first(op, "x"))
+    alpha = op.attribs.get("alpha", op.inputs.get("alpha"))
+    rank = len(ctx.shape(x))
+    if not isinstance(alpha, str):
+        slope = ctx.const(np.asarray([float(alpha)]), ctx.etype(x))
+    else:
+        # aligned to x's rank, the slope broadcasts numpy-style (PRelu's 1-D channel rule
+        # then only applies to rank-1 x, where it is element-wise anyway)
+        slope = aligned(ctx, alpha, rank)
+    ctx.bind(out(op), ctx.layer("PRelu", [x, slope], ctx.shape(x)))
+
+
+@exporter("selu")
+def _selu(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(_first(op, "x"))
+    et = ctx.etype(x)
+    alpha = float(op.attribs.get("alpha", 1.67326319))
+    lam = float(op.attribs.get("lambda", 1.05070102))
+    ctx.bind(out(op), ctx.layer("Selu", [x, ctx.const([alpha], et), ctx.const([lam], et)], ctx.shape(x)))
+
+
+@exporter("clamp")
+def _clamp(ctx: ExportContext, op: Operation) -> None:
+    x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
+    if not isinstance(a, str) and not isinstance(b, str) and float(a) <= float(b):
+        ctx.bind(out(op), unop(ctx, "Clamp", x, {"min": float(a), "max": float(b)}))
+        return
+    xr, ar, br = nnef_operands(ctx, op, [x, a, b])
+    ctx.bind(out(op), reshape_to(ctx, binop(ctx, "Maximum", binop(ctx, "Minimum", xr, br), ar), out_shape(ctx, op)))
+
+
+def reshape_to(ctx: ExportContext, ref: Any, shape: tuple) -> Any:
+    """``ref`` if it has ``shape`` already (the usual case), else a Reshape (never expected)."""
+    return ref if ctx.shape(ref) == tuple(shape) else reshape(ctx, ref, shape)
+
+
+@exporter("select")
+def _select(ctx: ExportContext, op: Operation) -> None:
+    c, t, f = op.inputs["condition"], op.inputs["true_value"], op.inputs["false_value"]
+    rank = max((len(ctx.shape(v)) if isinstance(v, str) else 0) for v in (c, t, f))
+    et = literal_etype(ctx, op, [t, f])
+    refs = [aligned(ctx, c, rank, "boolean"), aligned(ctx, t, rank, et), aligned(ctx, f, rank, et)]
+    ctx.bind(out(op), ctx.layer("Select", refs, out_shape(ctx, op), etype=ctx.etype(refs[1])))
+
+
+@exporter("cast", "ir_convert")
+def _cast(ctx: ExportContext, op: Operation) -> None:
+    target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
+    ctx.bind(out(op), ctx.layer("Convert", [_first(op, "input")], out_shape(ctx, op), etype=target,
+                                attrs={"destination_type": target}))
+
+
+# --- linear algebra -------------------------------------------------------------------------
+
+@exporter("matmul")
+def _matmul(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("MatMul", [op.inputs["A"], op.inputs["B"]], out_shape(ctx, op),
+                                attrs={"transpose_a": bool(op.attribs.get("transposeA", False)),
+                                       "transpose_b": bool(op.attribs.get("transposeB", False))}))
+
+
+@exporter("linear")
+def _linear(ctx: ExportContext, op: Operation) -> None:
+    shape = out_shape(ctx, op)
+    y = ctx.layer("MatMul", [op.inputs["input"], op.inputs["filter"]], shape,
+                  attrs={"transpose_a": False, "transpose_b": True})
+    bias = op.inputs.get("bias", 0.0)
+    data = ctx.data(bias)
+    if data is None or np.any(np.asarray(data) != 0):
+        y = binop(ctx, "Add", y, aligned(ctx, bias, len(shape), ctx.etype(y)))
+    ctx.bind(out(op), y)
+
+
+# --- windowed operations ---------------------------------------------------------------------
+
+_PAD_MODE = {"constant": "constant", "replicate": "edge", "reflect": "reflect", "reflect-even": "symmetric"}
+
+
+def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border: str, value: float = 0.0) -> Any:
+    """A Pad layer reproducing NNEF border ``border`` over all dimensions of ``x``."""
+    if border not in _PAD_MODE:
+        raise ctx.fail(f"border '{border}' has no opset Pad mode")
+    shape = ctx.shape(x)
+    pads = list(pads) + [(0, 0)] * (len(shape) - len(pads))
+    new = tuple(d + p + q for d, (p, q) in zip(shape, pads, strict=True))
+    inputs = [x, ctx.ints([p for p, _ in pads]), ctx.ints([q for _, q in pads])]
+    if border == "constant":
+        inputs.append(scalar_const(ctx, value, ctx.etype(x)))
+    return ctx.layer("Pad", inputs, new, attrs={"pad_mode": _PAD_MODE[border]})
+
+
+def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int],
+            transposed: bool = False) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Explicit padding, stride and dilation of a windowed op over its last ``n`` dims."""
+    from ...ops._common import resolve_padding_down, resolve_padding_up, window_arrays
+
+    xs = ctx.shape(x)[-n:]
+    size, pads, stride, dil = window_arrays(op.op, n, size, op.attribs.get("padding", []),
+                                            op.attribs.get("stride", []), op.attribs.get("dilation", []))
+    if transposed:
+        X = out_shape(ctx, op)[-n:]
+        pads = resolve_padding_up(xs, X, size, stride, dil, pads)
+    else:
+        pads = resolve_padding_down(xs, size, stride, dil, pads)
+    if any(p < 0 or q < 0 for p, q in pads):
+        raise ctx.fail(f"negative padding {pads} has no opset form")
+    return [tuple(p) for p in pads], stride, dil
+
+
+def _bias_add(ctx: ExportContext, op: Operation, y: Any) -> Any:
+    bias = op.inputs.get("bias", 0.0)
+    data = ctx.data(bias)
+    if data is not None and not np.any(np.asarray(data) != 0):
+        return y
+    shape = ctx.shape(y)
+    if data is not None:
+        b = np.asarray(data, dtype=np.float32)
+        b = b.reshape(-1) if b.size == shape[1] else np.broadcast_to(b.reshape(-1), (shape[1],))
+        return binop(ctx, "Add", y, ctx.const(b.reshape((1, shape[1]) + (1,) * (len(shape) - 2)), ctx.etype(y)))
+    return binop(ctx, "Add", y, aligned(ctx, bias, len(shape)))
+
+
+@exporter("conv")
+def _conv(ctx: ExportContext, op: Operation) -> None:
+    x, f = op.inputs["input"], op.inputs["filter"]
+    xs, fs = ctx.shape(x), ctx.shape(f)
+    n = len(xs) - 2
+    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]))
+    border = op.attribs.get("border", "constant")
+    xin: Any = x
+    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
+        xin = explicit_pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
+        pads = [(0, 0)] * n
+    groups = int(op.attribs.get("groups", 1)) or xs[1]
+    attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
+             "pads_end": [q for _, q in pads], "auto_pad": "explicit"}
+    shape = out_shape(ctx, op)
+    if groups == 1:
+        y = ctx.layer("Convolution", [xin, f], shape, attrs=attrs)
+    else:
+        wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
+        y = ctx.layer("GroupConvolution", [xin, wf], shape, attrs=attrs)
+    ctx.bind(out(op), _bias_add(ctx, op, y))
+
+
+@exporter("deconv")
+def _deconv(ctx: ExportContext, op: Operation) -> None:
+    x, f = op.inputs["input"], op.inputs["filter"]
+    xs, fs = ctx.shape(x), ctx.shape(f)
+    n = len(xs) - 2
+    if op.attribs.get("border", "constant") != "constant":
+        raise ctx.fail(f"border '{op.attribs.get('border')}' of a deconvolution has no opset form")
+    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True)
+    shape = out_shape(ctx, op)
+    base = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 - pads[i][0] - pads[i][1] for i in range(n)]
+    extra = [shape[2 + i] - base[i] for i in range(n)]
+    if any(e < 0 or e >= max(stride[i], dil[i]) for i, e in enumerate(extra)):
+        raise ctx.fail(f"output shape {shape} needs output padding {extra} outside the opset's range")
+    attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
+             "pads_end": [q for _, q in pads], "auto_pad": "explicit", "output_padding": extra}
+    groups = int(op.attribs.get("groups", 1))
+    if groups == 0:
+        groups = shape[1]
+    if groups == 1:
+        y = ctx.layer("ConvolutionBackpropData", [x, f], shape, attrs=attrs)
+    else:
+        wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
+        y = ctx.layer("GroupConvolutionBackpropData", [x, wf], shape, attrs=attrs)
+    ctx.bind(out(op), _bias_add(ctx, op, y))
+
+
+def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
+    x = op.inputs["input"]
+    xs = ctx.shape(x)
+    size = list(op.attribs["size"])
+    pads, stride, dil = _window(ctx, op, x, len(xs), size)
+    if size[:2] != [1, 1] or stride[:2] != [1, 1] or any(pads[:2][k] != (0, 0) for k in range(min(2, len(pads)))):
+        raise ctx.fail(f"pooling over the batch/channel dimensions (size {size}, stride {stride}, padding {pads}) "
+                       "has no opset form")
+    if any(d != 1 for d in dil):
+        if op.op == "avg_pool" or dil[:2] != [1, 1]:
+            raise ctx.fail(f"dilation {dil} of {op.op} has no opset form")
+    return x, size[2:], pads[2:], stride[2:], dil[2:]
+
+
+@exporter("max_pool")
+def _max_pool(ctx: ExportContext, op: Operation) -> None:
+    x, size, pads, stride, dil = _pool_window(ctx, op)
+    border = op.attribs.get("border", "constant")
+    if border != "ignore" and any(p or q for p, q in pads):
+        # OpenVINO never reads its padding; NNEF 'constant' pads with 0 (and the other modes
+        # with copies), so pad explicitly first
+        x = explicit_pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
+        pads = [(0, 0)] * len(pads)
+    attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
+             "pads_end": [q for _, q in pads], "kernel": size, "rounding_type": "floor", "auto_pad": "explicit",
+             "index_element_type": "i64", "axis": 0}
+    shape = out_shape(ctx, op)
+    refs = ctx.layer("MaxPool", [x], outputs=[(shape, "f32"), (shape, "i64")], attrs=attrs, version="opset8")
+    ctx.bind(out(op), refs[0])
+
+
+@exporter("avg_pool", "area_downsample")
+def _avg_pool(ctx: ExportContext, op: Operation) -> None:
+    if op.op == "area_downsample":
+        x = op.inputs["input"]
+        factor = [int(v) for v in op.attribs["factor"]]
+        size, pads, stride, border = factor, [(0, 0)] * len(factor), factor, "constant"
+    else:
+        x, size, pads, stride, _ = _pool_window(ctx, op)
+        border = op.attribs.get("border", "constant")
+    exclude = border == "ignore"
+    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
+        x = explicit_pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
+        pads = [(0, 0)] * len(pads)
+    attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
+             "kernel": size, "exclude-pad": exclude, "rounding_type": "floor", "auto_pad": "explicit"}
+    ctx.bind(out(op), ctx.layer("AvgPool", [x], out_shape(ctx, op), attrs=attrs))
+
+
+@exporter("local_response_normalization")
+def _lrn(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    size = [int(s) for s in op.attribs["size"]]
+    axes = [i for i, s in enumerate(size) if s != 1]
+    n = size[axes[0]] if axes else 1
+    if any(size[a] != n for a in axes) or n % 2 == 0:
+        raise ctx.fail(f"window size {size} has no LRN form (needs one odd size on every normalized axis)")
+    alpha = float(op.attribs.get("alpha", 1.0))
+    beta = float(op.attribs.get("beta", 0.5))
+    bias = float(op.attribs.get("bias", 1.0))
+    if bias <= 0:
+        raise ctx.fail(f"bias {bias} <= 0 has no LRN form")
+    # NNEF divides alpha by the window volume; LRN divides it by size ** len(axes): the same.
+    # OpenVINO's CPU plugin ignores LRN's bias, so write bias 1 and scale instead:
+    # x / (k + a s)^b = k^-b * x / (1 + (a/k) s)^b
+    attrs = {"alpha": alpha / bias, "beta": beta, "bias": 1.0, "size": n}
+    y = ctx.layer("LRN", [x, ctx.ints(axes or [1])], ctx.shape(x), attrs=attrs)
+    if bias != 1.0:
+        y = binop(ctx, "Multiply", y, scalar_const(ctx, bias ** -beta))
+    ctx.bind(out(op), y)
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+@exporter("reshape", "ir_reshape")
+def _reshape(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), reshape(ctx, op.inputs["input"], out_shape(ctx, op)))
+
+
+@exporter("squeeze", "unsqueeze")
+def _squeeze(ctx: ExportContext, op: Operation) -> None:
+    axes = [int(a) for a in op.attribs.get("axes", [])]
+    x = op.inputs["input"]
+    if not axes:
+        ctx.bind(out(op), ctx.ref(x))
+        return
+    kind = "Squeeze" if op.op == "squeeze" else "Unsqueeze"
+    data = ctx.data(x)
+    if data is not None:
+        ctx.bind(out(op), reshape(ctx, x, out_shape(ctx, op)))
+        return
+    ctx.bind(out(op), ctx.layer(kind, [x, ctx.ints(axes)], out_shape(ctx, op)))
+
+
+@exporter("transpose")
+def _transpose(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    axes = [int(a) for a in op.attribs["axes"]]
+    rank = len(ctx.shape(x))
+    perm = axes + list(range(len(axes), rank))
+    ctx.bind(out(op), ctx.layer("Transpose", [x, ctx.ints(perm)], out_shape(ctx, op)))
+
+
+@exporter("concat")
+def _concat(ctx: ExportContext, op: Operation) -> None:
+    values = op.inputs["values"]
+    ctx.bind(out(op), ctx.layer("Concat", list(values), out_shape(ctx, op), attrs={"axis": int(op.attribs["axis"])}))
+
+
+@exporter("split")
+def _split(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["value"]
+    axis = int(op.attribs["axis"])
+    names = op.output_names()
+    shapes = [ctx.shape(n) for n in names]
+    lengths = [s[axis] for s in shapes]
+    et = ctx.etype(x)
+    refs = ctx.layer("VariadicSplit", [x, ctx.const(np.asarray(axis), "i64"), ctx.ints(lengths)],
+                     outputs=[(s, et) for s in shapes])
+    for n, r in zip(names, refs, strict=True):
+        ctx.bind(n, r)
+
+
+_INT64_MIN = -(2 ** 63)
+
+
+def slice_layer(ctx: ExportContext, x: Any, plan: list[tuple[int, int, int, int]], shape: tuple) -> Any:
+    """Slice-8 from resolved (axis, first index, stride, count) items."""
+    if not plan:
+        return ctx.ref(x)
+    axes, start, stop, step = [], [], [], []
+    for a, b, s, count in plan:
+        e = b + count * s
+        if s < 0 and e < 0:
+            e = _INT64_MIN   # "through index 0": -1 would wrap to the last element
+        axes.append(a)
+        start.append(b)
+        stop.append(e)
+        step.append(s)
+    return ctx.layer("Slice", [x, ctx.ints(start), ctx.ints(stop), ctx.ints(step), ctx.ints(axes)], shape,
+                     version="opset8")
+
+
+@exporter("slice")
+def _slice(ctx: ExportContext, op: Operation) -> None:
+    from ...ops.shape import _slice_plan
+
+    x = op.inputs["input"]
+    plan = _slice_plan(ctx.shape(x), op.attribs["axes"], op.attribs["begin"], op.attribs["end"],
+                       op.attribs.get("stride", []))
+    ctx.bind(out(op), slice_layer(ctx, x, plan, out_shape(ctx, op)))
+
+
+@exporter("ir_strided_slice")
+def _ir_strided_slice(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    shape = out_shape(ctx, op)
+    plan = [(i, int(b), int(s), shape[i]) for i, (b, s) in enumerate(zip(op.attribs["begin"], op.attribs["stride"],
+                                                                             strict=True))]
+    plan = [p for p in plan if not (p[1] == 0 and p[2] == 1 and p[3] == ctx.shape(x)[p[0]])]
+    ctx.bind(out(op), slice_layer(ctx, x, plan, shape))
+
+
+@exporter("nearest_downsample")
+def _nearest_downsample(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    shape = out_shape(ctx, op)
+    plan = [(2 + i, 0, int(f), shape[2 + i]) for i, f in enumerate(op.attribs["factor"]) if int(f) != 1]
+    ctx.bind(out(op), slice_layer(ctx, x, plan, shape))
+
+
+@exporter("pad")
+def _pad(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    pads = [tuple(int(v) for v in p) for p in op.attribs["padding"]]
+    if any(p < 0 or q < 0 for p, q in pads):
+        raise ctx.fail(f"negative padding {pads} has no Pad-1 form")
+    value = op.inputs.get("value", op.attribs.get("value", 0.0))
+    if isinstance(value, str):
+        raise ctx.fail("a tensor padding value has no opset form")
+    ctx.bind(out(op), explicit_pad(ctx, x, pads, op.attribs.get("border", "constant"), float(value)))
+
+
+@exporter("tile")
+def _tile(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("Tile", [op.inputs["input"], ctx.ints(op.attribs["repeats"])], out_shape(ctx, op)))
+
+
+@exporter("gather", "ir_gather")
+def _gather(ctx: ExportContext, op: Operation) -> None:
+    x, idx = op.inputs["input"], op.inputs["indices"]
+    axis = int(op.attribs.get("axis", 0))
+    data = ctx.data(idx)
+    iref = ctx.const(np.asarray(data, dtype=np.int64), "i64") if data is not None else ctx.ref(idx)
+    ctx.bind(out(op), ctx.layer("Gather", [x, iref, ctx.const(np.asarray(axis), "i64")], out_shape(ctx, op),
+                                etype=ctx.etype(x), attrs={"batch_dims": int(op.attribs.get("batch_dims", 0))},
+                                version="opset8"))
+
+
+# --- reductions and normalizations ----------------------------------------------------------
+
+_REDUCE = {"sum_reduce": "ReduceSum", "mean_reduce": "ReduceMean", "max_reduce": "ReduceMax",
+           "min_reduce": "ReduceMin", "any_reduce": "ReduceLogicalOr", "all_reduce": "ReduceLogicalAnd"}
+
+
+@exporter(*_REDUCE)
+def _reduce(ctx: ExportContext, op: Operation) -> None:
+    kind = _REDUCE[op.op]
+    if op.op == "sum_reduce" and op.attribs.get("normalize", False):
+        kind = "ReduceMean"
+    x = op.inputs["input"]
+    axes = [int(a) for a in op.attribs["axes"]]
+    if not axes:
+        ctx.bind(out(op), ctx.ref(x))
+        return
+    ctx.bind(out(op), ctx.layer(kind, [x, ctx.ints(axes)], out_shape(ctx, op), attrs={"keep_dims": True}))
+
+
+@exporter("softmax")
+def _softmax(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    shape = ctx.shape(x)
+    axes = [int(a) % max(len(shape), 1) for a in op.attribs.get("axes", [1])]
+    if len(axes) == 1:
+        ctx.bind(out(op), ctx.layer("Softmax", [x], shape, attrs={"axis": axes[0]}, version="opset8"))
+        return
+    # several axes: the definition, max-shifted as NNEF writes it
+    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    m = ctx.layer("ReduceMax", [x, ctx.ints(axes)], red, attrs={"keep_dims": True})
+    e = unop(ctx, "Exp", binop(ctx, "Subtract", x, m))
+    s = ctx.layer("ReduceSum", [e, ctx.ints(axes)], red, attrs={"keep_dims": True})
+    ctx.bind(out(op), binop(ctx, "Divide", e, s))
+
+
+def _channel_vector(ctx: ExportContext, value: Any, channels: int) -> Any | None:
+    """A per-channel parameter as a 1-D ``[C]`` port, or None when it is not per-channel."""
+    data = ctx.data(value)
+    if data is not None:
+        arr = np.asarray(data, dtype=np.float32)
+        if arr.size == channels:
+            return ctx.const(arr.reshape(-1), "f32")
+        if arr.size == 1:
+            return ctx.const(np.full((channels,), float(arr.reshape(-1)[0]), np.float32), "f32")
+        return None
+    shape = ctx.shape(value)
+    if int(np.prod(shape, dtype=np.int64)) == channels and (len(shape) <= 1 or shape[1] == channels
+                                                           or len(shape) == 1):
+        return reshape(ctx, value, (channels,))
+    return None
+
+
+@exporter("batch_normalization")
+def _batch_norm(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    shape = ctx.shape(x)
+    eps = float(op.attribs["epsilon"])
+    names = ("mean", "variance", "offset", "scale")
+    if len(shape) >= 2:
+        vecs = {k: _channel_vector(ctx, op.inputs.get(k, 0.0 if k != "scale" else 1.0), shape[1]) for k in names}
+        if all(v is not None for v in vecs.values()):
+            ctx.bind(out(op), ctx.layer(
+                "BatchNormInference", [x, vecs["scale"], vecs["offset"], vecs["mean"], vecs["variance"]], shape,
+                attrs={"epsilon": eps}, version="opset5"))
+            return
+    # general broadcasting: the definition offset + scale * (x - mean) / sqrt(variance + eps)
+    mean, var, off, sc = nnef_operands(ctx, op, [op.inputs.get(k, 0.0 if k != "scale" else 1.0) for k in names])
+    den = unop(ctx, "Sqrt", binop(ctx, "Add", var, scalar_const(ctx, eps)))
+    y = binop(ctx, "Add", off, binop(ctx, "Divide", binop(ctx, "Multiply", sc, binop(ctx, "Subtract", x, mean)), den))
+    ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
+
+
+@exporter("l2_normalization")
+def _l2_norm(ctx: ExportContext, op: Operation) -> None:
+    # NNEF: x / max(sqrt(sum(x^2)) + bias, epsilon); NormalizeL2 puts eps inside the sqrt
+    x = ctx.ref(op.inputs["input"])
+    shape = ctx.shape(x)
+    axes = [int(a) for a in op.attribs["axes"]]
+    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    s = ctx.layer("ReduceSum", [binop(ctx, "Multiply", x, x), ctx.ints(axes)], red, attrs={"keep_dims": True})
+    sigma = binop(ctx, "Add", unop(ctx, "Sqrt", s), scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
+    den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))
+    ctx.bind(out(op), binop(ctx, "Divide", x, den))
+
+
+# --- resizing -------------------------------------------------------------------------------
+
+def _interpolate(ctx: ExportContext, x: Any, shape: tuple, mode: str, transform: str,
+                 nearest: str = "floor") -> Any:
+    xs = ctx.shape(x)
+    axes = list(range(2, len(xs)))
+    attrs = {"mode": mode, "shape_calculation_mode": "sizes", "coordinate_transformation_mode": transform,
+             "nearest_mode": nearest, "antialias": False, "pads_begin": [0] * len(xs), "pads_end": [0] * len(xs),
+             "cube_coeff": -0.75}
+    return ctx.layer("Interpolate", [x, ctx.ints([shape[a] for a in axes]), ctx.ints(axes)], shape,
+                     attrs=attrs, version="opset11")
+
+
+@exporter("nearest_upsample")
+def _nearest_upsample(ctx: ExportContext, op: Operation) -> None:
+    # output[i] = input[floor(i / factor)]: asymmetric coordinates, floor rounding
+    ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "nearest", "asymmetric"))
+
+
+@exporter("ir_interp")
+def _ir_interp(ctx: ExportContext, op: Operation) -> None:
+    transform = "align_corners" if op.attribs.get("align_corners", False) else "asymmetric"
+    ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", transform))
+

@@ -1,0 +1,420 @@
+"""Write an nnefx :class:`~nnefx.graph.Graph` as an IR v11 network (``.xml`` + ``.bin``).
+
+Why this exists: today's OpenVINO reads only IR versions 10 and 11 and refuses every legacy
+file, and no official tool upgrades them.  Every importer produces the same Graph, so
+"upgrade a legacy file" is simply *load + save*, and any NNEF model whose operations have
+opset equivalents can be written the same way.
+
+The writer is two layers:
+
+* :class:`IRWriter` (this module) knows the file format: layers with numbered ports
+  (inputs first, then outputs, as OpenVINO numbers them), edges, ``Parameter`` / ``Const`` /
+  ``Result`` layers, port ``names`` so input and output names survive, and the ``.bin``
+  with every constant aligned to 8 bytes.  ``compress_to_fp16=True`` stores float constants
+  as f16 behind a ``Convert`` layer, the form ``openvino.save_model`` writes.
+* :mod:`.export_ops` knows the operations: one function per nnefx operation that emits
+  opset layers through :class:`ExportContext`.  An operation with no exporter, or with
+  attributes that have no *exact* opset form, raises an :class:`NNEFXError` naming the
+  operation and where it came from — nothing is dropped or approximated.
+
+The output is ours (not hostile input), so plain :mod:`xml.etree` builds it.  Files are
+written to temporaries in the target folder and renamed into place only when everything
+has been produced, so an error never leaves a half-written model.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...diagnostics import Location, NNEFXError
+from ...graph import Graph, Model, Operation
+
+#: nnefx data type -> IR element type.
+ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
+#: IR element type -> numpy dtype of its ``.bin`` storage.
+NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i64": np.int64, "i32": np.int32,
+         "i8": np.int8, "u8": np.uint8, "boolean": np.bool_}
+#: IR element type -> the legacy ``precision`` spelling OpenVINO still writes on ports.
+PRECISION = {"f32": "FP32", "f16": "FP16", "f64": "FP64", "i64": "I64", "i32": "I32", "i8": "I8",
+             "u8": "U8", "boolean": "BOOL"}
+
+Ref = tuple  # (layer id, port id)
+
+
+@dataclass
+class _Layer:
+    id: int
+    name: str
+    type: str
+    version: str
+    attrs: dict[str, str]
+    inputs: list[tuple[tuple, str]] = field(default_factory=list)    # (shape, etype) per input port
+    outputs: list[tuple[tuple, str]] = field(default_factory=list)   # (shape, etype) per output port
+    extra: dict[str, str] = field(default_factory=dict)               # attributes of <layer> itself
+
+
+def _fmt(value: Any) -> str:
+    """An attribute value the way OpenVINO spells it (lists comma-separated, bools lower case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_fmt(v) for v in value)
+    if isinstance(value, float):
+        return repr(float(np.float32(value))) if np.isfinite(value) else ("inf" if value > 0 else "-inf")
+    return str(value)
+
+
+class IRWriter:
+    """Layers, edges and the weight blob of one IR v11 network under construction."""
+
+    ALIGN = 8
+
+    def __init__(self, name: str, *, compress_to_fp16: bool = False):
+        self.name = name
+        self.compress_to_fp16 = compress_to_fp16
+        self.layers: list[_Layer] = []
+        self.edges: list[tuple[int, int, int, int]] = []
+        self.blob = bytearray()
+        self.meta: dict[Ref, tuple[tuple, str]] = {}
+        self.port_names: dict[Ref, list[str]] = {}
+        self._layer_names: set[str] = set()
+        self._const_cache: dict[tuple, Ref] = {}
+        self.rt_decompression: set[int] = set()
+
+    # --- building --------------------------------------------------------------------------
+    def _unique_name(self, hint: str) -> str:
+        name, k = hint or "layer", 0
+        while name in self._layer_names:
+            k += 1
+            name = f"{hint}_{k}"
+        self._layer_names.add(name)
+        return name
+
+    def shape(self, ref: Ref) -> tuple:
+        return self.meta[ref][0]
+
+    def etype(self, ref: Ref) -> str:
+        return self.meta[ref][1]
+
+    def add(self, type_: str, inputs: Sequence[Ref], outputs: Sequence[tuple[tuple, str]], *,
+            attrs: dict[str, Any] | None = None, version: str = "opset1", name: str = "") -> list[Ref]:
+        """Append a layer; ``outputs`` are (shape, element type) per output port."""
+        lid = len(self.layers)
+        lay = _Layer(lid, self._unique_name(name or f"{type_}_{lid}"), type_, version,
+                     {k: _fmt(v) for k, v in (attrs or {}).items()})
+        for port, src in enumerate(inputs):
+            lay.inputs.append(self.meta[src])
+            self.edges.append((src[0], src[1], lid, port))
+        refs = []
+        for k, (shape, et) in enumerate(outputs):
+            ref = (lid, len(inputs) + k)
+            lay.outputs.append((tuple(shape), et))
+            self.meta[ref] = (tuple(shape), et)
+            refs.append(ref)
+        self.layers.append(lay)
+        return refs
+
+    def parameter(self, name: str, shape: tuple, etype: str) -> Ref:
+        shp = ",".join("?" if d is None else str(int(d)) for d in shape)
+        (ref,) = self.add("Parameter", [], [(shape, etype)], attrs={"shape": shp, "element_type": etype},
+                          name=name)
+        return ref
+
+    def const(self, array: Any, etype: str, name: str = "") -> Ref:
+        """A Const layer holding ``array`` (shared when the same bytes are asked for again)."""
+        arr = np.array(np.asarray(array), dtype=NUMPY[etype], order="C")  # (ascontiguousarray makes 0-d 1-d)
+        compress = (self.compress_to_fp16 and etype == "f32" and arr.size > 1
+                    and bool(np.all(np.abs(arr[np.isfinite(arr)]) <= 65504.0)))
+        store_type = "f16" if compress else etype
+        data = arr.astype(np.dtype(NUMPY[store_type]).newbyteorder("<")).tobytes()
+        key = (data, store_type, arr.shape, etype)
+        if key in self._const_cache:
+            return self._const_cache[key]
+        while len(self.blob) % self.ALIGN:
+            self.blob.append(0)
+        offset = len(self.blob)
+        self.blob.extend(data)
+        (ref,) = self.add("Const", [], [(arr.shape, store_type)], name=name or "const",
+                          attrs={"element_type": store_type, "shape": ",".join(str(d) for d in arr.shape),
+                                 "offset": offset, "size": len(data)})
+        if compress:
+            (ref,) = self.add("Convert", [ref], [(arr.shape, "f32")], attrs={"destination_type": "f32"},
+                              version="opset1", name=(name or "const") + "/decompress")
+            self.rt_decompression.add(ref[0])
+        self._const_cache[key] = ref
+        return ref
+
+    def result(self, src: Ref, name: str) -> None:
+        lid = len(self.layers)
+        self.add("Result", [src], [], name=f"{name}/sink_port_0")
+        self.layers[lid].extra["output_names"] = name
+
+    def name_port(self, ref: Ref, name: str) -> None:
+        names = self.port_names.setdefault(ref, [])
+        if name not in names:
+            names.append(name)
+
+    # --- serialising -----------------------------------------------------------------------
+    @staticmethod
+    def _port(parent: ET.Element, pid: int, shape: tuple, etype: str, names: list[str] | None) -> None:
+        attrs = {"id": str(pid), "precision": PRECISION.get(etype, "FP32")}
+        if names:
+            attrs["names"] = ",".join(n.replace("\\", "\\\\").replace(",", "\\,") for n in names)
+        port = ET.SubElement(parent, "port", attrs)
+        for d in shape:
+            ET.SubElement(port, "dim").text = "-1" if d is None else str(int(d))
+
+    def xml_bytes(self) -> bytes:
+        net = ET.Element("net", {"name": self.name, "version": "11"})
+        layers = ET.SubElement(net, "layers")
+        for lay in self.layers:
+            el = ET.SubElement(layers, "layer", {"id": str(lay.id), "name": lay.name, "type": lay.type,
+                                                 "version": lay.version, **lay.extra})
+            if lay.attrs:
+                ET.SubElement(el, "data", lay.attrs)
+            if lay.id in self.rt_decompression:
+                # marks an f16 -> f32 weight Convert as decompression, as openvino.save_model does
+                rt = ET.SubElement(el, "rt_info")
+                ET.SubElement(rt, "attribute", {"name": "decompression", "version": "0"})
+            if lay.inputs:
+                ins = ET.SubElement(el, "input")
+                for k, (shape, et) in enumerate(lay.inputs):
+                    self._port(ins, k, shape, et, None)
+            if lay.outputs:
+                outs = ET.SubElement(el, "output")
+                for k, (shape, et) in enumerate(lay.outputs):
+                    pid = len(lay.inputs) + k
+                    self._port(outs, pid, shape, et, self.port_names.get((lay.id, pid)))
+        edges = ET.SubElement(net, "edges")
+        for a, b, c, d in self.edges:
+            ET.SubElement(edges, "edge", {"from-layer": str(a), "from-port": str(b), "to-layer": str(c),
+                                          "to-port": str(d)})
+        ET.indent(net)
+        return b'<?xml version="1.0"?>\n' + ET.tostring(net, encoding="utf-8") + b"\n"
+
+
+class ExportContext:
+    """What an operation exporter sees: graph tensors as IR port refs, and a layer factory.
+
+    Tensors are materialised on demand: ``variable``/``constant`` data becomes a Const layer
+    only when some exporter asks for the tensor as a port (:meth:`ref`); exporters that can use
+    the data directly (a grouped filter reshaped, a bias flattened) ask :meth:`data` first.
+    """
+
+    def __init__(self, graph: Graph, writer: IRWriter):
+        self.graph = graph
+        self.w = writer
+        self.refs: dict[str, Ref] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.op: Operation | None = None
+
+    # --- errors -----------------------------------------------------------------------------
+    def fail(self, message: str) -> NNEFXError:
+        op = self.op
+        where = op.location if op is not None and op.location is not None else Location(field=self.graph.name)
+        prefix = f"cannot write operation '{op.op}' as IR v11: " if op is not None else ""
+        return NNEFXError(prefix + message, where)
+
+    # --- tensors ------------------------------------------------------------------------------
+    def shape(self, value: Any) -> tuple:
+        """Static shape of a tensor name, literal, or port ref."""
+        if isinstance(value, tuple) and len(value) == 2 and value in self.w.meta:
+            shape = self.w.shape(value)
+        elif isinstance(value, str):
+            t = self.graph.tensors[value]
+            if t.shape is None:
+                raise self.fail(f"tensor '{value}' has no known shape")
+            shape = tuple(t.shape)
+        else:
+            return ()
+        if any(d is None for d in shape):
+            raise self.fail(f"shape {shape} is not static; fix the input shapes first")
+        return tuple(int(d) for d in shape)
+
+    def etype(self, value: Any, default: str = "f32") -> str:
+        if isinstance(value, str):
+            if value in self.refs:
+                return self.w.etype(self.refs[value])
+            return ETYPE.get(self.graph.tensors[value].dtype, "f32")
+        if isinstance(value, tuple) and value in self.w.meta:
+            return self.w.etype(value)
+        if isinstance(value, bool):
+            return "boolean"
+        return default
+
+    def data(self, value: Any) -> np.ndarray | None:
+        """Load-time data of a literal or a ``variable``/``constant`` tensor, else None."""
+        if isinstance(value, str):
+            return self.consts.get(value)
+        if isinstance(value, (bool, int, float)):
+            return np.asarray(value)
+        return None
+
+    def ref(self, value: Any, etype: str | None = None) -> Ref:
+        """The port holding tensor ``value`` (a name), or a Const for a literal."""
+        if isinstance(value, tuple):
+            return value
+        if isinstance(value, str):
+            if value not in self.refs:
+                if value not in self.consts:
+                    raise self.fail(f"tensor '{value}' is not available")
+                arr = self.consts[value]
+                ref = self.w.const(arr, ETYPE.get(self.graph.tensors[value].dtype, "f32"), name=value)
+                self.refs[value] = ref
+            return self.refs[value]
+        if isinstance(value, (bool, int, float, np.ndarray, list)):
+            et = etype or ("boolean" if isinstance(value, bool) else "f32")
+            return self.w.const(np.asarray(value), et)
+        raise self.fail(f"unsupported input value {value!r}")
+
+    def const(self, array: Any, etype: str) -> Ref:
+        return self.w.const(array, etype)
+
+    def ints(self, values: Sequence[int]) -> Ref:
+        """An i64 1-D Const (axes, shapes, pads...)."""
+        return self.w.const(np.asarray(list(values), dtype=np.int64).reshape(-1), "i64")
+
+    def layer(self, type_: str, inputs: Sequence[Any], shape: tuple | None = None, *, etype: str | None = None,
+              attrs: dict[str, Any] | None = None, version: str = "opset1",
+              outputs: Sequence[tuple[tuple, str]] | None = None) -> Any:
+        """Emit one layer; returns its only output ref (or the list when ``outputs`` is given)."""
+        refs = [self.ref(v) for v in inputs]
+        if outputs is None:
+            et = etype or (self.w.etype(refs[0]) if refs else "f32")
+            outs = [(tuple(shape or ()), et)]
+        else:
+            outs = list(outputs)
+        hint = self.op.output_names()[0] if self.op is not None and self.op.output_names() else type_
+        got = self.w.add(type_, refs, outs, attrs=attrs, version=version, name=f"{hint}/{type_}")
+        return got if outputs is not None else got[0]
+
+    def bind(self, name: str, ref: Ref) -> None:
+        """Tensor ``name`` of the graph is the value at port ``ref``."""
+        self.refs[name] = ref
+
+
+def _reachable(graph: Graph) -> set[int]:
+    """Indices of the operations the graph outputs depend on (the rest is not written)."""
+    producer: dict[str, int] = {}
+    for k, op in enumerate(graph.operations):
+        if op.op != "update":
+            for n in op.output_names():
+                producer[n] = k
+    need: set[int] = set()
+    stack = [producer[n] for n in graph.outputs if n in producer]
+    while stack:
+        k = stack.pop()
+        if k in need:
+            continue
+        need.add(k)
+        stack.extend(producer[n] for n in graph.operations[k].input_names() if n in producer)
+    return need
+
+
+def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
+    """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
+    from .export_ops import find_exporter
+
+    for op in graph.operations:
+        if op.op == "update":
+            raise NNEFXError(f"cannot write operation 'update' as IR v11: variable '{op.inputs.get('variable')}' "
+                             "is updated (stateful models are not supported by the IR writer)", op.location)
+    w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
+    ctx = ExportContext(graph, w)
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        if t.shape is None:
+            raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
+        ref = w.parameter(name, tuple(t.shape), ETYPE.get(t.dtype, "f32"))
+        ctx.bind(name, ref)
+    needed = _reachable(graph)
+    for k, op in enumerate(graph.operations):
+        if k not in needed or op.op == "external":
+            continue
+        ctx.op = op
+        if op.op in ("variable", "constant"):
+            (name,) = op.output_names()
+            t = graph.tensors[name]
+            if op.op == "variable":
+                if t.data is None:
+                    raise ctx.fail(f"variable '{op.attribs.get('label', name)}' has no data")
+                arr = np.asarray(t.data)
+            else:
+                shape = tuple(op.attribs.get("shape", t.shape or ()))
+                value = np.asarray(op.attribs.get("value", 0.0))
+                arr = np.broadcast_to(value.reshape(-1) if value.size == 1 else value.reshape(shape),
+                                      shape) if value.size in (1, int(np.prod(shape, dtype=np.int64))) else None
+                if arr is None:
+                    raise ctx.fail(f"constant value of {value.size} items does not fill shape {shape}")
+            ctx.consts[name] = np.asarray(arr, dtype=NUMPY[ETYPE.get(t.dtype, "f32")])
+            continue
+        fn = find_exporter(op.op)
+        if fn is None:
+            raise ctx.fail("no opset equivalent is known for this operation")
+        try:
+            fn(ctx, op)
+        except NNEFXError as exc:
+            if exc.location is None:
+                exc.location = op.location
+            raise
+        for n in op.output_names():
+            if n not in ctx.refs:
+                raise ctx.fail(f"exporter did not produce output '{n}'")
+    ctx.op = None
+    for name in graph.outputs:
+        if name not in ctx.refs:
+            ctx.ref(name)  # an output that is a constant/variable
+        ref = ctx.refs[name]
+        if any(n != name and (n in graph.inputs or n in graph.outputs) for n, r in ctx.refs.items() if r == ref):
+            # the output is another input/output under a second name (a copy, a no-op reshape):
+            # give it a port of its own so both names survive
+            ref = w.add("Convert", [ref], [w.meta[ref]], attrs={"destination_type": w.etype(ref)},
+                        name=f"{name}/copy")[0]
+            ctx.refs[name] = ref
+        w.name_port(ref, name)
+        w.result(ref, name)
+    for name, ref in ctx.refs.items():
+        if name in graph.inputs:
+            w.name_port(ref, name)
+    return w
+
+
+def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16: bool = False,
+             weights: str | os.PathLike | None = None) -> None:
+    """Write ``model`` as IR v11: ``path`` (``.xml``) and ``weights`` (default: ``.bin`` beside it)."""
+    from ...semantics.shapes import infer_shapes
+
+    graph = model.graph if isinstance(model, Model) else model
+    path = os.fspath(path)
+    if any(t.shape is None for t in graph.tensors.values()):
+        graph = infer_shapes(graph)
+    w = build(graph, compress_to_fp16=compress_to_fp16)
+    xml = w.xml_bytes()
+    bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"
+    _atomic_write_pair([(bin_path, bytes(w.blob)), (path, xml)])
+
+
+def _atomic_write_pair(items: list[tuple[str, bytes]]) -> None:
+    """Write every file to a temporary beside it, then rename all into place."""
+    temps: list[tuple[str, str]] = []
+    try:
+        for target, data in items:
+            folder = os.path.dirname(os.path.abspath(target))
+            fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
+            temps.append((tmp, target))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        for tmp, target in temps:
+            os.replace(tmp, target)
+    except OSError as exc:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise NNEFXError(f"cannot write '{items[-1][0]}': {exc.strerror or exc}", Location(items[-1][0])) from None

@@ -1,0 +1,267 @@
+"""IR v11 writer: NNEF graphs built with GraphBuilder -> ``.xml``/``.bin`` -> OpenVINO runs them
+and agrees with nnefx; nnefx reads its own output back; unsupported operations fail with a
+location and leave nothing behind."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import nnefx
+from nnefx.diagnostics import NNEFXError
+from nnefx.io.builder import GraphBuilder
+from nnefx.runtime.session import Session
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def run_openvino(xml: str, feeds: dict) -> dict:
+    ov = pytest.importorskip("openvino")
+    cm = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    res = cm(feeds)
+    return {o.get_any_name(): np.asarray(res[o]) for o in cm.outputs}
+
+
+def close(got, want, rtol=1e-4):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.dtype == np.bool_ or want.dtype.kind in "iu":
+        np.testing.assert_array_equal(got.astype(want.dtype), want)
+        return
+    scale = max(float(np.abs(want).max()) if want.size else 0.0, 1.0)
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()) if want.size else 0.0
+    assert err <= rtol * scale, f"max abs error {err} (scale {scale})"
+
+
+def check(model, feeds: dict, tmp_path, rtol=1e-4, roundtrip=True, **save_opts) -> str:
+    """Save as IR v11, run with OpenVINO and nnefx (original and re-read): all must agree.
+
+    ``roundtrip=False`` where the written layer types are ones nnefx's opset reader does not
+    map yet (LRN, the detection layers): OpenVINO agreement is still required.
+    """
+    want = Session(model, "fast").run(feeds)
+    xml = str(tmp_path / "model.xml")
+    nnefx.save(model, xml, **save_opts)
+    got = run_openvino(xml, feeds)
+    assert set(got) == set(want), (sorted(got), sorted(want))
+    bad = []
+    for k in want:
+        try:
+            close(got[k], want[k], rtol)
+        except AssertionError as exc:
+            bad.append(f"{k}: {exc}")
+    assert not bad, bad
+    if not roundtrip:
+        return xml
+    back = Session(nnefx.load(xml), "fast").run(feeds)
+    assert list(back) == list(want)
+    for k in want:
+        close(back[k], want[k], rtol)
+    return xml
+
+
+def cnn() -> tuple:
+    b = GraphBuilder("cnn")
+    x = b.external("input", shape=(2, 4, 9, 8))
+    y = b.op("conv", x, b.variable("c1/w", rand(8, 2, 3, 3)), b.variable("c1/b", rand(1, 8)), groups=2,
+             padding=[(1, 1), (0, 1)], stride=[2, 1])
+    y = b.op("relu", y)
+    p1 = b.op("max_pool", y, size=[1, 1, 3, 3], padding=[(0, 0), (0, 0), (1, 1), (1, 1)], border="constant",
+              stride=[1, 1, 2, 2])
+    p2 = b.op("max_pool", y, size=[1, 1, 3, 3], padding=[(0, 0), (0, 0), (1, 1), (1, 1)], border="ignore",
+              stride=[1, 1, 2, 2])
+    p3 = b.op("avg_pool", y, size=[1, 1, 3, 3], padding=[(0, 0), (0, 0), (1, 1), (1, 1)], border="ignore",
+              stride=[1, 1, 2, 2])
+    p4 = b.op("avg_pool", y, size=[1, 1, 3, 3], padding=[], border="constant", stride=[1, 1, 2, 2])
+    s = b.op("add", b.op("sub", p1, p2), b.op("mul", p3, p4))
+    z = b.op("conv", s, b.variable("c2/w", rand(6, 8, 2, 2)), b.variable("c2/b", rand(1, 6)), padding=[])
+    z = b.op("conv", z, b.variable("dw/w", rand(6, 1, 3, 3)), groups=0, padding=[], border="reflect")
+    f = b.op("reshape", z, shape=[2, -1])
+    fc = b.op("linear", f, b.variable("fc/w", rand(5, 72)), b.variable("fc/b", rand(1, 5)))
+    b.output(b.op("softmax", fc), name="probs")
+    b.output(p1, name="pooled")
+    return b.build(), {"input": rand(2, 4, 9, 8, lo=-2, hi=2)}
+
+
+def test_cnn_grouped_conv_pooling_borders_linear_softmax(tmp_path):
+    model, feeds = cnn()
+    xml = check(model, feeds, tmp_path)
+    text = open(xml).read()
+    assert 'version="11"' in text and 'type="GroupConvolution"' in text and 'names="probs"' in text
+    assert os.path.getsize(xml[:-4] + ".bin") > 0
+
+
+def test_compress_to_fp16_stores_half_behind_convert(tmp_path):
+    model, feeds = cnn()
+    xml = str(tmp_path / "m16.xml")
+    nnefx.save(model, xml, compress_to_fp16=True)
+    text = open(xml).read()
+    assert 'element_type="f16"' in text and 'destination_type="f32"' in text
+    want = Session(model, "fast").run(feeds)
+    got = run_openvino(xml, feeds)
+    for k in want:  # weights rounded to f16: agreement to f16 precision only
+        close(got[k], want[k], rtol=2e-2)
+    nnefx.save(model, str(tmp_path / "m32.xml"))
+    assert os.path.getsize(str(tmp_path / "m16.bin")) < 0.6 * os.path.getsize(str(tmp_path / "m32.bin"))
+
+
+def test_shape_ops_and_nnef_broadcasting(tmp_path):
+    b = GraphBuilder("shapes")
+    x = b.external("x", shape=(2, 3, 4, 5))
+    v = b.external("v", shape=(2, 3))                  # NNEF: aligned from dim 0 -> [2, 3, 1, 1]
+    c = b.variable("c", rand(1, 3))
+    y = b.op("add", x, v)
+    y = b.op("mul", y, c)
+    y = b.op("sub", y, 0.5)
+    t = b.op("transpose", y, axes=[0, 2, 1, 3])
+    cat = b.op("concat", [t, t], axis=3)
+    sl = b.op("slice", cat, axes=[1, 3], begin=[1, -8], end=[4, -1], stride=[2, 3])
+    sl2 = b.op("slice", cat, axes=[3], begin=[-1], end=[-11], stride=[-2])
+    parts = b.op("split", cat, axis=3, ratios=[2, 3], outputs=2)
+    sq = b.op("squeeze", b.op("unsqueeze", v, axes=[0, 3]), axes=[0])
+    r = b.op("reshape", x, shape=[0, -1], axis_start=1, axis_count=2)
+    b.output(sl, name="sliced")
+    b.output(sl2, name="reversed")
+    b.output(parts[1], name="part")
+    b.output(sq, name="sq")
+    b.output(r, name="r")
+    b.output(b.op("select", b.op("gt", x, v), x, b.op("clamp", x, -0.5, 0.25)), name="sel")
+    b.output(b.op("pad", v, padding=[(1, 0), (0, 2)], border="reflect"), name="padded")
+    b.output(b.op("tile", v, repeats=[2, 1]), name="tiled")
+    b.output(b.op("mean_reduce", x, axes=[2, 3]), name="mean")
+    b.output(b.op("max_reduce", x, axes=[1]), name="max")
+    b.output(b.op("sum_reduce", x, axes=[0, 3], normalize=False), name="sum")
+    b.output(b.op("softmax", x, axes=[2, 3]), name="sm23")
+    check(b.build(), {"x": rand(2, 3, 4, 5), "v": rand(2, 3)}, tmp_path)
+
+
+def test_elementwise_family(tmp_path):
+    b = GraphBuilder("elt")
+    x = b.external("x", shape=(3, 4))
+    p = b.op("add", b.op("abs", x), 0.5)
+    outs = {
+        "u": b.op("add", b.op("exp", x), b.op("log", p)),
+        "v": b.op("mul", b.op("sqrt", p), b.op("rsqrt", p)),
+        "w": b.op("sub", b.op("sigmoid", x), b.op("tanh", x)),
+        "e": b.op("elu", x, alpha=0.7),
+        "lr": b.op("leaky_relu", x, alpha=0.1),
+        "pr": b.op("prelu", x, b.variable("slope", rand(3, 1))),
+        "g": b.op("gelu", x),
+        "s": b.op("silu", x),
+        "sp": b.op("softplus", x),
+        "rd": b.op("round", b.op("mul", x, 4.0)),
+        "fl": b.op("add", b.op("floor", x), b.op("ceil", x)),
+        "sg": b.op("mul", b.op("sign", x), b.op("sqr", x)),
+        "rc": b.op("rcp", p),
+        "mn": b.op("min", b.op("max", x, -0.2), 0.3),
+        "pw": b.op("pow", p, 1.5),
+        "lg": b.op("log2", p),
+        "neg": b.op("neg", x),
+    }
+    for k, v in outs.items():
+        b.output(v, name=k)
+    x_in = rand(3, 4, lo=-3, hi=3)
+    x_in[0, :2] = [0.5, -1.5]    # round's ties
+    check(b.build(), {"x": x_in}, tmp_path)
+
+
+def test_matmul_batchnorm_lrn_upsample_deconv(tmp_path):
+    b = GraphBuilder("misc")
+    x = b.external("x", shape=(1, 4, 5, 6))
+    a = b.external("a", shape=(2, 3, 4))
+    m = b.op("matmul", a, b.variable("mb", rand(2, 5, 4)), transposeB=True)
+    bn = b.op("batch_normalization", x, b.variable("mean", rand(1, 4)), b.variable("var", rand(1, 4, lo=0.1, hi=1)),
+              b.variable("off", rand(1, 4)), b.variable("scale", rand(1, 4)), epsilon=1e-3)
+    up = b.op("nearest_upsample", x, factor=[2, 3])
+    dc = b.op("deconv", x, b.variable("dw", rand(4, 3, 3, 3)), b.variable("db", rand(1, 3)), stride=[2, 2],
+              padding=[(1, 1), (0, 1)])
+    dg = b.op("deconv", x, b.variable("gw", rand(4, 1, 2, 2)), stride=[2, 2], padding=[], groups=2)
+    l2 = b.op("l2_normalization", x, axes=[1], epsilon=1e-6)
+    ad = b.op("area_downsample", x, factor=[1, 2])
+    for k, v in {"m": m, "bn": bn, "up": up, "dc": dc, "dg": dg, "l2": l2, "ad": ad}.items():
+        b.output(v, name=k)
+    check(b.build(), {"x": rand(1, 4, 5, 6), "a": rand(2, 3, 4)}, tmp_path)
+
+
+@pytest.mark.parametrize("bias", [1.0, 1.5])
+def test_local_response_normalization(tmp_path, bias):
+    b = GraphBuilder("lrn")
+    x = b.external("x", shape=(1, 6, 3, 4))
+    b.output(b.op("local_response_normalization", x, size=[1, 3, 1, 1], alpha=0.2, beta=0.75, bias=bias), name="y")
+    check(b.build(), {"x": rand(1, 6, 3, 4, lo=-2, hi=2)}, tmp_path, roundtrip=False)
+
+
+def test_nnef_folder_convert_command(tmp_path):
+    from nnefx.cli import main
+
+    model, feeds = cnn()
+    folder = str(tmp_path / "cnn_nnef")
+    nnefx.save(model, folder)
+    xml = str(tmp_path / "cnn.xml")
+    assert main(["convert", folder, xml]) == 0
+    want = Session(nnefx.load(folder), "fast").run(feeds)
+    got = run_openvino(xml, feeds)
+    for k in want:
+        close(got[k], want[k])
+
+
+def test_unsupported_operation_is_located_and_nothing_written(tmp_path):
+    b = GraphBuilder("bad")
+    x = b.external("x", shape=(1, 2, 4, 4))
+    y = b.op("relu", x)
+    b.output(b.op("argmax_pool", y, size=[1, 1, 2, 2], stride=[1, 1, 2, 2]), name="idx")
+    model = b.build()
+    xml = tmp_path / "bad.xml"
+    with pytest.raises(NNEFXError) as e:
+        nnefx.save(model, str(xml))
+    msg = str(e.value)
+    assert "argmax_pool" in msg and "no opset equivalent" in msg
+    assert e.value.location is not None and e.value.location.line is not None
+    assert os.listdir(tmp_path) == []
+
+
+def test_inexact_attributes_are_refused(tmp_path):
+    b = GraphBuilder("lrn")
+    x = b.external("x", shape=(1, 4, 3, 3))
+    b.output(b.op("local_response_normalization", x, size=[1, 2, 1, 1]), name="y")
+    with pytest.raises(NNEFXError, match="local_response_normalization.*window size"):
+        nnefx.save(b.build(), str(tmp_path / "lrn.xml"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_stateful_graph_is_refused(tmp_path):
+    text = """version 1.0;
+graph g( x ) -> ( y, v2 )
+{
+    x = external<scalar>(shape = [1, 2]);
+    v = variable<scalar>(shape = [1, 2], label = 'v');
+    y = add(x, v);
+    v2 = update(v, y);
+}
+"""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "graph.nnef").write_text(text)
+    from nnefx.io.binary import write_tensor
+
+    write_tensor(str(folder / "v.dat"), np.zeros((1, 2), np.float32))
+    with pytest.raises(NNEFXError, match="update"):
+        nnefx.save(nnefx.load(str(folder)), str(tmp_path / "out.xml"))
+    assert not (tmp_path / "out.xml").exists()
+
+
+def test_failed_write_leaves_old_files_alone(tmp_path):
+    model, _ = cnn()
+    xml = tmp_path / "m.xml"
+    xml.write_text("old")
+    (tmp_path / "m.bin").mkdir()          # the .bin cannot be replaced: the save must fail whole
+    with pytest.raises(NNEFXError, match="cannot write"):
+        nnefx.save(model, str(xml))
+    assert xml.read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["m.bin", "m.xml"]
