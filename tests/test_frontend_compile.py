@@ -80,6 +80,8 @@ def test_final_fixture_with_quant():
     ('"fc": linear_quantize(min = 0.0, max = 1.0);', "needs argument 'bits'", 1),
     ('"fc": linear_quantize(x = 0.0, min = 0.0, max = 1.0, bits = 8);', "no quantization parameter", 1),
     ('"fc": linear_quantize(min = 0.0, max = 1.0, bits = 8.5);', "expects integer", 1),
+    ('"fc": linear_quantize(min = [[0.0], [0.0, 1.0]], max = 1.0, bits = 8);', "rectangular", 1),
+    ('\n"fc": linear_quantize(min = [[0.0, 0.0]], max = 1.0, bits = 8);', "does not broadcast", 2),
 ])
 def test_quant_errors(quant, words, line):
     with pytest.raises(NNEFXError) as info:

@@ -147,6 +147,8 @@ def parse_quant_entries(text: str, table: dict[str, ast.Fragment], *, file: str 
             want = p.type.type
             if want.is_tensor():
                 ok = _numeric_nested(arg.value)
+                if ok:
+                    _array_shape(arg.value)  # rectangular, or an error at the ragged item
             else:
                 ok = can_cast(t, want.bind("scalar"))
             if not ok:
@@ -162,6 +164,35 @@ def parse_quant_entries(text: str, table: dict[str, ast.Fragment], *, file: str 
         out[entry.tensor] = info
         locs[entry.tensor] = entry.loc
     return out
+
+
+def _array_shape(e: ast.Expr) -> tuple[int, ...]:
+    """Shape of a nested array literal; ragged nesting is an error at the offending item."""
+    if not isinstance(e, ast.ArrayExpr):
+        return ()
+    if not e.items:
+        return (0,)
+    inner = _array_shape(e.items[0])
+    for item in e.items[1:]:
+        if _array_shape(item) != inner:
+            raise NNEFXError(f"per-channel values must form a rectangular array; this item's shape "
+                             f"{list(_array_shape(item))} differs from the first item's {list(inner)}", item.loc)
+    return (len(e.items), *inner)
+
+
+def _check_quant_shape(name: str, key: str, value: Any, shape: tuple | None, loc: Any) -> None:
+    dims = []
+    v = value
+    while isinstance(v, list):
+        dims.append(len(v))
+        v = v[0] if v else None
+    if not dims or shape is None:
+        return
+    for i, d in enumerate(dims):
+        t = shape[i] if i < len(shape) else 1
+        if d != 1 and t is not None and d != t:
+            raise NNEFXError(f"'{key}' of tensor '{name}' has shape {dims}, which does not broadcast to the "
+                             f"tensor's shape {list(shape)} (dimension {i}: {d} vs {t})", loc)
 
 
 def _numeric_nested(e: ast.Expr) -> bool:
@@ -185,6 +216,8 @@ def attach_quant(graph: Graph, text: str, table: dict[str, ast.Fragment], *, fil
     for name, info in entries.items():
         if name not in graph.tensors:
             raise NNEFXError(f"graph.quant names tensor '{name}', which the graph does not define", qdoc_locs[name])
+        for key, value in info.items():
+            _check_quant_shape(name, key, value, graph.tensors[name].shape, qdoc_locs[name])
         graph.tensors[name].quant = info
     return graph
 
