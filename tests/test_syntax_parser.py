@@ -289,3 +289,9 @@ def test_unparenthesised_rvalue_tuples_are_provisional_only():
     doc = parse_document("version 1.0\nfragment f( x: tensor ) -> ( y: tensor, z: tensor )\n{\n  y, z = x, x\n}\n"
                          "graph G( x ) -> ( y, z )\n{\n  x = external(shape = [1])\n  y, z = f(x)\n}\n")
     assert isinstance(doc.fragments[0].body[0].rhs, ast.TupleExpr)
+
+
+def test_dialect_detection_after_a_long_comment_header():
+    header = "# " + "x" * 6000 + "\n"
+    doc = parse_document(header + "version 1.0\ngraph G( x ) -> ( x2 )\n{\n  x = external(shape = [1])\n  x2 = copy(x)\n}\n")
+    assert doc.dialect == "provisional"

@@ -60,13 +60,16 @@ def deep_recursion(limit: int = 20000) -> Iterator[None]:
             sys.setrecursionlimit(old)
 
 
-def detect_dialect(text: str) -> str:
+def detect_dialect(text: str | list[Token]) -> str:
     """``final`` when the version statement ends with ``;`` or ``extension`` follows, else
     ``provisional``.  Documents that do not start with a version are reported as final."""
-    try:
-        toks = tokenize(text[:4096] if len(text) > 4096 else text)
-    except NNEFXError:
-        toks = []
+    if isinstance(text, str):
+        try:
+            toks = tokenize(text)
+        except NNEFXError:
+            toks = []
+    else:
+        toks = text
     if len(toks) >= 3 and toks[0].kind == NAME and toks[0].value == "version":
         nxt = toks[2]
         if nxt.kind == OP and nxt.value == ";":
@@ -99,13 +102,13 @@ class _Depth:
 
 
 class Parser:
-    def __init__(self, text: str, file: str | None = None, dialect: str = FINAL):
+    def __init__(self, text: str | list[Token], file: str | None = None, dialect: str = FINAL):
         if dialect not in DIALECTS:
             raise NNEFXError(f"unknown NNEF dialect '{dialect}' (expected 'provisional' or 'final')")
         self.file = file
         self.dialect = dialect
         self.keywords = KEYWORDS[dialect]
-        self.tokens = tokenize(text, file)
+        self.tokens = tokenize(text, file) if isinstance(text, str) else text
         self.pos = 0
         self.depth = 0
         #: whether operator expressions are allowed where we are
@@ -762,8 +765,9 @@ class Parser:
 
 def parse_document(text: str, file: str | None = None, dialect: str | None = None) -> ast.Document:
     """Parse a ``graph.nnef`` document (dialect auto-detected unless given)."""
+    tokens = tokenize(text, file)
     with deep_recursion():
-        return Parser(text, file, dialect or detect_dialect(text)).parse_document()
+        return Parser(tokens, file, dialect or detect_dialect(tokens)).parse_document()
 
 
 def parse_library(text: str, file: str | None = None) -> list[ast.Fragment]:
