@@ -126,3 +126,59 @@ def test_generated_integer_expressions_evaluate_like_the_reference(tree):
             f"graph G( x ) -> ( y )\n{{\n    x = external(shape = [1]);\n    y = probe(x, v = {_text(tree)});\n}}\n")
     g = compile_document(text, shapes=False)
     assert g.operations[-1].attribs["v"] == _value(tree)
+
+
+# --- generated valid flat graphs: print -> compile round trip ---------------------------------
+
+_UNARY = ["relu", "exp", "neg", "abs", "sigmoid", "copy", "tanh"]
+_BINARY = ["add", "sub", "mul", "max", "min"]
+
+
+@st.composite
+def _flat_graphs(draw):
+    rank = draw(st.integers(1, 3))
+    shape = [draw(st.integers(1, 4)) for _ in range(rank)]
+    lines = [f"x = external(shape = {shape});"]
+    names = ["x"]
+    for i in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["unary", "binary", "literal", "reduce", "nested"]))
+        a = draw(st.sampled_from(names))
+        if kind == "unary":
+            rhs = f"{draw(st.sampled_from(_UNARY))}({a})"
+        elif kind == "binary":
+            rhs = f"{draw(st.sampled_from(_BINARY))}({a}, {draw(st.sampled_from(names))})"
+        elif kind == "literal":
+            v = draw(st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32))
+            rhs = f"add({a}, {float(v)!r})".replace("e+", "e")
+        elif kind == "reduce":
+            rhs = f"sum_reduce({a}, axes = [{draw(st.integers(0, rank - 1))}], normalize = {draw(st.booleans())!s}"
+            rhs = rhs.replace("True", "true").replace("False", "false") + ")"
+        else:
+            rhs = f"relu(add({a}, mul({a}, 2.0)))"
+        name = f"t{i}"
+        lines.append(f"{name} = {rhs};")
+        names.append(name)
+    out = names[-1]
+    body = "\n    ".join(lines)
+    return f"version 1.0;\ngraph G( x ) -> ( {out} )\n{{\n    {body}\n}}\n"
+
+
+@SETTINGS
+@given(_flat_graphs(), st.booleans())
+def test_generated_graphs_round_trip_through_the_printer(text, expand_all):
+    from nnefx.syntax.printer import print_graph
+
+    g = compile_document(text, expand_all=expand_all)
+    printed = print_graph(g)
+    g2 = compile_document(printed)
+    assert [(op.op, op.inputs, op.outputs, op.attribs, op.dtype) for op in g2.operations] == \
+        [(op.op, op.inputs, op.outputs, op.attribs, op.dtype) for op in g.operations]
+    assert {n: (t.shape, t.dtype) for n, t in g2.tensors.items()} == {n: (t.shape, t.dtype) for n, t in g.tensors.items()}
+    assert print_graph(g2) == printed
+    try:
+        import nnef
+    except ImportError:
+        return
+    theirs = nnef.parse_string(printed)
+    nnef.infer_shapes(theirs)
+    assert {n: tuple(t.shape) for n, t in theirs.tensors.items()} == {n: t.shape for n, t in g.tensors.items()}
