@@ -493,3 +493,33 @@ def test_types_behave_alike() -> None:
 def test_custom_stdlib_is_refused_clearly() -> None:
     with pytest.raises(compat.Error, match="stdlib"):
         compat.parse_string(MINIMAL, stdlib="fragment relu( x: tensor<scalar> ) -> ( y: tensor<scalar> );")
+
+
+def test_readme_example() -> None:
+    """The README's drop-in example prints what the README says."""
+    _needs_frontend()
+    graph = compat.parse_string("""
+    version 1.0;
+    graph Net( input ) -> ( output )
+    {
+        input = external(shape = [1, 3, 32, 32]);
+        filter = variable(shape = [16, 3, 3, 3], label = 'conv/filter');
+        conv = conv(input, filter, 0.0, padding = [(1, 1), (1, 1)]);
+        output = max_pool(conv, size = [1, 1, 2, 2], stride = [1, 1, 2, 2]);
+    }
+    """)
+    compat.infer_shapes(graph)
+    assert repr(graph.operations[2].attribs) == ("OrderedDict([('border', 'constant'), ('padding', [(1, 1), (1, 1)]), "
+                                                 "('stride', []), ('dilation', []), ('groups', 1)])")
+    assert {name: t.shape for name, t in graph.tensors.items()} == {
+        "conv": [1, 16, 32, 32], "filter": [16, 3, 3, 3], "input": [1, 3, 32, 32], "output": [1, 16, 16, 16]}
+    with pytest.raises(compat.Error, match=r"^Parse error in 'input' \[1:74\] undefined identifier 'q'"):
+        compat.parse_string("version 1.0; graph G( x ) -> ( y ) { x = external(shape = [2]); y = relu(q); }")
+
+
+def test_quant_entry_for_unknown_tensor_is_an_error() -> None:
+    """Deliberate difference: the official parser silently ignores such an entry."""
+    _needs_frontend()
+    with pytest.raises(compat.Error, match="zz"):
+        compat.parse_string("version 1.0; graph G( x ) -> ( y ) { x = external(shape = [2]); y = relu(x); }",
+                            quant_str='"zz": linear_quantize(min = 0.0, max = 1.0, bits = 8);')
