@@ -82,7 +82,7 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             if shapes:
                 infer_shapes(graph, input_shapes)
             if quant:
-                attach_quant(graph, quant, table, file=quant_file, dialect=doc.dialect)
+                attach_quant(graph, quant, table, file=quant_file or "<quant>", dialect=doc.dialect)
     except NNEFXError as exc:
         if file is not None:
             exc.at_file(file)
