@@ -68,3 +68,51 @@ def test_hostile_attributes(tmp_path, ltype, data):
         Session(model).run(feeds)
     except NNEFXError:
         pass
+
+
+MULTI = {
+    # type: (attribute keys, input shapes, const inputs {index: array}, blobs)
+    "DetectionOutput": (["num_classes", "background_label_id", "top_k", "keep_top_k", "code_type", "share_location",
+                         "nms_threshold", "confidence_threshold", "variance_encoded_in_target", "normalized"],
+                        [[1, 16], [1, 8], [1, 2, 16]], {}, None),
+    "Proposal": (["base_size", "pre_nms_topn", "post_nms_topn", "nms_thresh", "feat_stride", "min_size", "ratio",
+                  "scale", "framework"], [[1, 4, 2, 2], [1, 8, 2, 2], [1, 3]], {}, None),
+    "ROIPooling": (["pooled_h", "pooled_w", "spatial_scale", "method"], [[1, 2, 4, 4], [2, 5]], {}, None),
+    "PSROIPooling": (["output_dim", "group_size", "spatial_scale", "mode", "spatial_bins_x", "spatial_bins_y"],
+                     [[1, 8, 4, 4], [2, 5]], {}, None),
+    "StridedSlice": (["begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask"],
+                     [[1, 4, 6, 6], [4], [4], [4]],
+                     {1: np.array([0, 1, -1, 2], "f4"), 2: np.array([1, 3, 0, -1], "f4"),
+                      3: np.array([1, 1, -1, 2], "f4")}, None),
+    "Gather": (["axis"], [[2, 3], [4, 6, 6]], {0: np.array([[0, -1, 2], [3, 1, 0]], "f4")}, None),
+    "Quantize": (["levels"], [[1, 4, 6, 6], [1], [1], [1], [1]],
+                 {1: np.zeros(1, "f4"), 2: np.ones(1, "f4"), 3: np.zeros(1, "f4"), 4: np.ones(1, "f4")}, None),
+    "Deconvolution": (["kernel", "strides", "pads_begin", "pads_end", "group", "output", "auto_pad"],
+                      [[1, 4, 6, 6]], {}, {"weights": np.ones(64, "f4")}),
+    "FullyConnected": (["out-size"], [[1, 4, 6, 6]], {}, {"weights": np.ones(144 * 2, "f4")}),
+    "Normalize": (["across_spatial", "channel_shared", "eps"], [[1, 4, 6, 6]], {}, {"weights": np.ones(4, "f4")}),
+    "Concat": (["axis"], [[1, 4, 6, 6], [1, 4, 6, 6]], {}, None),
+    "Permute": (["order"], [[1, 4, 6, 6]], {}, None),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(ltype=st.sampled_from(sorted(MULTI)), data=st.data())
+def test_hostile_attributes_multi_input(tmp_path, ltype, data):
+    keys, shapes, consts, blobs = MULTI[ltype]
+    attrs = {k: data.draw(st.sampled_from(VALUES)) for k in keys if data.draw(st.booleans())}
+    out_dims = data.draw(st.sampled_from([[1, 1, 2, 7], [2, 5], [1, 4, 6, 6], [1, 2], [2, 3, 6, 6]]))
+    net = LegacyNet("fuzz")
+    refs = [net.const(f"c{i}", consts[i]) if i in consts else net.input(f"in{i}", s) for i, s in enumerate(shapes)]
+    net.add(ltype, refs, [out_dims], attrs, blobs=blobs, name="out")
+    try:
+        model = nnefx.load(net.save(tmp_path))
+    except NNEFXError:
+        return
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.uniform(0, 1, model.graph.tensors[n].shape).astype(np.float32) for n in model.graph.inputs}
+    try:
+        Session(model).run(feeds)
+    except NNEFXError:
+        pass
