@@ -191,3 +191,24 @@ def test_tensor_iterator_lstm_two_back_edges_and_body_const(tmp_path):
         got = list(Session(model, backend=backend).run({"x": X, "h0": H0, "c0": C0}).values())
         np.testing.assert_allclose(got[0], np.stack(seq, 1), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got[1], cc, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('axis="1" start="0" end="-1" stride="1" part_size="1"', 'axis="1" start="0" end="-1" stride="0" part_size="1"',
+     "stride must not be 0"),
+    ('axis="1" start="0" end="-1" stride="1" part_size="1"', 'axis="7" start="0" end="-1" stride="1" part_size="1"',
+     "port map axis of port 0 = 7"),
+    ('axis="1" start="0" end="-1" stride="1" part_size="1"', 'axis="1" start="9" end="-1" stride="1" part_size="1"',
+     "fall outside the axis extent"),
+    ('<input external_port_id="1" internal_layer_id="1" internal_port_id="1"/>',
+     '<input external_port_id="5" internal_layer_id="1" internal_port_id="1"/>', "external port 5"),
+    ('internal_port_id="1"/>', 'internal_port_id="x"/>', "is not an integer"),
+])
+def test_tensor_iterator_bad_port_maps(tmp_path, old, new, message):
+    net = rnn_ti(1, 3, 2, 2, rand(2, 4), rand(2))
+    path = net.save(tmp_path)
+    text = open(path).read()
+    assert old in text
+    open(path, "w").write(text.replace(old, new, 1))
+    with pytest.raises(NNEFXError, match=message):
+        nnefx.load(path)
