@@ -55,6 +55,12 @@ ACTS = {
     "exp": np.exp,
     "not": lambda x: (x == 0).astype(np.float32),
     "relu": lambda x: np.where(x < 0, 0.1 * x, x),
+    "logistic": lambda x: 1 / (1 + np.exp(-x)),
+    "abs": np.abs,
+    "softplus": lambda x: np.log1p(np.exp(x)),
+    "swish": lambda x: x / (1 + np.exp(-x)),
+    "hsigmoid": lambda x: np.clip(x + 3, 0, 6) / 6,
+    "clamp": lambda x: np.clip(x, -1.5, 2.0),
 }
 
 
@@ -67,6 +73,8 @@ def test_activation(tmp_path, kind):
         data["alpha"] = "0.5"
     if kind == "relu":
         data["negative_slope"] = "0.1"
+    if kind == "clamp":
+        data.update(min="-1.5", max="2.0")
     one(unary_net("Activation", x.shape, data), tmp_path, {"data": x}, ACTS[kind](x), 1e-5)
 
 
