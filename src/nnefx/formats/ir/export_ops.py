@@ -672,3 +672,127 @@ def _ir_interp(ctx: ExportContext, op: Operation) -> None:
     transform = "align_corners" if op.attribs.get("align_corners", False) else "asymmetric"
     ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", transform))
 
+
+
+@exporter("ir_resample")
+def _ir_resample(ctx: ExportContext, op: Operation) -> None:
+    mode = op.attribs.get("mode", "nearest")
+    if mode == "nearest":   # Caffe Resample NEAREST: src = floor(dst * in / out)
+        y = _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "nearest", "asymmetric")
+    elif mode == "linear":  # bilinear, pixel centres aligned, edges clamped
+        y = _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", "half_pixel")
+    else:
+        raise ctx.fail(f"resample mode '{mode}' has no Interpolate form")
+    ctx.bind(out(op), y)
+
+
+# --- IR-only extension operations (from legacy files) back to their opset layers ------------
+
+@exporter("ir_prior_box")
+def _ir_prior_box(ctx: ExportContext, op: Operation) -> None:
+    # PriorBox-8 takes the feature map and image sizes as 1-D [H, W] inputs (not tensors) and
+    # returns [2, 4 * priors]; the legacy layer's result has a leading unit dimension
+    fs, ims = ctx.shape(op.inputs["input"]), ctx.shape(op.inputs["image"])
+    a = op.attribs
+    attrs = {"min_size": [float(v) for v in a["min_size"]], "max_size": [float(v) for v in a.get("max_size", [])],
+             "aspect_ratio": [float(v) for v in a.get("aspect_ratio", [])], "flip": bool(a.get("flip", False)),
+             "clip": bool(a.get("clip", False)), "step": float(a.get("step", 0.0)),
+             "offset": float(a.get("offset", 0.5)), "variance": [float(v) for v in a.get("variance", [])],
+             "scale_all_sizes": bool(a.get("scale_all_sizes", True)), "min_max_aspect_ratios_order": True,
+             "density": [], "fixed_ratio": [], "fixed_size": []}
+    shape = out_shape(ctx, op)
+    y = ctx.layer("PriorBox", [ctx.ints(fs[2:4]), ctx.ints(ims[2:4])], shape[1:], etype="f32", attrs=attrs,
+                  version="opset8")
+    ctx.bind(out(op), reshape(ctx, y, shape))
+
+
+@exporter("ir_detection_output")
+def _ir_detection_output(ctx: ExportContext, op: Operation) -> None:
+    a = op.attribs
+    code = str(a.get("code_type", "CORNER"))
+    keep = int(a.get("keep_top_k", -1))
+    attrs = {"num_classes": int(a["num_classes"]), "background_label_id": int(a.get("background_label_id", 0)),
+             "top_k": int(a.get("top_k", -1)), "variance_encoded_in_target": bool(a.get("variance_encoded_in_target",
+                                                                                          False)),
+             "keep_top_k": [keep], "code_type": f"caffe.PriorBoxParameter.{code}",
+             "share_location": bool(a.get("share_location", True)), "nms_threshold": float(a["nms_threshold"]),
+             "confidence_threshold": float(a.get("confidence_threshold", 0.0)),
+             "clip_after_nms": bool(a.get("clip_after_nms", False)),
+             "clip_before_nms": bool(a.get("clip_before_nms", False)), "decrease_label_id": False,
+             "normalized": True, "input_height": 1, "input_width": 1, "objectness_score": 0.0}
+    ctx.bind(out(op), ctx.layer("DetectionOutput", [op.inputs["loc"], op.inputs["conf"], op.inputs["prior"]],
+                                out_shape(ctx, op), attrs=attrs))
+
+
+@exporter("ir_proposal")
+def _ir_proposal(ctx: ExportContext, op: Operation) -> None:
+    a = op.attribs
+    info = op.inputs["im_info"]
+    n = int(np.prod(ctx.shape(info), dtype=np.int64))
+    if ctx.shape(op.inputs["cls_prob"])[0] != 1 or n not in (3, 4):
+        raise ctx.fail("only batch 1 with a 3- or 4-item image info has a Proposal-1 form")
+    attrs = {"base_size": int(a["base_size"]), "pre_nms_topn": int(a["pre_nms_topn"]),
+             "post_nms_topn": int(a["post_nms_topn"]), "nms_thresh": float(a["nms_thresh"]),
+             "feat_stride": int(a["feat_stride"]), "min_size": int(a["min_size"]),
+             "ratio": [float(v) for v in a["ratio"]], "scale": [float(v) for v in a["scale"]],
+             "clip_before_nms": bool(a.get("clip_before_nms", True)), "clip_after_nms": bool(a.get("clip_after_nms",
+                                                                                                   False)),
+             "normalize": bool(a.get("normalize", False)), "box_size_scale": float(a.get("box_size_scale", 1.0)),
+             "box_coordinate_scale": float(a.get("box_coordinate_scale", 1.0)), "framework": ""}
+    ctx.bind(out(op), ctx.layer("Proposal", [op.inputs["cls_prob"], op.inputs["bbox_pred"], reshape(ctx, info, (n,))],
+                                out_shape(ctx, op), attrs=attrs))
+
+
+@exporter("ir_region_yolo")
+def _ir_region_yolo(ctx: ExportContext, op: Operation) -> None:
+    a = op.attribs
+    attrs = {"coords": int(a.get("coords", 4)), "classes": int(a["classes"]), "num": int(a["num"]),
+             "do_softmax": bool(a.get("do_softmax", True)), "mask": [int(v) for v in a.get("mask", [])],
+             "axis": int(a.get("axis", 1)), "end_axis": int(a.get("end_axis", 3)), "anchors": []}
+    ctx.bind(out(op), ctx.layer("RegionYolo", [op.inputs["input"]], out_shape(ctx, op), attrs=attrs))
+
+
+@exporter("ir_reorg_yolo")
+def _ir_reorg_yolo(ctx: ExportContext, op: Operation) -> None:
+    s = int(op.attribs["stride"])
+    ctx.bind(out(op), ctx.layer("ReorgYolo", [op.inputs["input"]], out_shape(ctx, op), attrs={"stride": [s, s]}))
+
+
+@exporter("ir_roi_pooling")
+def _ir_roi_pooling(ctx: ExportContext, op: Operation) -> None:
+    a = op.attribs
+    attrs = {"pooled_h": int(a["pooled_h"]), "pooled_w": int(a["pooled_w"]),
+             "spatial_scale": float(a.get("spatial_scale", 1.0)), "method": str(a.get("method", "max"))}
+    ctx.bind(out(op), ctx.layer("ROIPooling", [op.inputs["input"], op.inputs["rois"]], out_shape(ctx, op),
+                                attrs=attrs))
+
+
+@exporter("ir_psroi_pooling")
+def _ir_psroi_pooling(ctx: ExportContext, op: Operation) -> None:
+    a = op.attribs
+    attrs = {"output_dim": int(a["output_dim"]), "group_size": int(a.get("group_size", 1)),
+             "spatial_scale": float(a.get("spatial_scale", 1.0)), "mode": str(a.get("mode", "average")),
+             "spatial_bins_x": int(a.get("spatial_bins_x", 1)), "spatial_bins_y": int(a.get("spatial_bins_y", 1))}
+    ctx.bind(out(op), ctx.layer("PSROIPooling", [op.inputs["input"], op.inputs["rois"]], out_shape(ctx, op),
+                                attrs=attrs))
+
+
+@exporter("ir_fake_quantize")
+def _ir_fake_quantize(ctx: ExportContext, op: Operation) -> None:
+    # the limits broadcast numpy-style already (as in the IR layer it came from)
+    refs = [op.inputs[k] for k in ("input", "input_low", "input_high", "output_low", "output_high")]
+    ctx.bind(out(op), ctx.layer("FakeQuantize", refs, out_shape(ctx, op), attrs={"levels": int(op.attribs["levels"])}))
+
+
+@exporter("ir_reverse_sequence")
+def _ir_reverse_sequence(ctx: ExportContext, op: Operation) -> None:
+    attrs = {"seq_axis": int(op.attribs.get("seq_axis", 1)), "batch_axis": int(op.attribs.get("batch_axis", 0))}
+    ctx.bind(out(op), ctx.layer("ReverseSequence", [op.inputs["input"], op.inputs["lengths"]], out_shape(ctx, op),
+                                attrs=attrs))
+
+
+@exporter("ir_ctc_greedy_decoder")
+def _ir_ctc_greedy_decoder(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("CTCGreedyDecoder", [op.inputs["data"], op.inputs["seq_indicators"]],
+                                out_shape(ctx, op), etype="f32",
+                                attrs={"ctc_merge_repeated": bool(op.attribs.get("ctc_merge_repeated", True))}))

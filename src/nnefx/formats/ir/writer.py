@@ -349,9 +349,11 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
             else:
                 shape = tuple(op.attribs.get("shape", t.shape or ()))
                 value = np.asarray(op.attribs.get("value", 0.0))
-                arr = np.broadcast_to(value.reshape(-1) if value.size == 1 else value.reshape(shape),
-                                      shape) if value.size in (1, int(np.prod(shape, dtype=np.int64))) else None
-                if arr is None:
+                if value.size == 1:
+                    arr = np.full(shape, value.reshape(-1)[0])
+                elif value.size == int(np.prod(shape, dtype=np.int64)):
+                    arr = value.reshape(shape)
+                else:
                     raise ctx.fail(f"constant value of {value.size} items does not fill shape {shape}")
             ctx.consts[name] = np.asarray(arr, dtype=NUMPY[ETYPE.get(t.dtype, "f32")])
             continue
