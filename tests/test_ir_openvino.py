@@ -87,12 +87,57 @@ class Manual(nn.Module):
         return z * torch.clamp(m, -1.0, 1.0), torch.log_softmax(y, dim=1), y.sum(dim=(1, 2))
 
 
+class GRUNet(nn.Module):
+    """Bidirectional GRU into a plain RNN (GRUSequence, RNNSequence)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(4, 5, batch_first=True, bidirectional=True)
+        self.rnn = nn.RNN(10, 3, batch_first=True)
+
+    def forward(self, x):
+        y, _ = self.gru(x)
+        z, h = self.rnn(y)
+        return z, h
+
+
+class TokenNet(nn.Module):
+    """Token and position embeddings (Gather of run-time ids, Range over a dynamic length),
+    causal attention, argmax/top-k (TopK)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(20, 8)
+        self.pos = nn.Embedding(16, 8)
+        self.out = nn.Linear(8, 6)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        h = self.tok(ids) + self.pos(pos)
+        n = ids.shape[1]
+        mask = torch.triu(torch.full((n, n), float("-inf")), 1)
+        a = torch.softmax(h @ h.transpose(1, 2) / 8 ** 0.5 + mask, -1) @ h
+        logits = self.out(a)
+        return logits.argmax(-1), torch.topk(logits, 2, dim=-1).values
+
+
 NETS = {
     "cnn": (CNN, (2, 3, 16, 16)),
     "lstm": (RNN, (2, 5, 4)),
     "transformer": (Block, (2, 5, 16)),
     "manual": (Manual, (2, 6, 8)),
+    "gru": (GRUNet, (2, 5, 4)),
+    "tokens": (TokenNet, (2, 6)),
 }
+OUTPUTS = {"cnn": 1, "transformer": 1, "lstm": 2, "manual": 3, "gru": 2, "tokens": 2}
+DYNAMIC = {"tokens": {0: "batch", 1: "length"}}
+
+
+def make_input(name: str, shape: tuple, seed: int) -> np.ndarray:
+    rng = np.random.RandomState(seed)
+    if name == "tokens":
+        return rng.randint(0, 20, size=shape).astype(np.int64)
+    return rng.randn(*shape).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +161,10 @@ def exported(tmp_path_factory):
         onnx_path = str(d / f"{name}.onnx")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out_names = ["y"] if name in ("cnn", "transformer") else ["y", "z", "w"][:3 if name == "manual" else 2]
-            torch.onnx.export(model, (torch.randn(*shape),), onnx_path, input_names=["x"],
-                              output_names=out_names, dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+            out_names = ["y", "z", "w"][:OUTPUTS[name]]
+            torch.onnx.export(model, (torch.from_numpy(make_input(name, shape, 0)),), onnx_path, input_names=["x"],
+                              output_names=out_names, dynamic_axes={"x": DYNAMIC.get(name, {0: "batch"})},
+                              dynamo=False)
         om = ov.convert_model(onnx_path)
         xml = str(d / f"{name}.xml")
         ov.save_model(om, xml, compress_to_fp16=fp16)
@@ -134,7 +180,7 @@ def test_network_matches_openvino(exported, name, fp16):
     xml = exported(name, fp16)
     _, shape = NETS[name]
     for batch in (shape[0], 3):  # the batch dimension is dynamic in the file
-        x = np.random.RandomState(batch).randn(batch, *shape[1:]).astype(np.float32)
+        x = make_input(name, (batch,) + shape[1:], batch)
         want = run_openvino(xml, {"x": x})
         got = run_nnefx(xml, {"x": x})
         assert set(got) == set(want)
@@ -143,15 +189,25 @@ def test_network_matches_openvino(exported, name, fp16):
             assert_close(got[key], want[key], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["cnn", "lstm"])
+@pytest.mark.parametrize("name", ["cnn", "lstm", "gru", "tokens"])
 def test_formal_backend_agrees(exported, name):
     xml = exported(name, False)
     _, shape = NETS[name]
-    x = np.random.RandomState(7).randn(*shape).astype(np.float32)
+    x = make_input(name, shape, 7)
     want = run_openvino(xml, {"x": x})
     got = run_nnefx(xml, {"x": x}, backend="formal")
     for key in want:
         assert_close(got[key], want[key], rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_length(exported):
+    xml = exported("tokens", False)
+    for n in (3, 9):
+        x = make_input("tokens", (2, n), n)
+        want = run_openvino(xml, {"x": x})
+        got = run_nnefx(xml, {"x": x})
+        for key in want:
+            assert_close(got[key], want[key])
 
 
 def test_dynamic_batch_is_kept_and_can_be_fixed(exported):

@@ -128,11 +128,27 @@ def test_logical_and_select(tmp_path):
 
 @needs_untyped
 def test_integer_arithmetic_at_run_time(tmp_path):
+    # Divide: OpenVINO's CPU plugin truncates negative integer quotients even with
+    # m_pythondiv=true, where the operation's specification (and nnefx) floors; the
+    # comparison therefore divides non-negative numerators (see test_integer_divide_floors).
     def build(i, j):
-        return [o.floor_mod(i, j), o.divide(i, j), o.add(i, j), o.minimum(i, j), o.equal(i, j),
-                o.convert(o.multiply(i, j), "f32")]
+        return [o.floor_mod(i, j), o.divide(o.absolute(i), j), o.add(i, j), o.minimum(i, j), o.equal(i, j),
+                o.convert(o.multiply(i, j), "f32"), o.negative(i), o.clamp(i, -3, 5)]
     check(tmp_path, build, {"i": R.randint(-20, 20, (2, 5)).astype(np.int64),
                             "j": R.randint(1, 5, (5,)).astype(np.int64)})
+
+
+def test_integer_divide_floors(tmp_path):
+    """Divide with m_pythondiv=true (the default) floors integer quotients, per the opset spec."""
+    import nnefx
+    from nnefx.runtime.session import Session
+
+    i = o.parameter([4], np.int64, name="i")
+    j = o.parameter([4], np.int64, name="j")
+    path = str(tmp_path / "d.xml")
+    ov.save_model(ov.Model([o.divide(i, j)], [i, j]), path)
+    out = Session(nnefx.load(path)).run({"i": np.array([-7, 7, -7, 7]), "j": np.array([2, 2, -2, -2])})
+    np.testing.assert_array_equal(list(out.values())[0], [-4, 3, 3, -4])
 
 
 @needs_untyped
@@ -405,3 +421,89 @@ def test_unsupported_attribute_is_an_error_naming_the_layer(tmp_path):
     with pytest.raises(NNEFXError) as info:
         nnefx.load(path)
     assert "(Interpolate)" in info.value.location.field and "layer" in info.value.location.field
+
+
+# --- more layers: sequences, TopK, CumSum, Round, Einsum, DepthToSpace, general Interpolate -------------
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("lbr", [False, True])
+def test_gru_sequence(tmp_path, direction, lbr):
+    n, t, i, h = 3, 4, 2, 3
+    d = 2 if direction == "bidirectional" else 1
+    w, r, b = rnd(d, 3 * h, i), rnd(d, 3 * h, h), rnd(d, (4 if lbr else 3) * h)
+    lens = np.array([4, 2, 3], np.int64)
+    check(tmp_path, lambda x, a: list(o5.gru_sequence(x, a, lens, w, r, b, h, direction,
+                                                     linear_before_reset=lbr).outputs()),
+          {"x": rnd(n, t, i), "a": rnd(n, d, h)})
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_rnn_sequence(tmp_path, direction):
+    n, t, i, h = 2, 5, 3, 4
+    w, r, b = rnd(1, h, i), rnd(1, h, h), rnd(1, h)
+    check(tmp_path, lambda x, a: list(o5.rnn_sequence(x, a, np.array([5, 3], np.int32), w, r, b, h,
+                                                     direction).outputs()),
+          {"x": rnd(n, t, i), "a": rnd(n, 1, h)})
+
+
+def test_range_at_run_time(tmp_path):
+    import openvino.opset4 as o4r
+
+    def build(x):
+        n = o8.gather(o3.shape_of(x), np.array(1, np.int64), np.array(0))
+        return [o4r.range(np.array(0, np.int64), n, np.array(1, np.int64), "i64"),
+                o4r.range(np.array(0.5, F32), o.convert(n, "f32"), np.array(0.75, F32), "f32")]
+    path = check(tmp_path, build, {"x": rnd(2, 7)}, dynamic={"x": [2, -1]})
+    got = run_nnefx(path, {"x": rnd(2, 4)})
+    np.testing.assert_array_equal(got["out0"], [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("mode, sort", [("max", "value"), ("min", "index"), ("min", "value"), ("max", "index")])
+def test_top_k(tmp_path, mode, sort):
+    x = np.round(rnd(3, 6) * 2) / 2  # ties
+    check(tmp_path, lambda x: list(o11.topk(x, np.array(3, np.int64), -1, mode, sort, "i64", True).outputs()),
+          {"x": x})
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(False, False), (True, False), (False, True), (True, True)])
+def test_cumsum(tmp_path, exclusive, reverse):
+    check(tmp_path, lambda x: o3.cumsum(x, np.array(1, np.int64), exclusive, reverse), {"x": rnd(2, 5, 3)})
+
+
+def test_reduce_prod_round_einsum(tmp_path):
+    import openvino.opset7 as o7
+
+    check(tmp_path, lambda x: [o.reduce_prod(x, np.array([1, 2], np.int64), False),
+                               o5.round(x, "half_to_even"), o5.round(x, "half_away_from_zero")],
+          {"x": np.array([[[0.5, -0.5, 1.5], [2.5, -1.5, 0.2]]], F32)})
+    check(tmp_path, lambda a, b: o7.einsum([a, b], "bij,bjk->bik"), {"a": rnd(2, 3, 4), "b": rnd(2, 4, 5)})
+    check(tmp_path, lambda a: o7.einsum([a], "ij->ji"), {"a": rnd(3, 4)})
+
+
+@pytest.mark.parametrize("mode", ["blocks_first", "depth_first"])
+def test_depth_space(tmp_path, mode):
+    check(tmp_path, lambda x: o.depth_to_space(x, mode, 2), {"x": rnd(2, 8, 3, 2)})
+    check(tmp_path, lambda x: o.space_to_depth(x, mode, 2), {"x": rnd(2, 3, 4, 6)})
+
+
+@pytest.mark.parametrize("mode, coord, nearest, scales", [
+    ("nearest", "asymmetric", "floor", [0.5, 0.75]),
+    ("nearest", "half_pixel", "round_prefer_floor", [1.5, 0.6]),
+    ("nearest", "tf_half_pixel_for_nn", "ceil", [2.0, 1.25]),
+    ("linear_onnx", "half_pixel", "floor", [0.5, 1.5]),
+    ("linear_onnx", "pytorch_half_pixel", "floor", [1.7, 0.25]),
+    ("linear_onnx", "align_corners", "floor", [0.75, 2.5]),
+    ("cubic", "half_pixel", "floor", [1.5, 2.0]),
+    ("cubic", "asymmetric", "floor", [0.5, 1.0]),
+])
+def test_interpolate_general(tmp_path, mode, coord, nearest, scales):
+    check(tmp_path, lambda x: o11.interpolate(x, np.array(scales, F32), mode, "scales",
+                                              coordinate_transformation_mode=coord, nearest_mode=nearest,
+                                              axes=np.array([2, 3], np.int64)), {"x": rnd(1, 2, 8, 8)})
+
+
+def test_interpolate_sizes_with_dynamic_batch(tmp_path):
+    check(tmp_path, lambda x: o11.interpolate(x, np.array([3, 5], np.int64), "nearest", "sizes",
+                                              axes=np.array([2, 3], np.int64)),
+          {"x": rnd(2, 2, 6, 8)}, dynamic={"x": [-1, 2, 6, 8]})

@@ -21,6 +21,7 @@ cannot say the same thing *exactly*:
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -325,8 +326,13 @@ _NUMPY_OF = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.
 
 
 def convert(x: np.ndarray, destination: str) -> np.ndarray:
-    """OpenVINO Convert: float→int rounds toward zero... (checked against OpenVINO: it
-    truncates, wraps out-of-range integers), anything→boolean is ``!= 0``."""
+    """OpenVINO Convert as its CPU plugin computes it (checked value by value).
+
+    float → integer truncates toward zero into a 32-bit integer (64-bit for 64-bit targets;
+    out of range or NaN gives the minimum, as x86 conversions do) and then keeps the low bits
+    of the target width, so -2.5 → u8 is 254 and 300.7 → u8 is 44; integer → integer wraps;
+    anything → boolean is ``!= 0``.
+    """
     x = np.asarray(x)
     if destination not in _NUMPY_OF:
         raise NNEFXError(f"Convert to '{destination}' is not supported")
@@ -334,9 +340,13 @@ def convert(x: np.ndarray, destination: str) -> np.ndarray:
     if dt == np.bool_:
         return x != 0
     if dt.kind in "iu" and x.dtype.kind == "f":
-        t = np.trunc(x)
-        info = np.iinfo(dt)
-        return np.clip(t, info.min, info.max).astype(dt)
+        wide = np.dtype(np.int64) if dt.itemsize == 8 else np.dtype(np.int32)
+        info = np.iinfo(wide)
+        t = np.trunc(x.astype(np.float64))
+        bad = ~np.isfinite(t) | (t < info.min) | (t > info.max)
+        t = np.where(bad, info.min, t).astype(wide)
+        with np.errstate(over="ignore"):
+            return t.astype(dt)
     with np.errstate(over="ignore"):
         return x.astype(dt)
 
@@ -471,3 +481,358 @@ def lstm_sequence(x, h0, c0, lens, w, r, b, direction="forward", clip=0.0):
 @ir_lstm_sequence.formal
 def _lstm_formal(x, h, c, lens, w, r, b, direction="forward", clip=0.0):
     return lstm_sequence(x, h, c, lens, w, r, b, direction, clip)
+
+
+# --- GRUSequence / RNNSequence ---------------------------------------------------------------------
+
+ir_gru_sequence = define("ir_gru_sequence", "ir_opset", """
+fragment ir_gru_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, sequence_lengths: tensor<integer>,
+                          W: tensor<scalar>, R: tensor<scalar>, B: tensor<scalar>, direction: string = 'forward',
+                          clip: scalar = 0.0, linear_before_reset: logical = false )
+    -> ( output: tensor<scalar>, hidden: tensor<scalar> );
+""", domain="ir", doc="IR GRUSequence (v5), batch-first [N,T,I]; gates z,r,h; sigmoid/tanh.")
+
+ir_rnn_sequence = define("ir_rnn_sequence", "ir_opset", """
+fragment ir_rnn_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, sequence_lengths: tensor<integer>,
+                          W: tensor<scalar>, R: tensor<scalar>, B: tensor<scalar>, direction: string = 'forward',
+                          clip: scalar = 0.0, activation: string = 'tanh' )
+    -> ( output: tensor<scalar>, hidden: tensor<scalar> );
+""", domain="ir", doc="IR RNNSequence (v5), batch-first [N,T,I]; H' = f(X W^T + H R^T + B).")
+
+
+def _seq_shape(x, h, w, r, b, direction, gates):
+    if len(x) != 3 or len(h) != 3 or len(w) != 3 or len(r) != 3:
+        raise NNEFXError("recurrent sequence: X, H, W and R must have rank 3")
+    n, t, _ = x
+    dirs = 2 if direction == "bidirectional" else 1
+    hs = h[2]
+    if w[0] != dirs or w[1] != gates * hs or r[2] != hs:
+        raise NNEFXError("recurrent sequence: weight shapes do not match the hidden size")
+    return (n, dirs, t, hs), (n, dirs, hs)
+
+
+@ir_gru_sequence.shape
+def _gru_shape(x, h, lens, w, r, b, direction="forward", clip=0.0, linear_before_reset=False):
+    return _seq_shape(x, h, w, r, b, direction, 3)
+
+
+@ir_rnn_sequence.shape
+def _rnn_shape(x, h, lens, w, r, b, direction="forward", clip=0.0, activation="tanh"):
+    return _seq_shape(x, h, w, r, b, direction, 1)
+
+
+_ACTIVATIONS = {"tanh": np.tanh, "sigmoid": _sig, "relu": lambda v: np.maximum(v, 0)}
+
+
+def _run_sequence(x, h0, lens, direction, cell):
+    """Shared time loop: steps at or past a sequence's length leave zeros and the state."""
+    x = np.asarray(x)
+    n, t, _ = x.shape
+    dirs = 2 if direction == "bidirectional" else 1
+    hs = h0.shape[2]
+    y = np.zeros((n, dirs, t, hs), dtype=x.dtype)
+    ho = np.zeros((n, dirs, hs), dtype=x.dtype)
+    lens = np.asarray(lens).reshape(-1).astype(np.int64)
+    if lens.size == 1 and n != 1:
+        lens = np.repeat(lens, n)
+    for d in range(dirs):
+        reverse = direction == "reverse" or d == 1
+        h = h0[:, d].astype(x.dtype).copy()
+        for step in range(t):
+            active = step < lens
+            pos = np.where(active, (lens - 1 - step) if reverse else step, 0)
+            h_new = cell(d, x[np.arange(n), pos], h)
+            h = np.where(active[:, None], h_new, h)
+            for bi in range(n):
+                if active[bi]:
+                    y[bi, d, pos[bi]] = h[bi]
+        ho[:, d] = h
+    return y, ho
+
+
+@ir_gru_sequence.formal
+def _gru_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, linear_before_reset=False):
+    def cell(d, xt, h):
+        wz, wr, wh = np.split(w[d], 3)
+        rz, rr, rh = np.split(r[d], 3)
+        parts = b[d].reshape(4 if linear_before_reset else 3, -1)
+        bz, br, bh = parts[0], parts[1], parts[2]
+        rbh = parts[3] if linear_before_reset else None
+
+        def c(v):
+            return np.clip(v, -clip, clip) if clip else v
+
+        z = _sig(c(xt @ wz.T + h @ rz.T + bz))
+        rg = _sig(c(xt @ wr.T + h @ rr.T + br))
+        if linear_before_reset:
+            hh = np.tanh(c(xt @ wh.T + rg * (h @ rh.T + rbh) + bh))
+        else:
+            hh = np.tanh(c(xt @ wh.T + (rg * h) @ rh.T + bh))
+        return (1 - z) * hh + z * h
+
+    return _run_sequence(x, h0, lens, direction, cell)
+
+
+@ir_rnn_sequence.formal
+def _rnn_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, activation="tanh"):
+    if activation not in _ACTIVATIONS:
+        raise NNEFXError(f"ir_rnn_sequence: unsupported activation '{activation}'")
+    f = _ACTIVATIONS[activation]
+
+    def cell(d, xt, h):
+        v = xt @ w[d].T + h @ r[d].T + b[d]
+        return f(np.clip(v, -clip, clip) if clip else v)
+
+    return _run_sequence(x, h0, lens, direction, cell)
+
+
+# --- Range, TopK, CumSum, ReduceProd, Round, Einsum --------------------------------------------------
+
+ir_range = define("ir_range", "ir_opset", """
+fragment ir_range<?>( start: tensor<?>, stop: tensor<?>, step: tensor<?> ) -> ( output: tensor<?> );
+""", domain="ir", generic=True, doc="IR Range: start, start+step, ... up to (excluding) stop; bounds at run time.")
+
+
+@ir_range.shape
+def _range_shape(a, b, c, dtype=None):
+    for s in (a, b, c):
+        if int(np.prod(s, dtype=np.int64)) != 1:
+            raise NNEFXError("ir_range: start, stop and step must be single values")
+    return (None,)
+
+
+@ir_range.formal
+def _range_formal(a, b, c, dtype=None):
+    a, b, c = (np.asarray(v).reshape(-1)[0] for v in (a, b, c))
+    if c == 0:
+        raise NNEFXError("ir_range: step must not be 0")
+    count = max(int(math.ceil((float(b) - float(a)) / float(c))), 0)
+    if count > 1 << 28:
+        raise NNEFXError(f"ir_range: {count} items is too many")
+    out = a + np.arange(count) * c
+    kind = "f" if dtype == "scalar" else "i"
+    return out.astype(np.float32 if kind == "f" else np.int64)
+
+
+ir_top_k = define("ir_top_k", "ir_opset", """
+fragment ir_top_k( input: tensor<scalar>, k: integer, axis: integer, mode: string = 'max', sort: string = 'value' )
+    -> ( values: tensor<scalar>, indices: tensor<integer> );
+""", domain="ir", doc="IR TopK: the k largest (or smallest) along an axis; ties keep the lower index.")
+
+
+@ir_top_k.shape
+def _top_k_shape(x, k=1, axis=0, mode="max", sort="value"):
+    if not 0 <= axis < len(x):
+        raise NNEFXError(f"ir_top_k: axis {axis} out of range")
+    if k < 1 or (x[axis] is not None and k > x[axis]):
+        raise NNEFXError(f"ir_top_k: k = {k} is out of range for extent {x[axis]}")
+    s = list(x)
+    s[axis] = k
+    return tuple(s), tuple(s)
+
+
+@ir_top_k.formal
+def _top_k_formal(x, k=1, axis=0, mode="max", sort="value"):
+    x = np.asarray(x)
+    key = -x if mode == "max" else x
+    order = np.argsort(key, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    if sort == "index":
+        idx = np.sort(idx, axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+ir_cumsum = define("ir_cumsum", "ir_opset", """
+fragment ir_cumsum( x: tensor<scalar>, axis: integer, exclusive: logical = false, reverse: logical = false )
+    -> ( y: tensor<scalar> );
+""", domain="ir", doc="IR CumSum along an axis (optionally exclusive and/or from the end).")
+
+
+@ir_cumsum.shape
+def _cumsum_shape(x, axis=0, exclusive=False, reverse=False):
+    if not 0 <= axis < len(x):
+        raise NNEFXError(f"ir_cumsum: axis {axis} out of range")
+    return tuple(x)
+
+
+@ir_cumsum.formal
+def _cumsum_formal(x, axis=0, exclusive=False, reverse=False):
+    x = np.asarray(x)
+    v = np.flip(x, axis) if reverse else x
+    c = np.cumsum(v, axis=axis, dtype=np.float64)
+    if exclusive:
+        c = c - v
+    c = np.flip(c, axis) if reverse else c
+    return c.astype(x.dtype)
+
+
+ir_reduce_prod = define("ir_reduce_prod", "ir_opset", """
+fragment ir_reduce_prod( input: tensor<scalar>, axes: integer[] ) -> ( output: tensor<scalar> );
+""", domain="ir", doc="Product over axes (kept with extent 1, like the NNEF reductions).")
+
+
+@ir_reduce_prod.shape
+def _prod_shape(x, axes=()):
+    s = list(x)
+    for a in axes:
+        if not 0 <= a < len(s):
+            raise NNEFXError(f"ir_reduce_prod: axis {a} out of range")
+        s[a] = 1
+    return tuple(s)
+
+
+@ir_reduce_prod.formal
+def _prod_formal(x, axes=()):
+    x = np.asarray(x)
+    return np.prod(x, axis=tuple(axes), keepdims=True, dtype=np.float64).astype(x.dtype)
+
+
+ir_round = define("ir_round", "ir_opset", """
+fragment ir_round( x: tensor<scalar>, mode: string = 'half_to_even' ) -> ( y: tensor<scalar> );
+""", domain="ir", doc="IR Round: ties to even, or away from zero (NNEF round ties toward +infinity).")
+
+
+@ir_round.shape
+def _round_shape(x, mode="half_to_even"):
+    if mode not in ("half_to_even", "half_away_from_zero"):
+        raise NNEFXError(f"ir_round: unknown mode '{mode}'")
+    return tuple(x)
+
+
+@ir_round.formal
+def _round_formal(x, mode="half_to_even"):
+    x = np.asarray(x)
+    if mode == "half_to_even":
+        return np.round(x).astype(x.dtype)
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+
+
+ir_einsum = define("ir_einsum", "ir_opset", """
+fragment ir_einsum( inputs: tensor<scalar>[], equation: string ) -> ( output: tensor<scalar> );
+""", domain="ir", doc="IR Einsum: sums of products over the labelled axes of an explicit equation.")
+
+_EINSUM = re.compile(r"^[a-zA-Z.,]*->[a-zA-Z.]*$")
+
+
+def _einsum_check(equation: str, n: int) -> str:
+    eq = equation.replace(" ", "")
+    if not _EINSUM.match(eq) or len(eq.split("->")[0].split(",")) != n:
+        raise NNEFXError(f"ir_einsum: unsupported equation '{equation}' for {n} inputs")
+    return eq
+
+
+@ir_einsum.shape
+def _einsum_shape(shapes, equation=""):
+    eq = _einsum_check(equation, len(shapes))
+    ins, out = eq.split("->")
+    if "." in eq:
+        raise NNEFXError("ir_einsum: ellipsis equations are not supported")
+    sizes: dict[str, int] = {}
+    for labels, s in zip(ins.split(","), shapes, strict=False):
+        if len(labels) != len(s):
+            raise NNEFXError(f"ir_einsum: '{labels}' does not match an input of rank {len(s)}")
+        for lab, d in zip(labels, s, strict=True):
+            if lab in sizes and d not in (sizes[lab],) and d != 1 and sizes[lab] != 1:
+                raise NNEFXError(f"ir_einsum: label '{lab}' has extents {sizes[lab]} and {d}")
+            sizes[lab] = max(sizes.get(lab, 1), d)
+    return tuple(sizes[lab] for lab in out)
+
+
+@ir_einsum.formal
+def _einsum_formal(xs, equation=""):
+    eq = _einsum_check(equation, len(xs))
+    return np.einsum(eq, *[np.asarray(x, dtype=np.float64) for x in xs]).astype(np.asarray(xs[0]).dtype)
+
+
+# --- Interpolate ----------------------------------------------------------------------------------
+
+ir_interpolate = define("ir_interpolate", "ir_opset", """
+fragment ir_interpolate( input: tensor<scalar>, axes: integer[], sizes: integer[], scales: scalar[],
+                         mode: string = 'nearest', coordinate_transformation_mode: string = 'half_pixel',
+                         nearest_mode: string = 'round_prefer_floor', cubic_coeff_a: scalar = -0.75 )
+    -> ( output: tensor<scalar> );
+""", domain="ir", doc="IR Interpolate (v4/v11): nearest, linear_onnx and cubic resizing of the given axes.")
+
+INTERP_MODES = ("nearest", "linear_onnx", "cubic")
+COORD_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "tf_half_pixel_for_nn", "align_corners")
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
+
+
+@ir_interpolate.shape
+def _interp_shape(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
+                  nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
+    if mode not in INTERP_MODES or coordinate_transformation_mode not in COORD_MODES or \
+            nearest_mode not in NEAREST_MODES:
+        raise NNEFXError(f"ir_interpolate: unsupported mode {mode}/{coordinate_transformation_mode}/{nearest_mode}")
+    if not (len(axes) == len(sizes) == len(scales)):
+        raise NNEFXError("ir_interpolate: axes, sizes and scales must have the same length")
+    s = list(x)
+    for a, n in zip(axes, sizes, strict=True):
+        if not 0 <= a < len(s) or n < 1:
+            raise NNEFXError(f"ir_interpolate: bad axis {a} or size {n}")
+        s[a] = n
+    return tuple(s)
+
+
+def _source_coordinate(i: np.ndarray, scale: float, n_in: int, n_out: int, mode: str) -> np.ndarray:
+    if mode == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(i)
+    if mode == "asymmetric":
+        return i / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (i + 0.5) / scale
+    return i * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(i)  # align_corners
+
+
+def _nearest_index(c: np.ndarray, mode: str, downsample: bool) -> np.ndarray:
+    if mode == "round_prefer_floor":
+        return np.where(c - np.floor(c) == 0.5, np.floor(c), np.round(c))
+    if mode == "round_prefer_ceil":
+        return np.where(c - np.floor(c) == 0.5, np.ceil(c), np.round(c))
+    if mode == "floor":
+        return np.floor(c)
+    if mode == "ceil":
+        return np.ceil(c)
+    return np.ceil(c) if downsample else np.trunc(c)  # simple
+
+
+def interpolation_taps(n_in: int, n_out: int, scale: float, mode: str, coord: str, nearest: str,
+                       a: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per output position: source indices [n_out, taps] and weights [n_out, taps]."""
+    i = np.arange(n_out, dtype=np.float64)
+    c = _source_coordinate(i, scale, n_in, n_out, coord)
+    if mode == "nearest":
+        idx = np.clip(_nearest_index(c, nearest, scale < 1), 0, n_in - 1).astype(np.int64)
+        return idx[:, None], np.ones((n_out, 1))
+    if mode == "linear_onnx":
+        c = np.clip(c, 0, n_in - 1)
+        i0 = np.floor(c).astype(np.int64)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        w = c - i0
+        return np.stack([i0, i1], 1), np.stack([1 - w, w], 1)
+    # cubic (Keys, coefficient a), indices clamped at the borders
+    f = np.floor(c)
+    t = c - f
+    idx = np.stack([f - 1, f, f + 1, f + 2], 1).astype(np.int64)
+    d = np.stack([1 + t, t, 1 - t, 2 - t], 1)
+    w = np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
+                 np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0.0))
+    return np.clip(idx, 0, n_in - 1), w
+
+
+@ir_interpolate.formal
+def _interp_formal(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
+                   nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
+    x = np.asarray(x)
+    y = x.astype(np.float64)
+    for a, n, s in zip(axes, sizes, scales, strict=True):
+        idx, w = interpolation_taps(y.shape[a], n, s, mode, coordinate_transformation_mode, nearest_mode,
+                                    cubic_coeff_a)
+        moved = np.moveaxis(y, a, -1)
+        out = np.zeros(moved.shape[:-1] + (n,))
+        for k in range(idx.shape[1]):
+            out += moved[..., idx[:, k]] * w[:, k]
+        y = np.moveaxis(out, -1, a)
+    return y.astype(x.dtype)

@@ -21,7 +21,17 @@ from collections.abc import Callable
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...ops.ir_opset import arith, broadcast_to, compare, convert, gather, reshape_target
+from ...ops.ir_opset import (
+    COORD_MODES,
+    INTERP_MODES,
+    NEAREST_MODES,
+    arith,
+    broadcast_to,
+    compare,
+    convert,
+    gather,
+    reshape_target,
+)
 from .mapping import OPSETS, Dim, LayerContext, Value, fold, layer
 from .weights import nnef_dtype
 
@@ -998,7 +1008,116 @@ def _fold_range(ctx: LayerContext, arrays):
 
 @layer("Range", ANY)
 def _range(ctx: LayerContext):
-    raise ctx.error("Range with inputs computed at run time is not supported")
+    ctx.expect_inputs(3)
+    if ctx.version == "opset4" or ctx.has("output_type"):
+        from .weights import element_type
+        et = element_type(ctx.str("output_type", "i64"), ctx.location)
+    else:
+        et = ctx.in_etype(0)
+    kind = nnef_dtype(et)
+    if kind == "logical":
+        raise ctx.error("Range of booleans is not supported")
+    args = []
+    for i in range(3):
+        v = ctx.input(i)
+        if v.is_const:
+            arr = np.asarray(v.const).reshape(())
+            args.append(ctx.tensor_of(ctx.folded(arr.astype(np.float32 if kind == "scalar" else np.int64), et)))
+        elif nnef_dtype(v.etype) != kind:
+            args.append(ctx.emit1("ir_convert", {"input": ctx.tensor(i)}, {"destination_type": et}, dtype=kind))
+        else:
+            args.append(ctx.tensor(i))
+    y = ctx.emit1("ir_range", {"start": args[0], "stop": args[1], "step": args[2]}, dtype=kind)
+    return ctx.result(y, et)
+
+
+@layer("TopK", ANY)
+def _top_k(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axis = norm_axis(ctx, ctx.int("axis"), r)
+    k = ctx.const_ints(1, "k")
+    if len(k) != 1:
+        raise ctx.error("k must be a single value")
+    mode = ctx.choice("mode", ("max", "min"))
+    sort = ctx.choice("sort", ("value", "index", "none"), "none")
+    if dtype_of(ctx.input(0)) != "scalar":
+        raise ctx.error("TopK of integer tensors is not supported")
+    from .weights import element_type
+    iet = element_type(ctx.str("index_element_type", "i32"), ctx.location)
+    vals, idx = ctx.emit("ir_top_k", {"input": ctx.tensor(0)},
+                         {"k": k[0], "axis": axis, "mode": mode, "sort": "index" if sort == "index" else "value"},
+                         outputs=2)
+    ctx.builder.graph.tensors[idx].dtype = "integer"
+    return [ctx.result(vals, port=0), ctx.result(idx, iet, port=1)]
+
+
+@layer("CumSum", ANY)
+def _cumsum(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axis = norm_axis(ctx, ctx.const_ints(1, "axis")[0] if ctx.n_inputs > 1 else 0, r)
+    if dtype_of(ctx.input(0)) != "scalar":
+        raise ctx.error("CumSum of integer tensors is not supported")
+    y = ctx.emit1("ir_cumsum", {"x": ctx.tensor(0)}, {"axis": axis, "exclusive": ctx.bool("exclusive", False),
+                                                      "reverse": ctx.bool("reverse", False)})
+    return ctx.result(y)
+
+
+@layer("Round", ANY)
+def _round(ctx: LayerContext):
+    mode = ctx.choice("mode", ("half_to_even", "half_away_from_zero"))
+    if dtype_of(ctx.input(0)) != "scalar":
+        return ctx.result(ctx.tensor(0), ctx.in_etype(0))
+    return ctx.result(ctx.emit1("ir_round", {"x": ctx.tensor(0)}, {"mode": mode}))
+
+
+@layer("Einsum", ANY)
+def _einsum(ctx: LayerContext):
+    eq = ctx.str("equation").replace(" ", "")
+    if "->" not in eq or "." in eq:
+        raise ctx.error(f"Einsum equation '{eq}' is not supported (needs '->' and no ellipsis)")
+    xs = [ctx.tensor(i) for i in range(ctx.n_inputs)]
+    return ctx.result(ctx.emit1("ir_einsum", {"inputs": xs}, {"equation": eq}))
+
+
+def _static_chw(ctx: LayerContext) -> tuple:
+    shape = ctx.in_shape(0)
+    if shape is None or len(shape) != 4 or any(d is None for d in shape[1:]):
+        raise ctx.error("needs a rank-4 input with known channel and spatial extents")
+    return shape
+
+
+@layer("DepthToSpace", ANY)
+def _depth_to_space(ctx: LayerContext):
+    _, c, h, w = _static_chw(ctx)
+    bs = ctx.int("block_size")
+    mode = ctx.choice("mode", ("blocks_first", "depth_first"))
+    if bs < 1 or c % (bs * bs):
+        raise ctx.error(f"channels {c} are not divisible by block_size^2 = {bs * bs}")
+    co = c // (bs * bs)
+    dt = dtype_of(ctx.input(0))
+    if mode == "blocks_first":
+        t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": [0, bs, bs, co, h, w]}, dtype=dt)
+        t = ctx.emit1("transpose", {"input": t}, {"axes": [0, 3, 4, 1, 5, 2]}, dtype=dt)
+    else:
+        t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": [0, co, bs, bs, h, w]}, dtype=dt)
+        t = ctx.emit1("transpose", {"input": t}, {"axes": [0, 1, 4, 2, 5, 3]}, dtype=dt)
+    y = ctx.emit1("reshape", {"input": t}, {"shape": [0, co, h * bs, w * bs]}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@layer("SpaceToDepth", ANY)
+def _space_to_depth(ctx: LayerContext):
+    _, c, h, w = _static_chw(ctx)
+    bs = ctx.int("block_size")
+    mode = ctx.choice("mode", ("blocks_first", "depth_first"))
+    if bs < 1 or h % bs or w % bs:
+        raise ctx.error(f"spatial extents {h}x{w} are not divisible by block_size {bs}")
+    dt = dtype_of(ctx.input(0))
+    t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": [0, c, h // bs, bs, w // bs, bs]}, dtype=dt)
+    axes = [0, 3, 5, 1, 2, 4] if mode == "blocks_first" else [0, 1, 3, 5, 2, 4]
+    t = ctx.emit1("transpose", {"input": t}, {"axes": axes}, dtype=dt)
+    y = ctx.emit1("reshape", {"input": t}, {"shape": [0, c * bs * bs, h // bs, w // bs]}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
 
 
 # --- reductions ------------------------------------------------------------------------------------
@@ -1038,7 +1157,7 @@ def _reduce(ctx: LayerContext):
     elif ctx.type == "ReduceL2":
         y = unary(ctx, "sqrt", ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes}))
     elif ctx.type == "ReduceProd":
-        raise ctx.error("ReduceProd of run-time tensors is not supported")
+        y = ctx.emit1("ir_reduce_prod", {"input": x}, {"axes": axes})
     else:
         y = ctx.emit1(op, {"input": x}, {"axes": axes}, out_dtype=kind)
     if not keep:
@@ -1454,56 +1573,123 @@ def _sdpa(ctx: LayerContext):
 @layer("Interpolate", ANY)
 def _interpolate(ctx: LayerContext):
     xshape = ctx.in_shape(0)
-    if xshape is None or any(d is None for d in xshape[2:]):
-        raise ctx.error("Interpolate needs known spatial extents")
+    if xshape is None:
+        raise ctx.error("the input rank is not known")
     r = len(xshape)
     odims = ctx.out_dims(0)
-    if odims is None or any(d is None for d in odims[2:]) or len(odims) != r:
-        raise ctx.error("Interpolate needs known output extents")
-    if tuple(odims[:2]) != tuple(xshape[:2]) and not (odims[0] is None or xshape[0] is None):
-        raise ctx.error("Interpolate over the batch or channel axis is not supported")
-    if odims[1] is not None and xshape[1] is not None and odims[1] != xshape[1]:
-        raise ctx.error("Interpolate over the channel axis is not supported")
-    factors = []
-    for a, b in zip(xshape[2:], odims[2:], strict=False):
-        if b % a:
-            raise ctx.error(f"Interpolate from {a} to {b}: only integer up-scaling factors are supported")
-        factors.append(b // a)
+    if odims is None or len(odims) != r:
+        raise ctx.error("Interpolate needs the output rank")
     if ctx.version == "opset1":
         mode = ctx.str("mode").lower()
         coord = "half_pixel" if not ctx.bool("align_corners", False) else "align_corners"
-        nearest = "floor"
+        nearest = "round_prefer_floor" if mode != "nearest" else "floor"
+        coord = "asymmetric" if mode == "nearest" and coord == "half_pixel" else coord
+        axes = sorted(norm_axes(ctx, ctx.ints("axes"), r))
+        cubic_a = -0.75
+        if any(ctx.ints("pads_begin", [0])) or any(ctx.ints("pads_end", [0])):
+            raise ctx.error("Interpolate with pads is not supported")
+        if mode == "linear":
+            mode = "linear_onnx"
     else:
         mode = ctx.str("mode").lower()
-        coord = ctx.str("coordinate_transformation_mode", "half_pixel").lower()
-        nearest = ctx.str("nearest_mode", "round_prefer_floor").lower()
-        pb = ctx.ints("pads_begin", [0])
-        pe = ctx.ints("pads_end", [0])
-        if any(pb) or any(pe):
+        coord = ctx.choice("coordinate_transformation_mode", COORD_MODES, "half_pixel")
+        nearest = ctx.choice("nearest_mode", NEAREST_MODES, "round_prefer_floor")
+        cubic_a = ctx.float("cube_coeff", -0.75)
+        if any(ctx.ints("pads_begin", [0])) or any(ctx.ints("pads_end", [0])):
             raise ctx.error("Interpolate with pads is not supported")
         if ctx.bool("antialias", False):
             raise ctx.error("Interpolate with antialias is not supported")
+        axes_input = 3 if ctx.version == "opset4" else 2
+        if ctx.n_inputs > axes_input:
+            axes = norm_axes(ctx, ctx.const_ints(axes_input, "axes"), r)
+        else:
+            axes = list(range(r))
+    calc = ctx.str("shape_calculation_mode", "sizes").lower() if ctx.version != "opset1" else "sizes"
+    if calc == "scales":  # axes scaled by exactly 1 are left alone (e.g. a dynamic batch)
+        all_scales = _interp_scales(ctx, axes, None, None)
+        axes = [a for a, sc in zip(axes, all_scales, strict=True) if sc != 1.0]
+    else:
+        sizes_in = ctx.input(1)
+        given = sizes_in.const if sizes_in.is_const else sizes_in.sym
+        x_name = ctx.input(0).tensor
+        keep = []
+        for k, a in enumerate(axes):
+            entry = np.asarray(given).reshape(-1)[k] if given is not None and np.size(given) == len(axes) else None
+            if isinstance(entry, Dim) and entry.tensor == x_name and entry.axis == a:
+                continue  # the target extent is the input's own (dynamic) extent
+            if xshape[a] is not None and xshape[a] == odims[a]:
+                continue
+            keep.append(a)
+        axes = keep
+    for a in axes:
+        if xshape[a] is None or odims[a] is None:
+            raise ctx.error("Interpolate needs known input and output extents on the resized axes")
+    sizes = [int(odims[a]) for a in axes]
+    scales = _interp_scales(ctx, axes, [int(xshape[a]) for a in axes], sizes)
+    if not axes:
+        return ctx.result(ctx.tensor(0))
     x = ctx.tensor(0)
-    if all(f == 1 for f in factors):
-        return ctx.result(x)
+    if all(xshape[a] == n for a, n in zip(axes, sizes, strict=True)) and mode != "cubic":
+        if all(abs(s - 1.0) < 1e-12 for s in scales):
+            return ctx.result(x)
+    standard = _interp_standard(ctx, x, xshape, axes, sizes, scales, mode, coord, nearest)
+    if standard is not None:
+        return ctx.result(standard)
+    if mode == "linear":
+        if any(s < 1 for s in scales):
+            raise ctx.error("Interpolate mode 'linear' down-scaling is not supported")
+        mode = "linear_onnx"
+    if mode not in INTERP_MODES:
+        raise ctx.error(f"Interpolate mode '{mode}' is not supported")
+    y = ctx.emit1("ir_interpolate", {"input": x},
+                  {"axes": axes, "sizes": sizes, "scales": scales, "mode": mode,
+                   "coordinate_transformation_mode": coord, "nearest_mode": nearest, "cubic_coeff_a": cubic_a})
+    return ctx.result(y)
+
+
+def _interp_scales(ctx: LayerContext, axes: list[int], ins, outs) -> list[float]:
+    """The scale per resized axis as OpenVINO uses it in the coordinate transform."""
+    mode = ctx.str("shape_calculation_mode", "sizes").lower() if ctx.version != "opset1" else "sizes"
+    if mode == "scales":
+        idx = 2 if ctx.version == "opset4" else 1
+        sc = [float(v) for v in np.asarray(ctx.const(idx, "scales")).reshape(-1)]
+        given = ctx.const_ints(3 if ctx.version == "opset4" else 2, "axes") if ctx.n_inputs > (
+            3 if ctx.version == "opset4" else 2) else list(range(ctx.in_rank(0)))
+        given = norm_axes(ctx, given, ctx.in_rank(0))
+        if len(sc) != len(given):
+            raise ctx.error("scales do not match the axes")
+        by_axis = dict(zip(given, sc, strict=True))
+        return [by_axis[a] for a in axes]
+    return [o / i for i, o in zip(ins, outs, strict=True)]
+
+
+def _interp_standard(ctx: LayerContext, x: str, xshape, axes, sizes, scales, mode, coord, nearest) -> str | None:
+    """NNEF nearest_upsample / multilinear_upsample where they compute exactly the same thing."""
+    r = len(xshape)
+    if sorted(axes) != list(range(2, r)) or r < 3:
+        return None
+    factors = []
+    for a, n in zip(axes, sizes, strict=True):
+        if n % xshape[a]:
+            return None
+        factors.append(n // xshape[a])
+    if any(abs(s - f) > 1e-9 for s, f in zip(scales, factors, strict=True)) or all(f == 1 for f in factors):
+        return None
     if mode == "nearest":
         ok = (coord == "asymmetric" and nearest in ("floor", "simple")) or \
-             (coord in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_floor", "round_prefer_ceil")
-              and all(f % 2 == 1 for f in factors)) or \
-             (coord == "tf_half_pixel_for_nn" and nearest in ("floor",))
-        if coord in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
-            ok = True  # src = (i + 0.5)/f - 0.5 rounded half up == floor(i / f) for integer f
+             (coord in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil") or \
+             (coord == "tf_half_pixel_for_nn" and nearest == "floor")
         if not ok:
-            raise ctx.error(f"Interpolate nearest with {coord}/{nearest} is not supported")
-        return ctx.result(ctx.emit1("nearest_upsample", {"input": x}, {"factor": factors}))
-    if mode in ("linear", "linear_onnx", "bilinear"):
+            return None
+        return ctx.emit1("nearest_upsample", {"input": x}, {"factor": factors})
+    if mode in ("linear", "linear_onnx"):
         method = {"half_pixel": "symmetric", "pytorch_half_pixel": "symmetric", "align_corners": "aligned",
                   "asymmetric": "asymmetric"}.get(coord)
         if method is None:
-            raise ctx.error(f"Interpolate linear with {coord} is not supported")
-        return ctx.result(ctx.emit1("multilinear_upsample", {"input": x},
-                                    {"factor": factors, "method": method, "border": "replicate"}))
-    raise ctx.error(f"Interpolate mode '{mode}' is not supported")
+            return None
+        return ctx.emit1("multilinear_upsample", {"input": x},
+                         {"factor": factors, "method": method, "border": "replicate"})
+    return None
 
 
 # --- recurrent cells -------------------------------------------------------------------------------
@@ -1609,13 +1795,45 @@ def _lstm_sequence(ctx: LayerContext):
         raise ctx.error("LSTMSequence with non-default activations is not supported")
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
     ctx.expect_inputs(7)
-    lens = ctx.input(3)
-    lt = ctx.tensor_of(ctx.folded(np.asarray(lens.const).astype(np.int64), "i64")) if lens.is_const \
-        else ctx.tensor(3)
-    if not lens.is_const and dtype_of(lens) != "integer":
-        lt = ctx.emit1("ir_convert", {"input": lt}, {"destination_type": "i64"}, dtype="integer")
+    lt = _sequence_inputs(ctx, 3)
     outs = ctx.emit("ir_lstm_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                          "initial_cell": ctx.tensor(2), "sequence_lengths": lt,
                                          "W": ctx.tensor(4), "R": ctx.tensor(5), "B": ctx.tensor(6)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0)}, outputs=3)
+    return [ctx.result(o, port=i) for i, o in enumerate(outs)]
+
+
+def _sequence_inputs(ctx: LayerContext, lens_index: int) -> str:
+    lens = ctx.input(lens_index)
+    if lens.is_const:
+        return ctx.tensor_of(ctx.folded(np.asarray(lens.const).astype(np.int64), "i64"))
+    t = ctx.tensor(lens_index)
+    if lens.etype != "i64":
+        t = ctx.emit1("ir_convert", {"input": t}, {"destination_type": "i64"}, dtype="integer")
+    return t
+
+
+@layer("GRUSequence", ANY)
+def _gru_sequence(ctx: LayerContext):
+    if _acts(ctx, ["sigmoid", "tanh"]) != ["sigmoid", "tanh"]:
+        raise ctx.error("GRUSequence with non-default activations is not supported")
+    ctx.expect_inputs(6)
+    direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
+    outs = ctx.emit("ir_gru_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+                                        "sequence_lengths": _sequence_inputs(ctx, 2), "W": ctx.tensor(3),
+                                        "R": ctx.tensor(4), "B": ctx.tensor(5)},
+                    {"direction": direction, "clip": ctx.float("clip", 0.0),
+                     "linear_before_reset": ctx.bool("linear_before_reset", False)}, outputs=2)
+    return [ctx.result(o, port=i) for i, o in enumerate(outs)]
+
+
+@layer("RNNSequence", ANY)
+def _rnn_sequence(ctx: LayerContext):
+    (act,) = _acts(ctx, ["tanh"])
+    ctx.expect_inputs(6)
+    direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
+    outs = ctx.emit("ir_rnn_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+                                        "sequence_lengths": _sequence_inputs(ctx, 2), "W": ctx.tensor(3),
+                                        "R": ctx.tensor(4), "B": ctx.tensor(5)},
+                    {"direction": direction, "clip": ctx.float("clip", 0.0), "activation": act}, outputs=2)
     return [ctx.result(o, port=i) for i, o in enumerate(outs)]
