@@ -523,3 +523,46 @@ def test_quant_entry_for_unknown_tensor_is_an_error() -> None:
     with pytest.raises(compat.Error, match="zz"):
         compat.parse_string("version 1.0; graph G( x ) -> ( y ) { x = external(shape = [2]); y = relu(x); }",
                             quant_str='"zz": linear_quantize(min = 0.0, max = 1.0, bits = 8);')
+
+
+@pytest.mark.peer
+def test_session_runs_like_the_official_one(tmp_path: Any) -> None:
+    """``Session(path)(*inputs)``: same outputs in the same order; bad inputs are ValueErrors.
+
+    Deliberate difference: the official C++ session starts every call from the variables'
+    file values, while nnefx keeps what ``update`` wrote (NNEF: variables persist across
+    executions, which is what recurrent networks rely on); the second call shows it.
+    """
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "graph.nnef").write_text("""version 1.0;
+    graph G( x, w ) -> ( y, z, s )
+    {
+        x = external(shape = [2, 3]);
+        w = external(shape = [1, 3]);
+        v = variable(shape = [1, 3], label = 'state');
+        y = add(x, v);
+        z = max(y, w);
+        t = add(v, w);
+        s = update(v, t);
+    }
+    """)
+    state = np.array([[1.0, -2.0, 3.0]], np.float32)
+    with open(folder / "state.dat", "wb") as f:
+        official.write_tensor(f, state)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    w = np.array([[0.5, 1.0, -1.0]], np.float32)
+    results = {}
+    for m in MODULES:
+        with m.Session(str(folder), stdlib="", lowered=[]) as session:
+            results[m] = [session(x, w), session(x, w)]
+    first_theirs, first_ours = results[official][0], results[compat][0]
+    assert len(first_theirs) == len(first_ours) == 3
+    for a, b in zip(first_theirs, first_ours, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    np.testing.assert_allclose(results[official][1][0], x + state)  # official: state not carried over
+    np.testing.assert_allclose(results[compat][1][0], x + state + w)  # nnefx: the update persists
+    for m in MODULES:
+        with m.Session(str(folder), stdlib="", lowered=[]) as session, pytest.raises(ValueError):
+            session(np.ones((2, 2), np.float32), w)

@@ -48,6 +48,10 @@ class TensorFileError(Error, ValueError):
     """A malformed binary tensor file; also a ``ValueError`` as in the official reader."""
 
 
+class SessionInputError(Error, ValueError):
+    """Inputs a :class:`Session` cannot run with; also a ``ValueError`` as in the official one."""
+
+
 Graph = namedtuple("Graph", ["name", "tensors", "operations", "inputs", "outputs"])
 Tensor = namedtuple("Tensor", ["name", "dtype", "shape", "data", "quantization"], defaults=(None, None, None))
 Operation = namedtuple("Operation", ["name", "attribs", "inputs", "outputs", "dtype"], defaults=(None,))

@@ -51,10 +51,10 @@ from ._printer import (
     format_version,
 )
 from ._shapes import infer_shapes
-from ._types import Error, Graph, Identifier, Operation, Tensor, TensorFileError, no_gc
+from ._types import Error, Graph, Identifier, Operation, SessionInputError, Tensor, TensorFileError, no_gc
 
 __all__ = [
-    "Error", "Graph", "Identifier", "Operation", "Tensor", "StandardOperations",
+    "Error", "Graph", "Identifier", "Operation", "Tensor", "StandardOperations", "Session",
     "parse_string", "parse_file", "load_graph", "save_graph", "infer_shapes",
     "read_tensor", "write_tensor", "format_version", "format_extensions", "format_argument",
     "format_result", "format_shapes", "format_invocation", "format_graph",
@@ -225,3 +225,43 @@ def write_tensor(file: Any, tensor: np.ndarray, quantized: bool = False, version
         _binary.write_tensor(file, tensor, quant=bool(quantized) or None, version=tuple(version))
     except NNEFXError as exc:
         raise TensorFileError(exc.message, exc.location) from None
+
+
+class Session:
+    """Run a model like ``nnef.Session``: ``Session(path)(*inputs) -> tuple of outputs``.
+
+    The official class drives the C++ reference runtime; this one drives
+    :class:`nnefx.runtime.session.Session` (fast kernels) on the model that
+    :func:`nnefx.load` reads from ``path`` (folder, archive or document).  Inputs are given
+    positionally in the graph's input order, outputs come back as a tuple in its output
+    order, and variables keep their updated values from one call to the next.
+    """
+
+    def __init__(self, path: str, stdlib: str | None = None, lowered: Iterable[str] | None = None):
+        if stdlib:
+            raise Error("nnefx.compat.nnef does not support a custom 'stdlib'")
+        from ..api import load
+        from ..runtime.session import Session as _Session
+
+        try:
+            self._session = _Session(load(path))
+        except NNEFXError as exc:
+            raise Error(exc.message, exc.location) from None
+        self._inputs = [t.name for t in self._session.inputs]
+        self._outputs = [t.name for t in self._session.outputs]
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        return None
+
+    def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
+        if len(inputs) != len(self._inputs):
+            raise SessionInputError(f"expected {len(self._inputs)} inputs ({', '.join(self._inputs)}), "
+                                    f"got {len(inputs)}")
+        try:
+            results = self._session.run(dict(zip(self._inputs, inputs, strict=True)))
+        except NNEFXError as exc:
+            raise SessionInputError(exc.message, exc.location) from None
+        return tuple(results[name] for name in self._outputs)
