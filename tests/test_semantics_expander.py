@@ -242,3 +242,69 @@ graph G( x ) -> ( y, z )
     with pytest.raises(NNEFXError) as info:
         compile_document(text.replace("stride = [2])", "padding = [(1, 1)])"))
     assert "padding" in info.value.message and info.value.location.line == 6
+
+
+COMPOUNDS_DOC = """version 1.0;
+graph G( x ) -> ( a1, a2, a3, a4, a5, a6, a7, a8, a9, b2, b3, b4, b5, b6, b7, b8, b9, c1, c2, c3, c4, c5, c6,
+                  c8, c9, d1, d2, d3, d4, d5, d6, d8, d9, e1, e2, e3, e4, e5, e6 )
+{
+    x = external(shape = [1, 4, 8, 8]);
+    w = variable(shape = [4, 1, 3, 3], label = 'w');
+    pw = variable(shape = [6, 4, 1, 1], label = 'pw');
+    m = variable(shape = [1, 4], label = 'm');
+    a1 = max_pool(x, size = [1, 1, 3, 3], stride = [1, 1, 2, 2], border = 'ignore');
+    a2 = avg_pool(x, size = [1, 1, 2, 2], stride = [1, 1, 2, 2]);
+    a3 = rms_pool(x, size = [1, 1, 2, 2]);
+    a4 = batch_normalization(x, m, m, m, m, epsilon = 0.001);
+    a5 = l2_normalization(x, axes = [1], bias = 1.0);
+    (a6, a7) = moments(x, axes = [2, 3]);
+    a8 = add_n([x, a4, a5]);
+    a9 = separable_conv(x, w, pw);
+    b2 = clamp(x, 0.0, 1.0);
+    b3 = leaky_relu(x, alpha = 0.1);
+    b4 = elu(x);
+    b5 = prelu(x, m);
+    b6 = local_response_normalization(x, size = [1, 3, 1, 1]);
+    b7 = nearest_upsample(x, factor = [2, 2]);
+    b8 = area_downsample(x, factor = [2, 2]);
+    (b9, c1) = max_pool_with_index(x, size = [1, 1, 2, 2], stride = [1, 1, 2, 2]);
+    c2 = mean_reduce(x, axes = [1]);
+    c3 = gelu(x);
+    c4 = silu(x);
+    c5 = softplus(x);
+    c6 = min_max_linear_quantize(x, min = 0.0, max = 1.0, bits = 8, signed = false, symmetric = false);
+    c8 = linear_quantize(x, min = 0.0, max = 1.0, bits = 8);
+    c9 = local_contrast_normalization(x, size = [1, 1, 3, 3]);
+    d1 = sigmoid(x);
+    d2 = selu(x);
+    d3 = nearest_downsample(x, factor = [2, 2]);
+    d4 = local_variance_normalization(x, size = [1, 1, 3, 3]);
+    d5 = local_mean_normalization(x, size = [1, 1, 3, 3]);
+    d6 = l1_normalization(x, axes = [1]);
+    d8 = softmax(x);
+    d9 = rsqrt(x); e1 = log2(x); e2 = sqr(x); e3 = rsqr(x); e4 = sqrt(x); e5 = min(x, a2); e6 = max(x, 1.0);
+}
+"""
+
+
+def test_every_standard_compound_expands_like_the_official_parser():
+    nnef = pytest.importorskip("nnef")
+    from nnefx.ops import registry
+
+    compounds = [op.name for op in registry.all_ops("nnef") if op.compound]
+    ours = compile_document(COMPOUNDS_DOC, lowered=compounds, shapes=False)
+    assert not {op.op for op in ours.operations} & set(compounds)
+    theirs = nnef.parse_string(COMPOUNDS_DOC, lowered=compounds)
+
+    def norm(v):
+        if hasattr(v, "tolist"):
+            return v.tolist()
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return type(v)(norm(x) for x in v)
+        return round(v, 5) if isinstance(v, float) else v
+
+    assert [(op.name, norm(dict(op.inputs)), norm(dict(op.outputs)), norm(dict(op.attribs)), op.dtype)
+            for op in theirs.operations] == \
+        [(op.op, norm(op.inputs), norm(op.outputs), norm(op.attribs), op.dtype) for op in ours.operations]
