@@ -185,3 +185,39 @@ def test_proposal_peer():
                feat_stride=8, min_size=2, ratio=[0.5, 2.0], scale=[1.0, 2.0])
     rows = int((np.abs(ref).sum(axis=1) > 0).sum())
     np.testing.assert_allclose(got[:rows], ref[:rows], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("variant", ["encoded", "no_background", "clip_before", "no_limits",
+                                     "clip_after"])
+def test_detection_output_variants_peer(variant):
+    N, P, C = 1, 10, 3
+    xy = RNG.uniform(0, 0.7, (P, 2))
+    priors = np.concatenate([xy, xy + RNG.uniform(0.1, 0.5, (P, 2))], axis=1).reshape(-1)
+    prior = np.stack([priors, np.tile([0.1, 0.1, 0.2, 0.2], P)])[None].astype("f4")
+    loc = RNG.normal(0, 0.6, (N, P * 4)).astype("f4")
+    conf = RNG.uniform(0, 1, (N, P * C)).astype("f4")
+    ours_kw = dict(num_classes=C, background_label_id=0, top_k=6, keep_top_k=4, code_type="CENTER_SIZE",
+                   nms_threshold=0.4, confidence_threshold=0.2)
+    if variant == "encoded":
+        prior = prior[:, :1]
+        ours_kw["variance_encoded_in_target"] = True
+    if variant == "no_background":
+        ours_kw["background_label_id"] = -1
+    if variant == "clip_before":
+        ours_kw["clip_before_nms"] = True
+    if variant == "clip_after":
+        ours_kw["clip_after_nms"] = True
+    if variant == "no_limits":
+        ours_kw.update(top_k=-1, keep_top_k=-1)
+    attrs = {"num_classes": C, "background_label_id": ours_kw["background_label_id"], "top_k": ours_kw["top_k"],
+             "keep_top_k": [ours_kw["keep_top_k"]], "code_type": "caffe.PriorBoxParameter." + ours_kw["code_type"],
+             "share_location": True, "nms_threshold": 0.4, "confidence_threshold": 0.2,
+             "variance_encoded_in_target": ours_kw.get("variance_encoded_in_target", False), "normalized": True,
+             "clip_before_nms": ours_kw.get("clip_before_nms", False),
+             "clip_after_nms": ours_kw.get("clip_after_nms", False)}
+    (ref,) = ov_run({"loc": loc, "conf": conf, "prior": prior}, lambda a, b, c: o1.detection_output(a, b, c, attrs))
+    got = ours("ir_detection_output", loc, conf, prior, **ours_kw)
+    assert got.shape == ref.shape
+    end = ref[0, 0, :, 0] == -1
+    valid = int(np.argmax(end)) if end.any() else ref.shape[2]
+    np.testing.assert_allclose(got[0, 0, :valid], ref[0, 0, :valid], rtol=1e-5, atol=1e-5)
