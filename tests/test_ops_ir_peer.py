@@ -221,3 +221,30 @@ def test_detection_output_variants_peer(variant):
     end = ref[0, 0, :, 0] == -1
     valid = int(np.argmax(end)) if end.any() else ref.shape[2]
     np.testing.assert_allclose(got[0, 0, :valid], ref[0, 0, :valid], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["normalize", "clip_after", "scales", "no_clip_before"])
+def test_proposal_variants_peer(variant):
+    A = 4
+    cls = RNG.uniform(0, 1, (1, 2 * A, 3, 4)).astype("f4")
+    bbox = RNG.normal(0, 0.4, (1, 4 * A, 3, 4)).astype("f4")
+    info = np.array([30, 40, 1.0], "f4")
+    kw = dict(clip_before_nms=True, clip_after_nms=False, normalize=False, box_size_scale=1.0,
+              box_coordinate_scale=1.0)
+    if variant == "normalize":
+        kw["normalize"] = True
+    if variant == "clip_after":
+        kw.update(clip_before_nms=False, clip_after_nms=True)
+    if variant == "scales":
+        kw.update(box_size_scale=2.0, box_coordinate_scale=0.5)
+    if variant == "no_clip_before":
+        kw["clip_before_nms"] = False
+    attrs = {"base_size": np.uint32(8), "pre_nms_topn": np.uint32(30), "post_nms_topn": np.uint32(12),
+             "nms_thresh": 0.7, "feat_stride": np.uint32(8), "min_size": np.uint32(1), "ratio": [0.5, 2.0],
+             "scale": [1.0, 2.0], "framework": "", **kw}
+    (ref,) = ov_run({"c": cls, "b": bbox, "i": info}, lambda a, b, c: o1.proposal(a, b, c, attrs))
+    got = ours("ir_proposal", cls, bbox, info, base_size=8, pre_nms_topn=30, post_nms_topn=12, nms_thresh=0.7,
+               feat_stride=8, min_size=1, ratio=[0.5, 2.0], scale=[1.0, 2.0], **kw)
+    end = ref[:, 0] == -1
+    rows = int(np.argmax(end)) if end.any() else ref.shape[0]
+    np.testing.assert_allclose(got[:rows], ref[:rows], rtol=1e-4, atol=1e-3)

@@ -559,9 +559,9 @@ def _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pr
         kept = nms_formal([c[1] for c in cands], order, thresh, 1.0, post)
         for r, i in enumerate(kept):
             x0, y0, x1, y1 = cands[i][1]
-            if clip_after:
-                x0, x1 = (min(max(t, 0.0), img_w - 1.0) for t in (x0, x1))
-                y0, y1 = (min(max(t, 0.0), img_h - 1.0) for t in (y0, y1))
+            if clip_after:          # after NMS the boxes are clipped to the image itself
+                x0, x1 = (min(max(t, 0.0), img_w) for t in (x0, x1))
+                y0, y1 = (min(max(t, 0.0), img_h) for t in (y0, y1))
             if normalize:
                 x0, x1, y0, y1 = x0 / img_w, x1 / img_w, y0 / img_h, y1 / img_h
             out[n * post + r] = [n, x0, y0, x1, y1]
@@ -582,8 +582,8 @@ def _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre,
         kept = nms_fast(box, order, thresh, 1.0, post)
         b = box[kept].copy()
         if clip_after:
-            b[:, 0::2] = np.clip(b[:, 0::2], 0.0, img_w - 1.0)
-            b[:, 1::2] = np.clip(b[:, 1::2], 0.0, img_h - 1.0)
+            b[:, 0::2] = np.clip(b[:, 0::2], 0.0, img_w)
+            b[:, 1::2] = np.clip(b[:, 1::2], 0.0, img_h)
         if normalize:
             b = b / np.array([img_w, img_h, img_w, img_h])
         out[n * post:n * post + len(kept), 0] = n
