@@ -113,3 +113,25 @@ def test_node_names_become_valid_unique_nnef_identifiers():
     out = nnefx.Session(nnefx.Model(graph), backend="fast").run(
         {"data": np.load(FIX / "ex04_reduce_chain.in.npy")})
     np.testing.assert_array_equal(out[graph.outputs[0]], np.load(FIX / "ex04_reduce_chain.out.npy"))
+
+
+def test_cvm_where_is_usable_from_an_nnef_document():
+    """Its result is not named like its third parameter (which NNEF forbids)."""
+    import numpy as np
+
+    import nnefx
+    from nnefx.semantics.frontend import compile_document
+
+    g = compile_document("""version 1.0;
+extension nnefx_cvm;
+graph G(c, a, b) -> (o) {
+  c = external<integer>(shape = [2, 3]);
+  a = external<integer>(shape = [2, 3]);
+  b = external<integer>(shape = [2, 3]);
+  o = cvm_where(c, a, b);
+}""")
+    c = np.array([[1, 0, 2], [0, 0, -1]], np.int32)
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    b = -a
+    out = nnefx.Session(g).run({"c": c, "a": a, "b": b})["o"]
+    np.testing.assert_array_equal(out, np.where(c != 0, a, b))

@@ -47,8 +47,8 @@ from ._int import (
 _X = "x: tensor<integer>"
 
 
-def _define(name, params, doc, shape, formal, fast, precision=same_precision):
-    op = cvm_define(name, "integer.transform", params, doc=doc)
+def _define(name, params, doc, shape, formal, fast, precision=same_precision, results="y: tensor<integer>"):
+    op = cvm_define(name, "integer.transform", params, results, doc=doc)
     op.shape(shape)
     op.formal(formal)
     op.fast(fast)
@@ -571,6 +571,8 @@ def where_fast(condition, x, y):
     return np.where(c != 0, x, y).astype(np.int32)
 
 
-# Output precision = the CONDITION's (runtime, ex09): outputs may exceed it.
+# Output precision = the CONDITION's (runtime, ex09): outputs may exceed it.  The result is
+# named ``z`` because ``y`` is already the name of the third parameter (NNEF forbids the clash).
 _define("where", "condition: tensor<integer>, x: tensor<integer>, y: tensor<integer>",
-        "Select x where condition != 0 else y.", _where_shape, where_formal, where_fast)
+        "Select x where condition != 0 else y.", _where_shape, where_formal, where_fast,
+        results="z: tensor<integer>")
