@@ -248,3 +248,39 @@ def test_proposal_variants_peer(variant):
     end = ref[:, 0] == -1
     rows = int(np.argmax(end)) if end.any() else ref.shape[0]
     np.testing.assert_allclose(got[:rows], ref[:rows], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(min_size=[5.0], aspect_ratio=[], flip=False, clip=False, step=4.0, offset=0.25, variance=[0.1]),
+    dict(min_size=[5.0, 9.0], max_size=[7.0, 20.0], aspect_ratio=[3.0, 0.5], flip=True, clip=True, step=0.0,
+         offset=0.5, variance=[]),
+    dict(min_size=[12.0], aspect_ratio=[2.0, 2.0, 1.0], flip=False, clip=False, step=8.0, offset=0.5,
+         variance=[0.1, 0.2, 0.3, 0.4]),
+])
+def test_prior_box_variants_peer(kw):
+    attrs = {"max_size": [], "scale_all_sizes": True, **kw}
+    node = o1.prior_box(o1.constant(np.array([3, 5], "int64")), o1.constant(np.array([24, 40], "int64")), attrs)
+    compiled = ov.compile_model(ov.Model([node], []), "CPU")
+    ref = compiled([])[compiled.outputs[0]]
+    got = ours("ir_prior_box", np.zeros((1, 1, 3, 5), "f4"), np.zeros((1, 1, 24, 40), "f4"), **attrs)
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_prior_box_clustered_step_clip_peer():
+    attrs = {"width": [30.0, 6.0], "height": [5.0, 40.0], "clip": True, "offset": 0.25, "step": 6.0,
+             "variance": [0.2]}
+    node = o1.prior_box_clustered(o1.constant(np.array([3, 4], "int64")), o1.constant(np.array([20, 25], "int64")),
+                                  attrs)
+    compiled = ov.compile_model(ov.Model([node], []), "CPU")
+    ref = compiled([])[compiled.outputs[0]]
+    got = ours("ir_prior_box_clustered", np.zeros((1, 1, 3, 4), "f4"), np.zeros((1, 1, 20, 25), "f4"), **attrs)
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_ctc_greedy_decoder_no_merge_peer():
+    T, N, C = 7, 3, 3
+    data = RNG.integers(0, 3, (T, N, C)).astype("f4") + RNG.uniform(0, 0.1, (T, N, C)).astype("f4")
+    seq = np.ones((T, N), "f4")
+    seq[5:, 0] = 0
+    (ref,) = ov_run({"d": data, "s": seq}, lambda a, b: o1.ctc_greedy_decoder(a, b, False))
+    np.testing.assert_array_equal(ours("ir_ctc_greedy_decoder", data, seq, ctc_merge_repeated=False), ref)
