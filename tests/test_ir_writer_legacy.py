@@ -298,3 +298,30 @@ def test_interp_and_resample(tmp_path, align):
     net.add("Resample", [i], [[1, 2, 10, 14]], {"antialias": "0", "factor": "2",
                                                 "type": "caffe.ResampleParameter.LINEAR"}, name="linear")
     upgrade(net, {"data": x}, tmp_path)
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+def test_argmax_ties_break_like_caffe(tmp_path, axis):
+    x = RNG.integers(0, 3, (2, 5, 4)).astype("f4")          # many ties: higher index first
+    data = {"top_k": "3", "out_max_val": "1" if axis is None else "0"}
+    shape = [2, 2, 3]
+    if axis is not None:
+        data["axis"] = str(axis)
+        shape = [2, 3, 4]
+    upgrade(unary("ArgMax", x.shape, data, shape), {"data": x}, tmp_path, roundtrip=False)
+
+
+def test_layer_without_opset_form_is_refused_with_its_location(tmp_path):
+    net = LegacyNet("snms")
+    a, b, c = net.input("cls", [1, 6, 3, 3]), net.input("bbox", [1, 12, 3, 3]), net.input("info", [1, 3])
+    net.add("SimplerNMS", [a, b, c], [[5, 5]], {"iou_threshold": "0.7", "min_bbox_size": "1", "feat_stride": "16",
+                                               "pre_nms_topn": "20", "post_nms_topn": "5", "scale": "2.0"},
+            name="out")
+    old = net.save(tmp_path, "old")
+    new = tmp_path / "new.xml"
+    assert main(["convert", old, str(new)]) == 1
+    with pytest.raises(nnefx.NNEFXError) as e:
+        nnefx.save(nnefx.load(old), str(new))
+    text = str(e.value)
+    assert "ir_simpler_nms" in text and "old.xml" in text and "'out' (SimplerNMS)" in text
+    assert not new.exists() and not (tmp_path / "new.bin").exists()

@@ -796,3 +796,35 @@ def _ir_ctc_greedy_decoder(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("CTCGreedyDecoder", [op.inputs["data"], op.inputs["seq_indicators"]],
                                 out_shape(ctx, op), etype="f32",
                                 attrs={"ctc_merge_repeated": bool(op.attribs.get("ctc_merge_repeated", True))}))
+
+
+@exporter("ir_argmax")
+def _ir_argmax(ctx: ExportContext, op: Operation) -> None:
+    # Caffe ArgMax breaks ties toward the *higher* index; TopK-11 with stable=true toward the
+    # lower one.  Reversing the axis first makes the two agree exactly.
+    x = ctx.ref(op.inputs["input"])
+    xs = ctx.shape(x)
+    k = int(op.attribs.get("top_k", 1))
+    keep_vals = bool(op.attribs.get("out_max_val", False))
+    axis = [int(a) for a in op.attribs.get("axis", [])]
+    if axis:
+        a = axis[0] % len(xs)
+    else:
+        xs = (xs[0], int(np.prod(xs[1:], dtype=np.int64)))
+        x = reshape(ctx, x, xs)
+        a = 1
+    n = xs[a]
+    rev = slice_layer(ctx, x, [(a, n - 1, -1, n)], xs)
+    ks = tuple(k if i == a else d for i, d in enumerate(xs))
+    vals, idx = ctx.layer("TopK", [rev, ctx.const(np.asarray(k), "i64")], outputs=[(ks, "f32"), (ks, "i64")],
+                          attrs={"axis": a, "mode": "max", "sort": "value", "index_element_type": "i64",
+                                 "stable": True}, version="opset11")
+    orig = binop(ctx, "Subtract", ctx.const(np.asarray(n - 1), "i64"), idx)
+    orig = ctx.layer("Convert", [orig], ks, etype="f32", attrs={"destination_type": "f32"})
+    shape = out_shape(ctx, op)
+    if axis:
+        ctx.bind(out(op), vals if keep_vals else orig)
+        return
+    parts = [orig] + ([vals] if keep_vals else [])
+    parts = [ctx.layer("Unsqueeze", [p, ctx.ints([1])], (xs[0], 1, k)) for p in parts]
+    ctx.bind(out(op), parts[0] if len(parts) == 1 else ctx.layer("Concat", parts, shape, attrs={"axis": 1}))
