@@ -320,6 +320,10 @@ def test_weights_are_memory_mapped(tmp_path):
     model = nnefx.load(g.write(tmp_path / "n.xml"))
     datas = [t.data for t in model.graph.tensors.values() if t.data is not None]
     assert datas and datas[0].shape == (64, 64)
+    base = datas[0]
+    while getattr(base, "base", None) is not None and not isinstance(base, np.memmap):
+        base = base.base
+    assert isinstance(base, (np.memmap, memoryview)) or type(base).__name__ == "mmap", type(base)
 
 
 # --- registry ----------------------------------------------------------------------------------------

@@ -249,10 +249,15 @@ def storage_array(arr: np.ndarray, etype: str) -> np.ndarray:
     a = np.asarray(arr)
     kind = nnef_dtype(etype)
     if kind == "scalar":
-        return np.array(a, dtype=np.float64 if a.dtype == np.float64 else np.float32, order="C")
-    if kind == "logical":
-        return np.array(a, dtype=np.bool_, order="C")
-    return np.array(a, dtype=np.int64, order="C")
+        dt = np.float64 if a.dtype == np.float64 else np.float32
+    elif kind == "logical":
+        dt = np.bool_
+    else:
+        dt = np.int64
+    out = np.asarray(a, dtype=dt)  # no copy when it already fits: .bin weights stay memory-mapped
+    if out.ndim and not out.flags.c_contiguous:
+        out = np.ascontiguousarray(out)
+    return out
 
 
 def etype_of_array(arr: np.ndarray) -> str:
@@ -608,15 +613,15 @@ def infer_operation(graph: Graph, op: Operation) -> None:
             if s is None:
                 return
             args.append(s)
-    for shape in _flat_shapes(args):
-        if any(d is None for d in shape):
-            return  # dynamic dims: shape rules work on concrete extents
+    dynamic = any(d is None for shape in _flat_shapes(args) for d in shape)
     kwargs = dict(op.attribs)
     if entry.generic:
         kwargs["dtype"] = op.dtype or "scalar"
     try:
         res = entry.shape_rule(*args, **kwargs)
     except NNEFXError as exc:
+        if dynamic:
+            return  # a rule that cannot decide with unknown extents: checked at run time
         raise NNEFXError(f"{op.op}: {exc.message}", op.location) from None
     except Exception:  # noqa: BLE001 - a rule that cannot handle this case: shape stays unknown
         return

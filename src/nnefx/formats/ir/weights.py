@@ -127,7 +127,7 @@ def decode(data: np.ndarray, etype: str, count: int) -> np.ndarray:
     """Decode ``count`` elements of ``etype`` from uint8 ``data`` (little-endian)."""
     dt, bits = ELEMENT_TYPES[etype]
     if dt is not None:
-        arr = np.frombuffer(data.tobytes() if isinstance(data, np.memmap) else data, dtype=dt, count=count)
+        arr = np.frombuffer(data, dtype=dt, count=count)  # a view: memory-mapped weights are not copied
         if etype == "boolean":
             return arr != 0
         return arr.astype(arr.dtype.newbyteorder("="), copy=False)
