@@ -24,6 +24,17 @@ def ov_ops():
     return ov, o1, o2
 
 
+def o1_any(name):
+    """An OpenVINO op builder from the lowest opset that has it."""
+    import importlib
+
+    for v in range(1, 16):
+        mod = importlib.import_module(f"openvino.opset{v}")
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    pytest.skip(f"OpenVINO has no {name}")
+
+
 def ov_eval(ov, o1, params, build):
     nodes = [o1.parameter(list(a.shape), a.dtype) for a in params]
     out = build(*nodes)
@@ -290,3 +301,53 @@ def test_normalizations_and_interp_match_openvino(tmp_path):
     for ltype, data, out_shape, build in cases:
         ref = ov_eval(ov, o1, [x], build)
         one(unary_net(ltype, x.shape, data, out_shape), tmp_path, {"data": x}, ref, 1e-5)
+
+
+@pytest.mark.peer
+def test_shape_and_window_layers_match_openvino(tmp_path):
+    ov, o1, _ = ov_ops()
+    x = rand(1, 8, 5, 7)
+    cases = [
+        ("DepthToSpace", {"block_size": "2", "mode": "depth_first"}, [1, 2, 10, 14],
+         lambda a: o1.depth_to_space(a, "depth_first", 2)),
+        ("DepthToSpace", {"block_size": "2"}, [1, 2, 10, 14], lambda a: o1.depth_to_space(a, "blocks_first", 2)),
+        ("ShuffleChannels", {"group": "4", "axis": "1"}, [1, 8, 5, 7], lambda a: o1_any("shuffle_channels")(a, 1, 4)),
+        ("Pooling", {"kernel": "3,3", "strides": "2,2", "pads_begin": "1,0", "pads_end": "0,1", "pool-method": "max",
+                     "rounding_type": "ceil"}, [1, 8, 3, 4],
+         lambda a: o1.max_pool(a, [2, 2], [1, 0], [0, 1], [3, 3], "ceil")),
+        ("Pooling", {"kernel": "3,3", "strides": "2,2", "pads_begin": "1,1", "pads_end": "1,1", "pool-method": "avg",
+                     "exclude-pad": "false", "rounding_type": "ceil"}, [1, 8, 3, 4],
+         lambda a: o1.avg_pool(a, [2, 2], [1, 1], [1, 1], [3, 3], False, "ceil")),
+        ("Pooling", {"kernel": "2,3", "strides": "2,2", "pads_begin": "1,1", "pads_end": "1,1", "pool-method": "avg",
+                     "exclude-pad": "true", "rounding_type": "ceil"}, [1, 8, 4, 4],
+         lambda a: o1.avg_pool(a, [2, 2], [1, 1], [1, 1], [2, 3], True, "ceil")),
+        # ceil rounding without Caffe's clip: the last row of windows holds no input element
+        ("Pooling", {"kernel": "2,3", "strides": "2,2", "pads_begin": "1,1", "pads_end": "1,1", "pool-method": "max",
+                     "rounding_type": "ceil"}, [1, 8, 4, 4],
+         lambda a: o1.max_pool(a, [2, 2], [1, 1], [1, 1], [2, 3], "ceil")),
+        ("Pooling", {"kernel": "2,3", "strides": "2,2", "pads_begin": "1,1", "pads_end": "1,1", "pool-method": "avg",
+                     "exclude-pad": "false", "rounding_type": "ceil"}, [1, 8, 4, 4],
+         lambda a: o1.avg_pool(a, [2, 2], [1, 1], [1, 1], [2, 3], False, "ceil")),
+    ]
+    for ltype, data, out_shape, build in cases:
+        ref = ov_eval(ov, o1, [x], build)
+        assert list(ref.shape) == out_shape, (ltype, data)
+        one(unary_net(ltype, x.shape, data, out_shape), tmp_path, {"data": x}, ref, 1e-5)
+
+
+@pytest.mark.peer
+def test_batch_norm_and_normalize_match_openvino(tmp_path):
+    ov, o1, _ = ov_ops()
+    x = rand(2, 3, 4, 5)
+    mean, var = rand(3), rand(3, lo=0.2, hi=2.0)
+    ref = ov_eval(ov, o1, [x], lambda a: o1.batch_norm_inference(a, o1.constant(np.ones(3, "f4")),
+                                                                  o1.constant(np.zeros(3, "f4")), o1.constant(mean),
+                                                                  o1.constant(var), 1e-3))
+    net = unary_net("BatchNormalization", x.shape, {"epsilon": "1e-3"}, blobs={"weights": var, "biases": mean})
+    one(net, tmp_path, {"data": x}, ref, 1e-5)
+    scale = rand(3, lo=0.5, hi=2.0)
+    ref = ov_eval(ov, o1, [x], lambda a: o1.multiply(
+        o1.normalize_l2(a, o1.constant(np.array([1], "int64")), 1e-4, "add"), o1.constant(scale.reshape(3, 1, 1))))
+    net = unary_net("Normalize", x.shape, {"across_spatial": "0", "channel_shared": "0", "eps": "1e-4"},
+                    blobs={"weights": scale})
+    one(net, tmp_path, {"data": x}, ref, 1e-5)

@@ -188,15 +188,22 @@ def _pooling(ctx: LayerContext) -> Value:
     exclude = ctx.bool("exclude-pad", False)
     rounding = ctx.choice("rounding_type", ("floor", "ceil"), "floor")
     pads = explicit_padding(ctx, list(shape[2:]), kernel, strides, [1] * k)
-    extra = []
+    plain, clipped = [], []
     for X, f, s, (p, q) in zip(shape[2:], kernel, strides, pads, strict=True):
         span = X + p + q - f
         if span < 0:
             raise ctx.error(f"kernel {kernel} is larger than the padded input {list(shape[2:])}")
         out = (-(-span // s) if rounding == "ceil" else span // s) + 1
-        if rounding == "ceil" and (out - 1) * s >= X + p:
-            out -= 1                         # the last window must start inside input + pads_begin
-        extra.append(max(0, (out - 1) * s + f - (X + p + q)))
+        plain.append(out)
+        # Caffe's variant of ceil rounding drops a last window that would start past
+        # input + pads_begin; the Inference Engine's does not.
+        clipped.append(out - 1 if rounding == "ceil" and (out - 1) * s >= X + p else out)
+    declared = ctx.out_dims(0) if ctx.layer.outputs else None
+    outs = plain
+    if declared is not None and len(declared) == len(shape) and list(declared[2:]) == clipped:
+        outs = clipped                       # the file was written with Caffe's extents
+    extra = [max(0, (o - 1) * s + f - (X + p + q))
+             for o, X, f, s, (p, q) in zip(outs, shape[2:], kernel, strides, pads, strict=True)]
     size = [1, 1] + kernel
     stride = [1, 1] + strides
     x = x_of(ctx)
@@ -218,7 +225,29 @@ def _pooling(ctx: LayerContext) -> Value:
         padding = [(0, 0), (0, 0)] + [(0, e) for e in extra]
         y = ctx.emit1("avg_pool", {"input": x}, {"size": size, "stride": stride, "padding": padding,
                                                  "border": "ignore" if any(extra) else "constant"})
+    if method == "max" or exclude:
+        y = _empty_windows(ctx, y, shape, outs, kernel, strides, pads, method)
     return ctx.result(y)
+
+
+def _empty_windows(ctx: LayerContext, y: str, shape, outs, kernel, strides, pads, method) -> str:
+    """Windows holding no input element at all (possible with ceil rounding: a last window
+    starting in pads_end) get the layer's values for an empty reduction: the lowest float for
+    max, 0/0 = NaN for an average that excludes padding."""
+    empty = []
+    for o, X, f, s, (p, _) in zip(outs, shape[2:], kernel, strides, pads, strict=True):
+        start = np.arange(o) * s - p
+        empty.append((start >= X) | (start + f <= 0))
+    if not any(e.any() for e in empty):
+        return y
+    mask = np.zeros([1, 1] + list(outs), dtype=bool)
+    for d, e in enumerate(empty):
+        view = [1, 1] + [1] * len(outs)
+        view[2 + d] = len(e)
+        mask |= e.reshape(view)
+    fill = float(np.finfo(np.float32).min) if method == "max" else float("nan")
+    m = const_tensor(ctx, mask, "empty_windows")
+    return ctx.emit1("select", {"condition": m, "true_value": fill, "false_value": y}, dtype="scalar")
 
 
 # ---------------------------------------------------------------------------------------------
