@@ -507,3 +507,10 @@ def test_interpolate_sizes_with_dynamic_batch(tmp_path):
     check(tmp_path, lambda x: o11.interpolate(x, np.array([3, 5], np.int64), "nearest", "sizes",
                                               axes=np.array([2, 3], np.int64)),
           {"x": rnd(2, 2, 6, 8)}, dynamic={"x": [-1, 2, 6, 8]})
+
+
+@pytest.mark.parametrize("levels", [2, 16, 256])
+def test_fake_quantize(tmp_path, levels):
+    lo, hi = np.array([[-1.0], [0.0], [-0.5]], F32), np.array([[1.0], [2.0], [0.5]], F32)
+    check(tmp_path, lambda x: o.fake_quantize(x, lo, hi, np.array(-2.0, F32), np.array(3.0, F32), levels),
+          {"x": rnd(2, 3, 5) * 1.5})

@@ -356,3 +356,15 @@ def test_fixture_outputs_match_recorded_openvino(name, backend):
     for out in outputs:
         want = np.load(os.path.join(FIXTURES, f"{name}.{out}.npy"))
         assert_close(got[out], want)
+
+
+def test_interval_dims_are_dynamic_and_dynamic_rank_is_refused(tmp_path):
+    g = NetGen()
+    x = g.param("x", (None, 3))
+    g.result(g.op("Exp", [x], [(None, 3)], names=["y"]))
+    text = g.xml().replace('shape="?,3"', 'shape="1..8,3"').replace("<dim>-1</dim>", "<dim>1..8</dim>")
+    (tmp_path / "n.xml").write_text(text)
+    (tmp_path / "n.bin").write_bytes(b"")
+    assert nnefx.load(tmp_path / "n.xml").graph.tensors["x"].shape == (None, 3)
+    (tmp_path / "n.xml").write_text(g.xml().replace('shape="?,3"', 'shape="..."'))
+    assert "dynamic rank" in error_of(tmp_path / "n.xml").message

@@ -1837,3 +1837,21 @@ def _rnn_sequence(ctx: LayerContext):
                                         "R": ctx.tensor(4), "B": ctx.tensor(5)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0), "activation": act}, outputs=2)
     return [ctx.result(o, port=i) for i, o in enumerate(outs)]
+
+
+# --- quantization ----------------------------------------------------------------------------------------
+
+
+@layer("FakeQuantize", ANY)
+def _fake_quantize(ctx: LayerContext):
+    ctx.expect_inputs(5)
+    _check_broadcast(ctx)
+    levels = ctx.int("levels")
+    if levels < 2:
+        raise ctx.error(f"attribute 'levels' = {levels} must be >= 2")
+    for i in range(5):
+        if dtype_of(ctx.input(i)) != "scalar":
+            raise ctx.error("FakeQuantize of integer tensors is not supported")
+    ins = {name: ctx.tensor(i) for i, name in
+           enumerate(("input", "input_low", "input_high", "output_low", "output_high"))}
+    return ctx.result(ctx.emit1("ir_fake_quantize", ins, {"levels": levels}))

@@ -413,6 +413,8 @@ def _parse_shape_attr(text: str, loc: Location) -> tuple | None:
     t = text.strip()
     if t == "":
         return ()
+    if t == "...":
+        raise NNEFXError("tensors of dynamic rank ('...') are not supported", loc)
     if t.startswith("["):
         t = t.strip("[]")
     out = []

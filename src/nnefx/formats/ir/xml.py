@@ -230,7 +230,7 @@ def _int(text: str | None, what: str, loc: Location) -> int:
 
 def _dim(text: str, loc: Location) -> int | None:
     t = text.strip()
-    if t in ("?", "-1"):
+    if t in ("?", "-1") or ".." in t:  # "1..10": an interval, dynamic for our purposes
         return None
     try:
         v = int(t)
