@@ -325,3 +325,29 @@ def test_layer_without_opset_form_is_refused_with_its_location(tmp_path):
     text = str(e.value)
     assert "ir_simpler_nms" in text and "old.xml" in text and "'out' (SimplerNMS)" in text
     assert not new.exists() and not (tmp_path / "new.bin").exists()
+
+
+@pytest.mark.parametrize("base", ["catalog_examples"])   # (the large one takes ~15 s)
+def test_catalog_example_files_upgrade(tmp_path, base):
+    """The legacy catalog's own example layers (fixtures) convert and run in OpenVINO; random
+    float Gather indices exercise cast's floor (Convert alone truncates toward zero)."""
+    old = f"tests/fixtures/ir/legacy/{base}.xml"
+    model = nnefx.load(old)
+    feeds = {n: RNG.uniform(-1, 1, model.graph.tensors[n].shape).astype("f4") for n in model.graph.inputs}
+    want = Session(model, "fast").run(feeds)
+    new = str(tmp_path / "new.xml")
+    assert main(["convert", old, new]) == 0
+    got = run_openvino(new, feeds)
+    assert set(got) == set(want)
+    for k in want:
+        close(got[k], want[k])
+
+
+def test_gather_float_runtime_indices_round_down(tmp_path):
+    data = rand(4, 5)
+    idx = np.array([[-0.7, 1.3], [2.9, -3.5]], "f4")      # cast floors: -1, 1, 2, -4
+    net = LegacyNet("gather")
+    k, d = net.input("indices", idx.shape), net.input("data", data.shape)
+    net.add("Gather", [k, d], [[2, 2, 5]], {"axis": "0"}, name="out")
+    got = upgrade(net, {"indices": idx, "data": data}, tmp_path)
+    close(got["out"], data[np.array([[3, 1], [2, 0]])])

@@ -241,7 +241,11 @@ def _select(ctx: ExportContext, op: Operation) -> None:
 @exporter("cast", "ir_convert")
 def _cast(ctx: ExportContext, op: Operation) -> None:
     target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
-    ctx.bind(out(op), ctx.layer("Convert", [_first(op, "input")], out_shape(ctx, op), etype=target,
+    x = ctx.ref(_first(op, "input"))
+    if op.op == "cast" and ctx.etype(x).startswith("f") and target[0] in "iu":
+        # nnefx's cast rounds scalars down to integers; Convert truncates toward zero
+        x = unop(ctx, "Floor", x)
+    ctx.bind(out(op), ctx.layer("Convert", [x], out_shape(ctx, op), etype=target,
                                 attrs={"destination_type": target}))
 
 
