@@ -267,3 +267,15 @@ def test_failed_write_leaves_old_files_alone(tmp_path):
         nnefx.save(model, str(xml))
     assert xml.read_text() == "old"
     assert sorted(os.listdir(tmp_path)) == ["m.bin", "m.xml"]
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm", "transformer"])
+def test_openvino_written_files_rewrite(tmp_path, name):
+    """IR v11 files written by OpenVINO (fixtures, dynamic batch fixed while loading) -> nnefx ->
+    IR v11 again: OpenVINO's recorded outputs are reproduced by the rewritten file."""
+    d = "tests/fixtures/ir/opset"
+    x = np.load(f"{d}/{name}.x.npy")
+    model = nnefx.load(f"{d}/{name}.xml", shapes={"x": x.shape})
+    xml = check(model, {"x": x}, tmp_path)
+    got = run_openvino(xml, {"x": x})
+    close(got["y"], np.load(f"{d}/{name}.y.npy"))

@@ -832,3 +832,29 @@ def _ir_argmax(ctx: ExportContext, op: Operation) -> None:
     parts = [orig] + ([vals] if keep_vals else [])
     parts = [ctx.layer("Unsqueeze", [p, ctx.ints([1])], (xs[0], 1, k)) for p in parts]
     ctx.bind(out(op), parts[0] if len(parts) == 1 else ctx.layer("Concat", parts, shape, attrs={"axis": 1}))
+
+
+@exporter("ir_lstm_sequence")
+def _ir_lstm_sequence(ctx: ExportContext, op: Operation) -> None:
+    # the operation *is* LSTMSequence-5 (batch first, gates f,i,c,o, sigmoid/tanh/tanh)
+    x = op.inputs["input"]
+    n = ctx.shape(x)[0]
+    hs = ctx.shape(op.inputs["initial_hidden"])[2]
+    lens = op.inputs["sequence_lengths"]
+    data = ctx.data(lens)
+    if data is not None:
+        arr = np.asarray(data, dtype=np.int64).reshape(-1)
+        lens_ref = ctx.const(np.repeat(arr, n) if arr.size == 1 else arr, "i64")
+    elif ctx.shape(lens) in ((n,),):
+        lens_ref = ctx.ref(lens)
+    else:
+        raise ctx.fail(f"run-time sequence lengths of shape {ctx.shape(lens)} have no LSTMSequence form")
+    names = op.output_names()
+    refs = ctx.layer("LSTMSequence", [x, op.inputs["initial_hidden"], op.inputs["initial_cell"], lens_ref,
+                                      op.inputs["W"], op.inputs["R"], op.inputs["B"]],
+                     outputs=[(ctx.shape(nm), "f32") for nm in names],
+                     attrs={"hidden_size": hs, "direction": str(op.attribs.get("direction", "forward")),
+                            "clip": float(op.attribs.get("clip", 0.0)), "activations": ["sigmoid", "tanh", "tanh"],
+                            "activations_alpha": [], "activations_beta": []}, version="opset5")
+    for nm, r in zip(names, refs, strict=True):
+        ctx.bind(nm, r)
