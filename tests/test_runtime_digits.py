@@ -71,3 +71,28 @@ def test_demo_prints_accuracy_throughput_and_profile(capsys):
     assert accuracy >= 97.0
     assert "images/s" in text and "same predictions" in text
     assert "conv" in text.split("profile")[1]
+
+
+def test_train_script_writes_exactly_the_committed_model(tmp_path):
+    """The committed folder is what train.py's exporter writes for these weights, and torch
+    computes the same probabilities as nnefx from it."""
+    torch = pytest.importorskip("torch")
+    train = _module("train")
+    model = nnefx.load(MODEL)
+    net = train.make_net()
+    with torch.no_grad():
+        for layer in ("conv1", "conv2", "fc"):
+            module = getattr(net, layer)
+            module.weight.copy_(torch.from_numpy(np.array(model.weights[f"{layer}/filter"])))
+            module.bias.copy_(torch.from_numpy(np.array(model.weights[f"{layer}/bias"]).reshape(-1)))
+    nnefx.save(train.build_model(net), tmp_path / "model")
+    for root, _, files in os.walk(MODEL):
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), MODEL)
+            with open(os.path.join(MODEL, rel), "rb") as a, open(tmp_path / "model" / rel, "rb") as b:
+                assert a.read() == b.read(), rel
+    _, _, images, _ = _module("digits_data").split()
+    with torch.no_grad():
+        expected = torch.softmax(net(torch.from_numpy(images[:64])), dim=1).numpy()
+    session = nnefx.Session(model, input_shapes={"input": (None, 1, 8, 8)})
+    np.testing.assert_allclose(session.run({"input": images[:64]})["probabilities"], expected, atol=1e-5)

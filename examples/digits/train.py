@@ -25,12 +25,11 @@ import digits_data  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def train(epochs: int, seed: int):
+def make_net():
+    """The network: two 3×3 convolutions (16, 32 channels) with ReLU and 2×2 max pooling, then
+    a linear layer to the 10 digits."""
     import torch
     from torch import nn
-
-    torch.manual_seed(seed)
-    x_train, y_train, x_test, y_test = digits_data.split()
 
     class Net(nn.Module):
         def __init__(self) -> None:
@@ -44,7 +43,16 @@ def train(epochs: int, seed: int):
             x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
             return self.fc(x.flatten(1))
 
-    net = Net()
+    return Net()
+
+
+def train(epochs: int, seed: int):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    x_train, y_train, x_test, y_test = digits_data.split()
+    net = make_net()
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
