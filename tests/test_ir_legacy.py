@@ -413,5 +413,5 @@ def test_non_numeric_attribute(tmp_path):
 
 def test_hostile_sizes_are_refused_at_load(tmp_path):
     net = unary_net("Tile", [1, 4], {"axis": "1", "tiles": "1000000000000"}, [1, 4_000_000_000_000])
-    with pytest.raises(NNEFXError, match=r"\(Tile\).*would hold 4000000000000 items"):
+    with pytest.raises(NNEFXError, match=r"\(Tile\).*4000000000000"):
         net.run(tmp_path, {})

@@ -122,12 +122,6 @@ def const_tensor(ctx: LayerContext, array: np.ndarray, hint: str) -> str:
     arr = np.asarray(array)
     if arr.dtype.kind == "f":
         arr = arr.astype(np.float32)
-    # The builder caches materialised constants by id(array): keep ours alive for the whole
-    # load so that a later temporary cannot reuse the id and alias an earlier tensor.
-    keep = getattr(ctx.builder, "_legacy_keep", None)
-    if keep is None:
-        keep = ctx.builder._legacy_keep = []
-    keep.append(arr)
     v = ctx.folded(arr)
     v.label = f"{ctx.name}_{hint}"
     return ctx.tensor_of(v, f"{ctx.name}_{hint}")

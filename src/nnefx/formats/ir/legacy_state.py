@@ -203,12 +203,7 @@ def _take(ctx: LayerContext, value: Value, axis: int, low: int, part: int) -> Va
     if value.is_const:
         sl = [slice(None)] * value.const.ndim
         sl[axis] = slice(low, low + part)
-        part_arr = np.ascontiguousarray(value.const[tuple(sl)])
-        keep = getattr(ctx.builder, "_legacy_keep", None)
-        if keep is None:
-            keep = ctx.builder._legacy_keep = []
-        keep.append(part_arr)          # materialised constants are cached by id(array)
-        return ctx.folded(part_arr, value.etype)
+        return ctx.folded(np.ascontiguousarray(value.const[tuple(sl)]), value.etype)
     t = ctx.emit1("slice", {"input": ctx.tensor_of(value)}, {"axes": [axis], "begin": [low], "end": [low + part]},
                   dtype="scalar")
     return ctx.result(t, etype=value.etype)
