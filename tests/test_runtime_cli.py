@@ -80,6 +80,10 @@ def test_run_errors(tmp_path):
         run(["--input", f"x={tmp_path / 'wrong.npy'}"])
     with pytest.raises(NNEFXError, match="--steps must be at least 1"):
         run(["--steps", "0"])
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(NNEFXError) as info:
+        run(["--output", str(tmp_path / "file")])
+    assert str(info.value).startswith(f"{tmp_path / 'file'}: error: cannot create the output folder")
 
 
 def test_random_inputs_are_bounded():

@@ -147,7 +147,11 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
     print(f"ran {steps} in {elapsed * 1e3:.3f} ms ({args.backend} backend{mode})")
 
     if args.output:
-        os.makedirs(args.output, exist_ok=True)
+        try:
+            os.makedirs(args.output, exist_ok=True)
+        except OSError as exc:
+            raise NNEFXError(f"cannot create the output folder ({exc.strerror or exc})",
+                             Location(args.output)) from None
         used: set[str] = set()
         for info in session.outputs:
             base = safe_file_name(info.name)
@@ -158,7 +162,11 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
                 file = f"{base}_{n}"
             used.add(file.lower())
             path = os.path.join(args.output, file + ".npy")
-            save_npy_atomic(path, outputs[info.name])
+            try:
+                save_npy_atomic(path, outputs[info.name])
+            except OSError as exc:
+                raise NNEFXError(f"cannot write output '{info.name}' ({exc.strerror or exc})",
+                                 Location(path)) from None
             print(f"wrote {path}")
     if profile is not None:
         print()
