@@ -276,3 +276,12 @@ def test_deconvolution_same_upper(tmp_path):
     ref = full[:, :, 0:6, 0:8]
     one(unary_net("Deconvolution", x.shape, data, [1, 3, 6, 8], blobs={"weights": w}), tmp_path, {"data": x}, ref,
         1e-4)
+
+
+def test_fp16_blobs(tmp_path):
+    x = rand(1, 2, 4, 4)
+    w, b = rand(3, 2, 1, 1).astype(np.float16), rand(3).astype(np.float16)
+    net = unary_net("Convolution", x.shape, {"kernel": "1,1", "output": "3"}, [1, 3, 4, 4],
+                    blobs={"weights": (w, "FP16"), "biases": (b, "FP16")})
+    ref = F.conv2d(t(x), t(w.astype(np.float32)), t(b.astype(np.float32))).numpy()
+    one(net, tmp_path, {"data": x}, ref, 1e-5)
