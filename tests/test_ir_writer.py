@@ -279,3 +279,29 @@ def test_openvino_written_files_rewrite(tmp_path, name):
     xml = check(model, {"x": x}, tmp_path)
     got = run_openvino(xml, {"x": x})
     close(got["y"], np.load(f"{d}/{name}.y.npy"))
+
+
+def test_trigonometric_logical_and_remaining_reductions(tmp_path):
+    b = GraphBuilder("rest")
+    x = b.external("x", shape=(2, 3, 4, 6))
+    u = b.op("mul", b.op("tanh", x), 0.9)                 # inside (-1, 1)
+    g = b.op("add", b.op("abs", x), 1.5)                  # > 1
+    outs = {
+        "trig": b.op("add", b.op("add", b.op("sin", x), b.op("cos", x)), b.op("tan", u)),
+        "arc": b.op("add", b.op("add", b.op("asin", u), b.op("acos", u)), b.op("atan", x)),
+        "hyp": b.op("add", b.op("add", b.op("sinh", u), b.op("cosh", u)), b.op("asinh", x)),
+        "ahyp": b.op("add", b.op("acosh", g), b.op("atanh", u)),
+        "selu": b.op("selu", x),
+        "minr": b.op("min_reduce", x, axes=[1, 2]),
+        "down": b.op("nearest_downsample", x, factor=[2, 3]),
+    }
+    pos, neg = b.op("gt", x, 0.0), b.op("lt", x, -0.5)
+    logic = b.op("or", b.op("and", pos, b.op("not", neg)), b.op("eq", x, 0.0))
+    logic = b.op("and", logic, b.op("or", b.op("le", x, 0.25), b.op("ge", x, 0.75)))
+    logic = b.op("or", logic, b.op("and", b.op("eq", b.op("floor", x), 0.0), b.op("ne", b.op("ceil", x), 1.0)))
+    outs["any"] = b.op("any_reduce", logic, axes=[3])
+    outs["all"] = b.op("all_reduce", logic, axes=[2])
+    outs["masked"] = b.op("select", logic, x, 0.0)
+    for k, v in outs.items():
+        b.output(v, name=k)
+    check(b.build(), {"x": rand(2, 3, 4, 6, lo=-2, hi=2)}, tmp_path)

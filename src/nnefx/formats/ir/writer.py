@@ -413,6 +413,7 @@ def _atomic_write_pair(items: list[tuple[str, bytes]]) -> None:
             temps.append((tmp, target))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+            os.chmod(tmp, 0o666 & ~_umask())   # mkstemp's 0600 -> what open() would have made
         for tmp, target in temps:
             os.replace(tmp, target)
     except OSError as exc:
@@ -420,3 +421,9 @@ def _atomic_write_pair(items: list[tuple[str, bytes]]) -> None:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         raise NNEFXError(f"cannot write '{items[-1][0]}': {exc.strerror or exc}", Location(items[-1][0])) from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
