@@ -514,3 +514,12 @@ def test_fake_quantize(tmp_path, levels):
     lo, hi = np.array([[-1.0], [0.0], [-0.5]], F32), np.array([[1.0], [2.0], [0.5]], F32)
     check(tmp_path, lambda x: o.fake_quantize(x, lo, hi, np.array(-2.0, F32), np.array(3.0, F32), levels),
           {"x": rnd(2, 3, 5) * 1.5})
+
+
+@pytest.mark.parametrize("etype, values", [("u1", [1, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0, 1]),
+                                           ("u4", [1, 2, 3, 15, 7]), ("i4", [1, -2, 3, -8, 7]),
+                                           ("bf16", [1.5, -2.25, 3.0])])
+def test_packed_constants_written_by_openvino(tmp_path, etype, values):
+    """Bit-packed and bf16 constants as OpenVINO itself lays them out in the .bin."""
+    c = ov.op.Constant(getattr(ov.Type, etype), ov.Shape([len(values)]), values)
+    check(tmp_path, lambda x: o.add(x, o.convert(c, "f32")), {"x": np.zeros(len(values), F32)})

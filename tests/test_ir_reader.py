@@ -368,3 +368,74 @@ def test_interval_dims_are_dynamic_and_dynamic_rank_is_refused(tmp_path):
     assert nnefx.load(tmp_path / "n.xml").graph.tensors["x"].shape == (None, 3)
     (tmp_path / "n.xml").write_text(g.xml().replace('shape="?,3"', 'shape="..."'))
     assert "dynamic rank" in error_of(tmp_path / "n.xml").message
+
+
+# --- the legacy form (IR v <= 9) ------------------------------------------------------------------------
+
+def _dims(shape) -> str:
+    return "".join(f"<dim>{d}</dim>" for d in shape)
+
+
+@pytest.mark.parametrize("form", ["inside", "blobs"])
+def test_legacy_net_with_weights_blobs_and_dangling_outputs(tmp_path, form):
+    rng = np.random.RandomState(5)
+    w = rng.randn(3, 2, 3, 3).astype(np.float32)
+    b = rng.randn(3).astype(np.float32)
+    s = rng.randn(1, 3, 1, 1).astype(np.float32)
+    blob = w.tobytes() + b.tobytes() + s.tobytes()
+    wb = f'<weights offset="0" size="{w.nbytes}"/><biases offset="{w.nbytes}" size="{b.nbytes}"/>'
+    weights = wb if form == "inside" else f"<blobs>{wb}</blobs>"
+    xml = f'''<?xml version="1.0"?>
+<net name="legacy" version="7" precision="FP32" batch="1"><layers>
+<layer id="0" name="data" type="Input" precision="FP32"><output><port id="0">{_dims((1, 2, 4, 4))}</port></output></layer>
+<layer id="1" name="conv" type="Convolution" precision="FP32">
+  <data kernel="3,3" strides="1,1" pads_begin="1,1" pads_end="1,1" dilations="1,1" output="3" group="1"/>
+  <input><port id="0">{_dims((1, 2, 4, 4))}</port></input><output><port id="3">{_dims((1, 3, 4, 4))}</port></output>
+  {weights}
+</layer>
+<layer id="2" name="relu" type="ReLU" precision="FP32">
+  <input><port id="0">{_dims((1, 3, 4, 4))}</port></input><output><port id="1">{_dims((1, 3, 4, 4))}</port></output>
+</layer>
+<layer id="3" name="scale" type="Const" precision="FP32">
+  <output><port id="1">{_dims((1, 3, 1, 1))}</port></output>
+  <blobs><custom offset="{w.nbytes + b.nbytes}" size="{s.nbytes}"/></blobs>
+</layer>
+<layer id="4" name="prod" type="Eltwise" precision="FP32"><data operation="mul"/>
+  <input><port id="0">{_dims((1, 3, 4, 4))}</port><port id="1">{_dims((1, 3, 1, 1))}</port></input>
+  <output><port id="2">{_dims((1, 3, 4, 4))}</port></output>
+</layer>
+</layers><edges>
+<edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>
+<edge from-layer="1" from-port="3" to-layer="2" to-port="0"/>
+<edge from-layer="2" from-port="1" to-layer="4" to-port="0"/>
+<edge from-layer="3" from-port="1" to-layer="4" to-port="1"/>
+</edges></net>
+'''
+    (tmp_path / "old.xml").write_text(xml)
+    (tmp_path / "old.bin").write_bytes(blob)
+    model = nnefx.load(tmp_path / "old.xml")
+    assert model.graph.inputs == ["data"] and model.graph.outputs == ["prod"]
+    x = rng.randn(1, 2, 4, 4).astype(np.float32)
+    got = run_nnefx(str(tmp_path / "old.xml"), {"data": x})["prod"]
+    want = np.maximum(conv_ref_general(x, w) + b.reshape(1, 3, 1, 1), 0) * s
+    assert_close(got, want)
+    # a lying biases size is caught by the blob checks and names the layer
+    (tmp_path / "old.xml").write_text(xml.replace(f'<biases offset="{w.nbytes}" size="{b.nbytes}"',
+                                                     f'<biases offset="{w.nbytes}" size="{b.nbytes + 4}"'))
+    err = error_of(tmp_path / "old.xml")
+    assert "'conv' (Convolution)" in err.location.field
+    (tmp_path / "old.xml").write_text(xml)
+    (tmp_path / "old.bin").write_bytes(blob[:w.nbytes + b.nbytes + 4])
+    err = error_of(tmp_path / "old.xml")
+    assert "past the end" in err.message and "'scale' (Const)" in err.location.field
+
+
+def conv_ref_general(x, w):
+    n, c, h, wd = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], h, wd))
+    for o in range(w.shape[0]):
+        for i in range(h):
+            for j in range(wd):
+                out[0, o, i, j] = np.sum(xp[0, :, i:i + 3, j:j + 3] * w[o])
+    return out
