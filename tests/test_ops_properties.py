@@ -5,7 +5,8 @@ Stated bounds:
 
 * integer and logical results, data movement (shape ops), comparisons, min/max, rounding,
   arg-reductions, arg-max pooling, quantizers: **bit-identical**;
-* element-wise float functions: within **4 float32 ulp** (NaN matches NaN, infinities match);
+* element-wise float functions: within **4 float32 ulp** for primitives, **16 ulp** for
+  compounds (sigmoid, softplus, ...: several rounded steps) (NaN matches NaN, infinities match);
 * accumulating float ops (reductions, conv, deconv, box, debox, pools, interpolation):
   |fast - formal| <= **1e-5 * S + 1e-6**, where S is the same operation applied to the
   absolute values (the sum of the magnitudes of the terms that make up each result).
@@ -92,7 +93,9 @@ def test_float_unary_functions_within_4_ulp(name, data):
     x = data.draw(hnp.arrays(np.float32, small_shapes, elements=st.floats(f32(lo), f32(hi), width=32)))
     if name in ("sqrt", "rsqrt", "log2", "rsqr"):
         x = np.abs(x) + np.float32(1e-3)
-    assert_ulp(fast(name, x), formal(name, x))
+    # A compound's formal kernel rounds after every step of its body; the fused fast kernel
+    # rounds differently, so compounds get a wider bound than single functions.
+    assert_ulp(fast(name, x), formal(name, x), 16 if registry.get(name).compound else 4)
 
 
 @st.composite

@@ -293,3 +293,140 @@ def pad_array(x: np.ndarray, pads: Sequence[tuple[int, int]], border: str, value
                            mode="edge" if x.shape[k] == 1 else "reflect")
         return x
     return np.pad(x, widths, mode=_NP_MODES[border])
+
+
+# --- attribute type guard ----------------------------------------------------------------------
+
+def _param_types(declaration: str) -> dict[str, str]:
+    """Non-tensor parameter name -> declared type text, read from a fragment header."""
+    head = declaration.split("->", 1)[0]
+    inner = head[head.index("(") + 1: head.rindex(")")]
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        depth += ch in "([<"
+        depth -= ch in ")]>"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    types = {}
+    for part in parts:
+        if ":" not in part:
+            continue
+        name, rest = part.split(":", 1)
+        typ = rest.split("=", 1)[0].replace(" ", "").strip()
+        if not typ.startswith("tensor"):
+            types[name.strip()] = typ
+    return types
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _fits(value: Any, typ: str) -> bool:
+    if typ.endswith("[]"):
+        if isinstance(value, np.ndarray):
+            value = value.tolist() if value.ndim else None
+        return isinstance(value, (list, tuple)) and all(_fits(v, typ[:-2]) for v in value)
+    if typ.startswith("("):
+        items = typ[1:-1].split(",")
+        if isinstance(value, np.ndarray):
+            value = value.tolist() if value.ndim else None
+        return isinstance(value, (list, tuple)) and len(value) == len(items) and \
+            all(_fits(v, t) for v, t in zip(value, items, strict=True))
+    if typ == "integer":
+        return _is_int(value)
+    if typ == "scalar":
+        return _is_int(value) or (isinstance(value, (float, np.floating)))
+    if typ == "logical":
+        return isinstance(value, (bool, np.bool_))
+    if typ == "string":
+        return isinstance(value, str)
+    return True  # generic '?'
+
+
+def guard_attributes(op: Any) -> None:
+    """Wrap ``op``'s shape rule and kernels so an attribute of the wrong type (a bare int
+    where ``integer[]`` is declared, a string for a ``scalar``, ...) is an :class:`NNEFXError`
+    naming the operation, the attribute and its value, before any arithmetic sees it."""
+    types = _param_types(op.declaration)
+    names = {"dtype"} | set(types)
+
+    def check(kwargs: dict) -> None:
+        for key, value in kwargs.items():
+            if key not in names:
+                raise op_error(op.name, f"has no attribute '{key}'")
+            typ = types.get(key)
+            if typ is not None and not _fits(value, typ):
+                raise attr_error(op.name, key, value, f"is not of the declared type {typ}")
+
+    def wrap(fn: Any, is_shape_rule: bool = False) -> Any:
+        if fn is None or getattr(fn, "_guarded", False):
+            return fn
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            check(kwargs)
+            if not is_shape_rule and op.shape_rule is not None:
+                _precheck(args, kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except (OverflowError, MemoryError) as exc:
+                raise op_error(op.name, f"the result is too large to compute ({type(exc).__name__}: {exc})") from None
+            except NNEFXError as exc:
+                # A compound reports through the primitives of its body: say whose body.
+                if f"'{op.name}'" not in exc.message:
+                    exc.message = f"operation '{op.name}': {exc.message}"
+                    exc.args = (exc.message,)
+                raise
+        guarded._guarded = True  # type: ignore[attr-defined]
+        guarded.__wrapped__ = fn  # type: ignore[attr-defined]
+        guarded.__doc__ = fn.__doc__
+        guarded.__name__ = getattr(fn, "__name__", op.name)
+        return guarded
+
+    def _precheck(args: tuple, kwargs: dict) -> None:
+        """Run the (guarded) shape rule first: bad shapes and oversized results are refused
+        before the kernel allocates anything."""
+        shapes = [[np.shape(v) for v in a] if isinstance(a, list) else np.shape(a) for a in args]
+        try:
+            result = op.shape_rule(*shapes, **{k: v for k, v in kwargs.items() if k != "dtype"})
+        except NNEFXError:
+            raise
+        except Exception:  # noqa: BLE001 - the kernel reports its own, more specific error
+            return
+        _check_volume(op.name, result)
+
+    op.shape_rule = wrap(op.shape_rule, is_shape_rule=True)
+    op.formal_kernel = wrap(op.formal_kernel)
+    op.fast_kernel = wrap(op.fast_kernel)
+
+
+#: Largest number of elements a kernel result may have (2^31: 8 GiB of float32); kernels
+#: refuse larger results before allocating (shape rules leave size policies to loaders).
+MAX_ELEMENTS = 2 ** 31
+
+
+def _check_volume(op: str, result: Any) -> None:
+    shapes = result if isinstance(result, list) or (result and isinstance(result[0], (tuple, list))) else [result]
+    for shape in shapes:
+        if not isinstance(shape, (tuple, list)):
+            continue
+        n = 1
+        for d in shape:
+            if d is not None:
+                n *= d
+        if n > MAX_ELEMENTS:
+            raise op_error(op, f"result shape {tuple(shape)} has {n} elements, more than the {MAX_ELEMENTS} "
+                               "nnefx supports")
+
+
+def guard_family(family: str) -> None:
+    """Guard every operation of ``family`` (called at the end of each family module)."""
+    from .registry import _REGISTRY
+
+    for op in list(_REGISTRY.values()):
+        if op.family == family:
+            guard_attributes(op)

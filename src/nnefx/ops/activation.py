@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ._common import guard_family
 from .registry import define
 
 sigmoid = define("sigmoid", "activation", """
@@ -195,9 +196,9 @@ def _softmax_shape(x, axes=(1,)):
 @softmax.formal
 def _softmax_formal(x, axes=(1,)):
     """m = max_reduce(x); e = exp(x - m); y = e / sum_reduce(e)."""
-    m = max_reduce.formal_kernel(x, list(axes))
+    m = max_reduce.formal_kernel(x, axes=list(axes))
     e = _F["exp"](_F["sub"](x, m))
-    return _F["div"](e, sum_reduce.formal_kernel(e, list(axes)))
+    return _F["div"](e, sum_reduce.formal_kernel(e, axes=list(axes)))
 
 
 @softmax.fast
@@ -226,3 +227,6 @@ def _softplus_fast(x):
 
 softabs.formal(lambda x, epsilon: sqrt.formal_kernel(_F["add"](sqr.formal_kernel(x), np.float32(epsilon))))
 softabs.fast(lambda x, epsilon: np.sqrt(np.square(scalar(x)) + np.float32(epsilon)).astype(np.float32))
+
+
+guard_family("activation")  # noqa: E305  (attribute types checked before any rule or kernel runs)

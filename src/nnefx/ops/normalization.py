@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from ._common import guard_family
 from .registry import define
 
 local_response_normalization = define("local_response_normalization", "normalization", """
@@ -144,7 +145,7 @@ l2_normalization.shape(_axes_shape("l2_normalization"))
 
 
 def _box_avg(kernel, x, size):
-    return kernel(x, size, normalize=True)
+    return kernel(x, size=size, normalize=True)
 
 
 @local_response_normalization.formal
@@ -206,7 +207,8 @@ local_contrast_normalization.fast(lambda input, size=(), bias=0.0, epsilon=0.0:
 
 @l1_normalization.formal
 def _l1_formal(input, axes=(), bias=0.0, epsilon=0.0):
-    sigma = sum_reduce.formal_kernel(_F["abs"](input), list(axes))
+    check_axes("l1_normalization", axes, np.ndim(input))
+    sigma = sum_reduce.formal_kernel(_F["abs"](input), axes=list(axes))
     return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
 
 
@@ -220,7 +222,8 @@ def _l1_fast(input, axes=(), bias=0.0, epsilon=0.0):
 
 @l2_normalization.formal
 def _l2_formal(input, axes=(), bias=0.0, epsilon=0.0):
-    sigma = sqrt.formal_kernel(sum_reduce.formal_kernel(sqr.formal_kernel(input), list(axes)))
+    check_axes("l2_normalization", axes, np.ndim(input))
+    sigma = sqrt.formal_kernel(sum_reduce.formal_kernel(sqr.formal_kernel(input), axes=list(axes)))
     return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
 
 
@@ -260,3 +263,6 @@ def _bn_fast(input, mean, variance, offset, scale, epsilon):
     _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
     with np.errstate(all="ignore"):
         return (o + (s * (x - m)) / np.sqrt(v + _f32(epsilon))).astype(_f32)
+
+
+guard_family("normalization")  # noqa: E305  (attribute types checked before any rule or kernel runs)

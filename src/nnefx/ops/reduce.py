@@ -7,6 +7,7 @@ sub-volume; ties go to the first index.
 
 from __future__ import annotations
 
+from ._common import guard_family
 from .registry import define
 
 sum_reduce = define("sum_reduce", "reduce", """
@@ -138,6 +139,7 @@ def _farg(items, better):
 @sum_reduce.formal
 def _sum_formal(input, axes=(), normalize=False):
     x = scalar(input)
+    reduced_shape("sum_reduce", x.shape, axes)
     count = math.prod(x.shape[a] for a in axes)
 
     def total(items):
@@ -226,9 +228,9 @@ def _moments_shape(input, axes=()):
 @moments.formal
 def _moments_formal(input, axes=()):
     """mean = mean_reduce(input); variance = mean_reduce(sqr(input - mean)) (population)."""
-    mean = mean_reduce.formal_kernel(input, axes)
+    mean = mean_reduce.formal_kernel(input, axes=axes)
     centred = BINARY_OPS["sub"].formal_kernel(input, mean)
-    return mean, mean_reduce.formal_kernel(sqr.formal_kernel(centred), axes)
+    return mean, mean_reduce.formal_kernel(sqr.formal_kernel(centred), axes=axes)
 
 
 @moments.fast
@@ -239,3 +241,6 @@ def _moments_fast(input, axes=()):
     d = (x - mean).astype(np.float64)
     var = np.mean(d * d, axis=tuple(axes), keepdims=True)
     return mean, var.astype(np.float32)
+
+
+guard_family("reduce")  # noqa: E305  (attribute types checked before any rule or kernel runs)

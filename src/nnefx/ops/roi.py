@@ -6,6 +6,7 @@ holds one batch item per RoI, as (N,) or (N, 1).
 
 from __future__ import annotations
 
+from ._common import guard_family
 from .registry import define
 
 _ROI = """input: tensor<scalar>,
@@ -284,8 +285,10 @@ def _roi_resample_fast(input, rois, batch_index, output_size=(), method="symmetr
     return out
 
 
-def _align(pool, resample):
+def _align(op, pool, resample):
     def kernel(input, rois, batch_index, output_size=(), sampling_rate=(), resize_method="symmetric"):
+        _align_shape(op)(np.shape(input), np.shape(rois), np.shape(batch_index), output_size, sampling_rate,
+                         resize_method)
         size = [o * s for o, s in zip(output_size, sampling_rate, strict=True)]
         resized = resample(input, rois, batch_index, output_size=size, method=resize_method)
         window = [1, 1] + list(sampling_rate)
@@ -293,7 +296,10 @@ def _align(pool, resample):
     return kernel
 
 
-avg_roi_align.formal(_align(lambda *a, **k: avg_pool.formal_kernel(*a, **k), _roi_resample_formal))
-avg_roi_align.fast(_align(lambda *a, **k: avg_pool.fast_kernel(*a, **k), _roi_resample_fast))
-max_roi_align.formal(_align(lambda *a, **k: max_pool.formal_kernel(*a, **k), _roi_resample_formal))
-max_roi_align.fast(_align(lambda *a, **k: max_pool.fast_kernel(*a, **k), _roi_resample_fast))
+avg_roi_align.formal(_align("avg_roi_align", lambda *a, **k: avg_pool.formal_kernel(*a, **k), _roi_resample_formal))
+avg_roi_align.fast(_align("avg_roi_align", lambda *a, **k: avg_pool.fast_kernel(*a, **k), _roi_resample_fast))
+max_roi_align.formal(_align("max_roi_align", lambda *a, **k: max_pool.formal_kernel(*a, **k), _roi_resample_formal))
+max_roi_align.fast(_align("max_roi_align", lambda *a, **k: max_pool.fast_kernel(*a, **k), _roi_resample_fast))
+
+
+guard_family("roi")  # noqa: E305  (attribute types checked before any rule or kernel runs)

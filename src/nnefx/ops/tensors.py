@@ -8,6 +8,7 @@ here only cover what is a pure function: filling a ``constant`` and the value si
 
 from __future__ import annotations
 
+from ._common import guard_family
 from .registry import define
 
 external = define("external", "tensors", """
@@ -65,6 +66,8 @@ def _variable_shape(shape=(), label="", **_):
 @constant.shape
 def _constant_shape(shape=(), value=(), **_):
     shape = _check_shape("constant", shape)
+    if any(not isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)) for v in value):
+        raise attr_error("constant", "value", list(value), "must hold numbers or logicals")
     n = len(list(value))
     if n not in (1, math.prod(shape)):
         raise attr_error("constant", "value", list(value),
@@ -113,3 +116,6 @@ def _update_kernel(variable, value, dtype=None):
 
 update.formal(_update_kernel)
 update.fast(_update_kernel)
+
+
+guard_family("tensors")  # noqa: E305  (attribute types checked before any rule or kernel runs)
