@@ -439,3 +439,24 @@ def conv_ref_general(x, w):
             for j in range(wd):
                 out[0, o, i, j] = np.sum(xp[0, :, i:i + 3, j:j + 3] * w[o])
     return out
+
+
+@pytest.mark.parametrize("layer", ["Broadcast", "Tile", "Range"])
+def test_hostile_constant_sizes_are_refused_before_allocating(tmp_path, layer):
+    g = NetGen()
+    x = g.param("x", (1,))
+    big = 1 << 20
+    if layer == "Broadcast":
+        y = g.op("Broadcast", [g.const(np.ones(1, np.float32)), g.const(np.array([big, big], np.int64))],
+                 [(big, big)], {"mode": "numpy"}, version="opset3")
+    elif layer == "Tile":
+        y = g.op("Tile", [g.const(np.ones((2, 2), np.float32)), g.const(np.array([big, big], np.int64))],
+                 [(2 * big, 2 * big)])
+    else:
+        y = g.op("Range", [g.const(np.array(0, np.int64)), g.const(np.array(1 << 40, np.int64)),
+                           g.const(np.array(1, np.int64))], [(1 << 40,)], {"output_type": "i64"}, version="opset4",
+                 out_etypes=["i64"])
+    g.result(y)
+    g.result(g.op("Exp", [x], [(1,)]))
+    err = error_of(g.write(tmp_path / "n.xml"))
+    assert "too large" in err.message and f"({layer})" in err.location.field

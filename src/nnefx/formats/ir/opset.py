@@ -91,6 +91,21 @@ def binary(ctx: LayerContext, op: str, x, y, out_dtype: str = "scalar") -> str:
 
 # --- structural helpers for the folds -------------------------------------------------------
 
+#: Largest constant a fold may create (items); beyond it a file is more likely hostile than real.
+MAX_FOLD_ITEMS = 1 << 26
+
+
+def check_items(ctx: LayerContext, shape) -> None:
+    """Refuse to build a load-time constant of ``shape`` if it is absurdly large."""
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise ctx.error(f"negative extent {d} in {list(shape)}")
+        n *= int(d)
+        if n > MAX_FOLD_ITEMS:
+            raise ctx.error(f"a constant of shape {list(shape)} would be too large "
+                            f"(more than {MAX_FOLD_ITEMS} items)")
+
 
 def _ints(a) -> list[int]:
     return [int(x) for x in np.asarray(a).reshape(-1)]
@@ -901,7 +916,12 @@ def _fold_broadcast(ctx: LayerContext, arrays):
         return None
     mode = _bcast_mode(ctx)
     axes = _ints(arrays[2]) if len(arrays) > 2 else []
-    return broadcast_to(arrays[0], tuple(_ints(arrays[1])), mode, axes)
+    target = tuple(_ints(arrays[1]))
+    check_items(ctx, target)
+    if mode == "bidirectional":
+        from ...ops.ir_opset import broadcast_shape
+        check_items(ctx, broadcast_shape(arrays[0].shape, target))
+    return broadcast_to(arrays[0], target, mode, axes)
 
 
 @layer("Broadcast", ANY)
@@ -947,7 +967,14 @@ def _broadcast(ctx: LayerContext):
 def _fold_tile(ctx: LayerContext, arrays):
     if any(a.dtype == object for a in arrays):
         return None
-    return np.tile(arrays[0], _ints(arrays[1]))
+    reps = _ints(arrays[1])
+    if any(k < 0 for k in reps):
+        raise ctx.error(f"negative repeats {reps}")
+    x = arrays[0]
+    full = [1] * max(len(reps) - x.ndim, 0) + list(x.shape)
+    reps_full = [1] * max(x.ndim - len(reps), 0) + reps
+    check_items(ctx, [a * b for a, b in zip(full, reps_full, strict=True)])
+    return np.tile(x, reps)
 
 
 @layer("Tile", ANY)
@@ -1001,6 +1028,9 @@ def _fold_range(ctx: LayerContext, arrays):
         et = ctx.in_etype(0)
     if step == 0:
         raise ctx.error("Range step 0")
+    if not all(np.isfinite(float(v)) for v in (start, stop, step)):
+        raise ctx.error("Range bounds must be finite")
+    check_items(ctx, [max(int(math.ceil((float(stop) - float(start)) / float(step))), 0)])
     out = np.arange(start, stop, step)
     from .mapping import storage_array
     return ctx.folded(storage_array(out, et), et)
