@@ -305,3 +305,32 @@ def test_trigonometric_logical_and_remaining_reductions(tmp_path):
     for k, v in outs.items():
         b.output(v, name=k)
     check(b.build(), {"x": rand(2, 3, 4, 6, lo=-2, hi=2)}, tmp_path)
+
+
+def test_upsampling_moments_box_rms_argmax(tmp_path):
+    b = GraphBuilder("more")
+    x = b.external("x", shape=(1, 3, 4, 5))
+    outs = {
+        "sym": b.op("multilinear_upsample", x, factor=[2, 3], method="symmetric", border="replicate"),
+        "asym": b.op("multilinear_upsample", x, factor=[2, 2], method="asymmetric", border="replicate"),
+        "aligned": b.op("multilinear_upsample", x, factor=[3, 2], method="aligned", border="constant"),
+        "box": b.op("box", x, size=[1, 1, 3, 2], padding=[(0, 0), (0, 0), (1, 1), (0, 1)], border="ignore"),
+        "boxn": b.op("box", x, size=[1, 1, 2, 2], padding=[(0, 0), (0, 0), (1, 0), (0, 1)], border="ignore",
+                     normalize=True),
+        "boxr": b.op("box", x, size=[1, 1, 3, 3], padding=[], border="reflect", stride=[1, 1, 2, 1]),
+        "rms": b.op("rms_pool", x, size=[1, 1, 2, 2], stride=[1, 1, 2, 2], padding=[(0, 0), (0, 0), (0, 0), (0, 1)]),
+        "amax": b.op("argmax_reduce", b.op("round", b.op("mul", x, 2.0)), axes=[1]),
+    }
+    mean, var = b.op("moments", x, axes=[2, 3], outputs=2)
+    outs["mean"], outs["var"] = mean, var
+    for k, v in outs.items():
+        b.output(v, name=k)
+    check(b.build(), {"x": rand(1, 3, 4, 5, lo=-2, hi=2)}, tmp_path)
+
+
+def test_multilinear_with_zero_border_is_refused(tmp_path):
+    b = GraphBuilder("mlu")
+    x = b.external("x", shape=(1, 1, 3, 3))
+    b.output(b.op("multilinear_upsample", x, factor=[2, 2], method="symmetric", border="constant"), name="y")
+    with pytest.raises(NNEFXError, match="multilinear_upsample.*border 'constant' has no Interpolate form"):
+        nnefx.save(b.build(), str(tmp_path / "m.xml"))

@@ -351,3 +351,13 @@ def test_gather_float_runtime_indices_round_down(tmp_path):
     net.add("Gather", [k, d], [[2, 2, 5]], {"axis": "0"}, name="out")
     got = upgrade(net, {"indices": idx, "data": data}, tmp_path)
     close(got["out"], data[np.array([[3, 1], [2, 0]])])
+
+
+def test_prior_box_clustered(tmp_path):
+    feat, img = rand(1, 4, 3, 2), rand(1, 3, 30, 20)
+    net = LegacyNet("pbc")
+    f, im = net.input("feat", feat.shape), net.input("img", img.shape)
+    net.add("PriorBoxClustered", [f, im], [[1, 2, 3 * 2 * 2 * 4]],
+            {"width": "4.0,9.5", "height": "6.0,3.0", "clip": "1", "offset": "0.5",
+             "variance": "0.1,0.1,0.2,0.2", "step_w": "0", "step_h": "0"}, name="priors")
+    upgrade(net, {"feat": feat, "img": img}, tmp_path, roundtrip=False)

@@ -858,3 +858,87 @@ def _ir_lstm_sequence(ctx: ExportContext, op: Operation) -> None:
                             "activations_alpha": [], "activations_beta": []}, version="opset5")
     for nm, r in zip(names, refs, strict=True):
         ctx.bind(nm, r)
+
+
+@exporter("multilinear_upsample")
+def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
+    # checked against Interpolate-11 'linear': symmetric + replicate = half_pixel, asymmetric +
+    # replicate = asymmetric, aligned (either border) = align_corners; a zero ('constant')
+    # border outside the aligned method has no Interpolate form
+    method = op.attribs.get("method", "symmetric")
+    border = op.attribs.get("border", "replicate")
+    transform = {"symmetric": "half_pixel", "asymmetric": "asymmetric", "aligned": "align_corners"}.get(method)
+    if transform is None or (border != "replicate" and method != "aligned"):
+        raise ctx.fail(f"method '{method}' with border '{border}' has no Interpolate form")
+    ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", transform))
+
+
+@exporter("moments")
+def _moments(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    shape = ctx.shape(x)
+    axes = [int(a) for a in op.attribs["axes"]]
+    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    mean = ctx.layer("ReduceMean", [x, ctx.ints(axes)], red, attrs={"keep_dims": True})
+    d = binop(ctx, "Subtract", x, mean)
+    var = ctx.layer("ReduceMean", [binop(ctx, "Multiply", d, d), ctx.ints(axes)], red, attrs={"keep_dims": True})
+    ctx.bind(out(op, 0), mean)
+    ctx.bind(out(op, 1), var)
+
+
+@exporter("box", "rms_pool")
+def _box(ctx: ExportContext, op: Operation) -> None:
+    # box = window sum (or mean with normalize); rms_pool = sqrt(avg_pool(x^2)); both through
+    # AvgPool, whose exclude-pad matches border 'ignore' (only a normalized box divides by the
+    # count of real values)
+    x, size, pads, stride, _ = _pool_window(ctx, op)
+    border = op.attribs.get("border", "constant")
+    normalize = op.op == "rms_pool" or bool(op.attribs.get("normalize", False))
+    if border == "ignore" and not normalize:
+        border = "constant"   # a sum over the real values only = a sum with zeros padded
+    xin = ctx.ref(x)
+    if op.op == "rms_pool":
+        xin = binop(ctx, "Multiply", xin, xin)
+    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
+        xin = explicit_pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
+        pads = [(0, 0)] * len(pads)
+    attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
+             "kernel": size, "exclude-pad": border == "ignore", "rounding_type": "floor", "auto_pad": "explicit"}
+    y = ctx.layer("AvgPool", [xin], out_shape(ctx, op), attrs=attrs)
+    if op.op == "rms_pool":
+        y = unop(ctx, "Sqrt", y)
+    elif not normalize:
+        y = binop(ctx, "Multiply", y, scalar_const(ctx, float(np.prod(size))))
+    ctx.bind(out(op), y)
+
+
+@exporter("argmax_reduce")
+def _argmax_reduce(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    xs = ctx.shape(x)
+    axes = sorted(int(a) % len(xs) for a in op.attribs["axes"])
+    if len(axes) != 1:
+        raise ctx.fail(f"argmax over several axes {axes} (a flattened index) has no TopK form")
+    a = axes[0]
+    ks = tuple(1 if i == a else d for i, d in enumerate(xs))
+    # the first maximum wins, as TopK-11 with stable=true keeps it
+    _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
+                       attrs={"axis": a, "mode": "max", "sort": "value", "index_element_type": "i64",
+                              "stable": True}, version="opset11")
+    ctx.bind(out(op), idx)
+
+
+@exporter("ir_prior_box_clustered")
+def _ir_prior_box_clustered(ctx: ExportContext, op: Operation) -> None:
+    a = op.attribs
+    if int(a.get("img_w", 0)) or int(a.get("img_h", 0)):
+        raise ctx.fail("img_w/img_h overrides have no PriorBoxClustered-1 form")
+    fs, ims = ctx.shape(op.inputs["input"]), ctx.shape(op.inputs["image"])
+    attrs = {"width": [float(v) for v in a["width"]], "height": [float(v) for v in a["height"]],
+             "clip": bool(a.get("clip", False)), "step": float(a.get("step", 0.0)),
+             "step_w": float(a.get("step_w", 0.0)), "step_h": float(a.get("step_h", 0.0)),
+             "offset": float(a.get("offset", 0.5)), "variance": [float(v) for v in a.get("variance", [])]}
+    shape = out_shape(ctx, op)
+    y = ctx.layer("PriorBoxClustered", [ctx.ints(fs[2:4]), ctx.ints(ims[2:4])], shape[1:], etype="f32",
+                  attrs=attrs)
+    ctx.bind(out(op), reshape(ctx, y, shape))
