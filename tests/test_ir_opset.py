@@ -523,3 +523,26 @@ def test_packed_constants_written_by_openvino(tmp_path, etype, values):
     """Bit-packed and bf16 constants as OpenVINO itself lays them out in the .bin."""
     c = ov.op.Constant(getattr(ov.Type, etype), ov.Shape([len(values)]), values)
     check(tmp_path, lambda x: o.add(x, o.convert(c, "f32")), {"x": np.zeros(len(values), F32)})
+
+
+@pytest.mark.parametrize("stride", [1, -1])
+def test_tensor_iterator(tmp_path, stride):
+    """A hand-written RNN as an opset TensorIterator: sliced, merged (back edge) and invariant inputs."""
+    w_in, w_rec = rnd(3, 4), rnd(4, 4)
+
+    def build(x, h0, bias):
+        bx = o.parameter([2, 1, 3], F32, name="bx")
+        bh = o.parameter([2, 4], F32, name="bh")
+        bb = o.parameter([4], F32, name="bb")
+        xt = o.squeeze(bx, np.array([1], np.int64))
+        hn = o.tanh(o.add(o.add(o.matmul(xt, w_in, False, False), o.matmul(bh, w_rec, False, False)), bb))
+        out_h, out_seq = o.result(hn), o.result(o.unsqueeze(hn, np.array([1], np.int64)))
+        ti = o8.tensor_iterator()
+        ti.set_body(ov.Model([out_h, out_seq], [bx, bh, bb], "body"))
+        start, end = (0, -1) if stride > 0 else (-1, 0)
+        ti.set_sliced_input(bx, x.output(0), start, stride, 1, end, 1)
+        ti.set_merged_input(bh, h0.output(0), out_h.output(0))
+        ti.set_invariant_input(bb, bias.output(0))
+        return [ti.get_iter_value(out_h.output(0), -1),
+                ti.get_concatenated_slices(out_seq.output(0), start, stride, 1, end, 1)]
+    check(tmp_path, build, {"x": rnd(2, 5, 3), "h0": rnd(2, 4), "bias": rnd(4)})

@@ -1885,3 +1885,144 @@ def _fake_quantize(ctx: LayerContext):
     ins = {name: ctx.tensor(i) for i, name in
            enumerate(("input", "input_low", "input_high", "output_low", "output_high"))}
     return ctx.result(ctx.emit1("ir_fake_quantize", ins, {"levels": levels}))
+
+
+# --- TensorIterator (opset form) ------------------------------------------------------------------------
+
+#: Unrolling bound: iterations x body layers (a hostile file must not make the graph explode).
+MAX_UNROLLED = 200_000
+
+
+def _ti_port_maps(ctx: LayerContext, tag: str) -> list:
+    from .legacy_state import PortMap
+
+    pm = ctx.layer.port_map
+    out = []
+    for el in pm.findall(tag) if pm is not None else []:
+        def num(key: str, default, _el=el):
+            v = _el.attrib.get(key)
+            if v is None:
+                if default is _REQUIRED:
+                    raise ctx.error(f"<port_map><{tag}> lacks '{key}'")
+                return default
+            try:
+                return int(v)
+            except ValueError:
+                raise ctx.error(f"<port_map><{tag}> '{key}' = {v!r} is not an integer") from None
+
+        out.append(PortMap(num("external_port_id", _REQUIRED), num("internal_layer_id", _REQUIRED), 0,
+                           num("axis", None), num("start", 0), num("end", -1), num("stride", 1),
+                           num("part_size", 1), el.line))
+    return out
+
+
+_REQUIRED = object()
+
+
+@layer("TensorIterator", ANY)
+def _tensor_iterator(ctx: LayerContext):
+    """Unrolled while loading: the body is mapped once per iteration (the count is static)."""
+    from .legacy_state import _chunks, _take
+    from .reader import NetReader
+
+    lay = ctx.layer
+    if lay.body is None:
+        raise ctx.error("a TensorIterator needs a <body>")
+    ins, outs = _ti_port_maps(ctx, "input"), _ti_port_maps(ctx, "output")
+    in_index = {p.id: k for k, p in enumerate(lay.inputs)}
+    out_index = {p.id: k for k, p in enumerate(lay.outputs)}
+    sub = NetReader(lay.body, ctx.builder.file, ctx.builder.weights)
+    sub.builder = ctx.builder
+    order, body_inputs = sub.order()
+    by_id = {bl.id: bl for bl in lay.body.layers}
+    params: dict[int, object] = {}
+    for m in ins:
+        if m.external not in in_index:
+            raise ctx.error(f"port map input names external port {m.external}, which is not an input of the layer")
+        bl = by_id.get(m.layer)
+        if bl is None or bl.type != "Parameter":
+            raise ctx.error(f"port map input {m.external} must name a body Parameter (layer {m.layer})")
+        if m.layer in params:
+            raise ctx.error(f"two port map inputs feed body Parameter {m.layer}")
+        params[m.layer] = m
+    for m in outs:
+        if m.external not in out_index:
+            raise ctx.error(f"port map output names external port {m.external}, which is not an output of the layer")
+        if by_id.get(m.layer) is None or by_id[m.layer].type != "Result":
+            raise ctx.error(f"port map output {m.external} must name a body Result (layer {m.layer})")
+    back = {}
+    for e in lay.back_edges:
+        if by_id.get(e.from_layer) is None or by_id[e.from_layer].type != "Result" or \
+                by_id.get(e.to_layer) is None or by_id[e.to_layer].type != "Parameter":
+            raise ctx.error(f"back edge {e.from_layer} -> {e.to_layer} must lead from a body Result to a Parameter")
+        if e.to_layer not in params:
+            raise ctx.error(f"back edge into body Parameter {e.to_layer}, which has no initial value")
+        back[e.to_layer] = e.from_layer
+    chunks: dict[int, list[int]] = {}
+    for pid, m in params.items():
+        if m.axis is None:
+            continue
+        v = ctx.input(in_index[m.external])
+        if v.shape is None or any(d is None for d in v.shape):
+            raise ctx.error(f"sliced input port {m.external} needs a static shape")
+        m.axis = norm_axis(ctx, m.axis, len(v.shape))
+        chunks[pid] = _chunks(ctx, m, v.shape[m.axis])
+    counts = {len(c) for c in chunks.values()}
+    if len(counts) != 1:
+        raise ctx.error("a TensorIterator needs sliced inputs that agree on the iteration count"
+                        if counts else "a TensorIterator needs at least one sliced input")
+    n_iter = counts.pop()
+    if n_iter < 1 or n_iter * max(len(order), 1) > MAX_UNROLLED:
+        raise ctx.error(f"cannot unroll {n_iter} iterations of {len(order)} layers (limit {MAX_UNROLLED})")
+    consts: dict[int, Value] = {}
+    state: dict[int, Value] = {}
+    collected: dict[int, list[Value]] = {m.external: [] for m in outs}
+    for it in range(n_iter):
+        vals: dict[tuple[int, int], Value] = {}
+        res_vals: dict[int, Value] = {}
+        for bl in order:
+            if bl.type == "Parameter":
+                if bl.id not in params:
+                    raise ctx.error(f"body Parameter {bl.id} '{bl.name}' has no port map input")
+                m = params[bl.id]
+                if it > 0 and bl.id in back:
+                    v = state[bl.id]
+                else:
+                    v = ctx.input(in_index[m.external])
+                    if m.axis is not None:
+                        v = _take(ctx, v, m.axis, chunks[bl.id][it], m.part)
+                vals[(bl.id, bl.outputs[0].id)] = v
+            elif bl.type == "Const":
+                if bl.id not in consts:
+                    consts[bl.id] = sub.const(bl)
+                vals[(bl.id, bl.outputs[0].id)] = consts[bl.id]
+            elif bl.type == "Result":
+                res_vals[bl.id] = vals[body_inputs[bl.id][0][1]]
+            else:
+                res = sub.map_layer(bl, [vals[src] for _, src in body_inputs[bl.id]])
+                for k, port in enumerate(bl.outputs):
+                    vals[(bl.id, port.id)] = res[k]
+        for pid, rid in back.items():
+            state[pid] = res_vals[rid]
+        for m in outs:
+            collected[m.external].append(res_vals[m.layer])
+    results: list[Value | None] = [None] * len(lay.outputs)
+    for m in outs:
+        parts = collected[m.external]
+        if m.axis is None:
+            v = parts[-1]
+        else:
+            if abs(m.stride) != m.part:
+                raise ctx.error(f"port map output {m.external}: only |stride| = part_size is supported")
+            if m.stride < 0:
+                parts = parts[::-1]
+            rank = len(parts[0].shape or ())
+            axis = norm_axis(ctx, m.axis, rank)
+            kind = dtype_of(parts[0])
+            t = ctx.emit1("concat", {"values": [ctx.tensor_of(p) for p in parts]}, {"axis": axis}, dtype=kind)
+            v = ctx.result(t, parts[0].etype)
+        results[out_index[m.external]] = v
+    missing = [lay.outputs[k].id for k, r in enumerate(results) if r is None]
+    if missing:
+        raise ctx.error(f"output ports {missing} have no port map entry")
+    return results

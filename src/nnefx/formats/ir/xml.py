@@ -288,12 +288,17 @@ def _blob(el: Element, file: str | None, where: str) -> Blob:
     return Blob(el.tag, offset, size, el.attrib.get("precision"), el.line)
 
 
-def _edge(el: Element, file: str | None, where: str = "edges") -> Edge:
+def _edge(el: Element, file: str | None, where: str = "edges", ports_optional: bool = False) -> Edge:
+    """An edge; back edges of opset TensorIterator/Loop name only layers (Result -> Parameter)."""
     loc = Location(file, el.line, el.column, where)
-    return Edge(_int(el.attrib.get("from-layer"), "edge from-layer", loc),
-                _int(el.attrib.get("from-port"), "edge from-port", loc),
-                _int(el.attrib.get("to-layer"), "edge to-layer", loc),
-                _int(el.attrib.get("to-port"), "edge to-port", loc), el.line)
+
+    def port(key: str) -> int:
+        if ports_optional and key not in el.attrib:
+            return 0
+        return _int(el.attrib.get(key), f"edge {key}", loc)
+
+    return Edge(_int(el.attrib.get("from-layer"), "edge from-layer", loc), port("from-port"),
+                _int(el.attrib.get("to-layer"), "edge to-layer", loc), port("to-port"), el.line)
 
 
 def _layer(el: Element, file: str | None, depth: int) -> Layer:
@@ -324,7 +329,8 @@ def _layer(el: Element, file: str | None, depth: int) -> Layer:
         layer.body = _net(body, file, depth + 1, version=None)
         layer.port_map = el.find("port_map")
         be = el.find("back_edges")
-        layer.back_edges = [_edge(e, file, where) for e in (be.findall("edge") if be is not None else [])]
+        layer.back_edges = [_edge(e, file, where, ports_optional=True)
+                            for e in (be.findall("edge") if be is not None else [])]
     return layer
 
 
