@@ -216,11 +216,25 @@ EXPECTED_SHAPE_DIFFERENCES: dict[str, tuple[dict[str, list], str]] = {
         {"x": [None, 3], "y": [None, 3]},
         "an extent of 0 in an external's shape means 'unspecified' in nnefx (seed 001 3.3.4, shape "
         "propagation with unspecified input dimensions); the official package takes it as a literal 0"),
+    "shape_broadcast_zero_extent": (
+        {"y": [0]},
+        "broadcasting an empty axis (extent 0, from an empty slice) with an extent-1 axis gives the non-1 extent, "
+        "0 (nnef-operators section 0: 'the result takes the non-1 extent'); the official shape function takes "
+        "the maximum, 1"),
 }
 
 #: Real nnefx front-end bugs found by this suite (reported to the front-end owner); each is an
 #: expected failure that turns into an error (strict) once fixed, so it is removed from here.
 KNOWN_NNEFX_BUGS: dict[str, str] = {
+    "bad_slice_negative_stride_empty": "slice with stride -1 needs begin >= end (nnef-operators 'slice "
+                                       "details'); nnefx accepts begin 0, end 1 and returns an empty axis",
+    "bad_slice_negative_stride_begin_at_extent": "with stride -1, begin 4 on an axis of extent 4 names no "
+                                                 "element; nnefx clamps it numpy-style and returns 3 items (the "
+                                                 "spec formula ceil((end-begin)/stride) would give 4); the "
+                                                 "official parser rejects the range",
+    "bad_slice_end_before_first": "end -2 on an axis of extent 1 normalises to -1 ('before the first element'), "
+                                  "below begin 0 with a positive stride, so the range is invalid (nnef-operators "
+                                  "'slice details'); nnefx clamps to 0 and returns an empty axis",
     # Found and fixed during development (kept as regression cases in the corpus):
     # bad_non_variable_update (update() of a non-variable), bad_output_is_input (a graph
     # name that is both parameter and result).
