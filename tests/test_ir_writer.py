@@ -237,13 +237,15 @@ def test_inexact_attributes_are_refused(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_stateful_graph_is_refused(tmp_path):
+def test_variables_with_update_become_read_value_and_assign(tmp_path):
+    """State: an updated variable becomes ReadValue-6 (initialised from its data) + Assign-6;
+    OpenVINO's infer request carries it across inferences as a Session does across runs."""
     text = """version 1.0;
 graph g( x ) -> ( y, v2 )
 {
     x = external<scalar>(shape = [1, 2]);
-    v = variable<scalar>(shape = [1, 2], label = 'v');
-    y = add(x, v);
+    v = variable<scalar>(shape = [1, 2], label = 'acc');
+    y = add(mul(x, 2.0), v);
     v2 = update(v, y);
 }
 """
@@ -252,10 +254,23 @@ graph g( x ) -> ( y, v2 )
     (folder / "graph.nnef").write_text(text)
     from nnefx.io.binary import write_tensor
 
-    write_tensor(str(folder / "v.dat"), np.zeros((1, 2), np.float32))
-    with pytest.raises(NNEFXError, match="update"):
-        nnefx.save(nnefx.load(str(folder)), str(tmp_path / "out.xml"))
-    assert not (tmp_path / "out.xml").exists()
+    write_tensor(str(folder / "acc.dat"), np.array([[0.5, -1.0]], np.float32))
+    model = nnefx.load(str(folder))
+    xml = str(tmp_path / "state.xml")
+    nnefx.save(model, xml)
+    assert 'type="ReadValue"' in open(xml).read() and 'type="Assign"' in open(xml).read()
+    ov = pytest.importorskip("openvino")
+    request = ov.Core().compile_model(xml, "CPU").create_infer_request()
+    sess = Session(model, "fast")
+    for step in range(4):
+        if step == 3:
+            request.reset_state()
+            sess.reset()
+        feeds = {"x": rand(1, 2)}
+        want = sess.run(feeds)
+        got = request.infer(feeds)
+        close(got["y"], want["y"])
+        close(got["v2"], want["v2"])
 
 
 def test_failed_write_leaves_old_files_alone(tmp_path):

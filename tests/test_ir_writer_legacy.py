@@ -361,3 +361,31 @@ def test_prior_box_clustered(tmp_path):
             {"width": "4.0,9.5", "height": "6.0,3.0", "clip": "1", "offset": "0.5",
              "variance": "0.1,0.1,0.2,0.2", "step_w": "0", "step_h": "0"}, name="priors")
     upgrade(net, {"feat": feat, "img": img}, tmp_path, roundtrip=False)
+
+
+# --- state and loops ----------------------------------------------------------------------------
+
+def test_memory_pair_becomes_read_value_assign(tmp_path):
+    from test_ir_legacy_state import memory_net
+
+    old = memory_net().save(tmp_path, "old")
+    new = str(tmp_path / "new.xml")
+    assert main(["convert", old, new]) == 0
+    ov = pytest.importorskip("openvino")
+    request = ov.Core().compile_model(new, "CPU").create_infer_request()
+    sess = Session(nnefx.load(old), "fast")
+    for step in range(4):
+        if step == 3:                       # both forget the accumulated state
+            request.reset_state()
+            sess.reset()
+        x = rand(1, 4)
+        close(request.infer({"x": x})["out"], sess.run({"x": x})["out"])
+
+
+@pytest.mark.parametrize("stride", [1, -1])
+def test_tensor_iterator_unrolled(tmp_path, stride):
+    from test_ir_legacy_state import rnn_ti
+
+    N, T, I, S = 2, 4, 3, 4
+    net = rnn_ti(N, T, I, S, rand(S, I + S), rand(S), stride)
+    upgrade(net, {"x": rand(N, T, I), "h0": rand(N, S)}, tmp_path)

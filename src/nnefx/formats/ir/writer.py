@@ -309,6 +309,7 @@ def _reachable(graph: Graph) -> set[int]:
                 producer[n] = k
     need: set[int] = set()
     stack = [producer[n] for n in graph.outputs if n in producer]
+    stack += [k for k, op in enumerate(graph.operations) if op.op == "update"]
     while stack:
         k = stack.pop()
         if k in need:
@@ -322,10 +323,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
     from .export_ops import find_exporter
 
-    for op in graph.operations:
-        if op.op == "update":
-            raise NNEFXError(f"cannot write operation 'update' as IR v11: variable '{op.inputs.get('variable')}' "
-                             "is updated (stateful models are not supported by the IR writer)", op.location)
+    updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, w)
     for name in graph.inputs:
@@ -356,6 +354,11 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
                 else:
                     raise ctx.fail(f"constant value of {value.size} items does not fill shape {shape}")
             ctx.consts[name] = np.asarray(arr, dtype=NUMPY[ETYPE.get(t.dtype, "f32")])
+            if name in updated:
+                _state_read(ctx, op, name)
+            continue
+        if op.op == "update":
+            _state_write(ctx, op)
             continue
         fn = find_exporter(op.op)
         if fn is None:
@@ -386,6 +389,38 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if name in graph.inputs:
             w.name_port(ref, name)
     return w
+
+
+def _variable_id(op: Operation, name: str) -> str:
+    return str(op.attribs.get("label", name))
+
+
+def _state_read(ctx: ExportContext, op: Operation, name: str) -> None:
+    """An updated variable: ReadValue-6 of a state initialised from the variable's data.
+
+    OpenVINO keeps the state per infer request across inferences (``reset_state`` restores
+    the initial value), as an nnefx ``Session`` does across runs (``reset``).
+    """
+    init = ctx.ref(name)   # the data as a Const
+    del ctx.consts[name]   # from here on the tensor is the state, not load-time data
+    shape, et = ctx.w.meta[init]
+    ref = ctx.w.add("ReadValue", [init], [(shape, et)], version="opset6", name=f"{name}/ReadValue",
+                    attrs={"variable_id": _variable_id(op, name), "variable_type": et,
+                           "variable_shape": ",".join(str(d) for d in shape)})[0]
+    ctx.bind(name, ref)
+
+
+def _state_write(ctx: ExportContext, op: Operation) -> None:
+    """``update``: Assign-6 of the new value (applied after the inference, as in NNEF)."""
+    var, value = op.inputs["variable"], op.inputs["value"]
+    producer = next((o for o in ctx.graph.operations if o.op == "variable" and var in o.output_names()), None)
+    if producer is None:
+        raise ctx.fail(f"'{var}' is not a variable")
+    src = ctx.ref(value)
+    ctx.w.add("Assign", [src], [ctx.w.meta[src]], version="opset6", name=f"{var}/Assign",
+              attrs={"variable_id": _variable_id(producer, var)})
+    for n in op.output_names():
+        ctx.bind(n, src)
 
 
 def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16: bool = False,
