@@ -546,3 +546,8 @@ def test_tensor_iterator(tmp_path, stride):
         return [ti.get_iter_value(out_h.output(0), -1),
                 ti.get_concatenated_slices(out_seq.output(0), start, stride, 1, end, 1)]
     check(tmp_path, build, {"x": rnd(2, 5, 3), "h0": rnd(2, 4), "bias": rnd(4)})
+
+
+@pytest.mark.parametrize("size, axes", [(5, [1]), (4, [1]), (3, [2, 3])])
+def test_lrn(tmp_path, size, axes):
+    check(tmp_path, lambda x: o.lrn(x, np.array(axes, np.int64), 1e-2, 0.75, 2.0, size), {"x": rnd(2, 6, 4, 5)})

@@ -2026,3 +2026,22 @@ def _tensor_iterator(ctx: LayerContext):
     if missing:
         raise ctx.error(f"output ports {missing} have no port map entry")
     return results
+
+
+@layer("LRN", ANY)
+def _lrn(ctx: LayerContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    n = ctx.int("size")
+    if n < 1:
+        raise ctx.error(f"attribute 'size' = {n} must be >= 1")
+    # OpenVINO sums over [c - (size-1)/2, c + (size-1)/2] (integer halves: an even size covers
+    # size-1 elements, checked against OpenVINO) but scales by alpha / size^len(axes). NNEF's
+    # box(normalize = true) divides by its own window volume, so the odd window w is used and
+    # alpha rescaled by (w / size)^len(axes); automatic padding centres an odd window exactly.
+    w = 2 * ((n - 1) // 2) + 1
+    size = [w if a in axes else 1 for a in range(r)]
+    alpha = ctx.float("alpha") * (w / n) ** len(axes)
+    y = ctx.emit1("local_response_normalization", {"input": ctx.tensor(0)},
+                  {"size": size, "alpha": alpha, "beta": ctx.float("beta"), "bias": ctx.float("bias")})
+    return ctx.result(y)
