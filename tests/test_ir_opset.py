@@ -551,3 +551,28 @@ def test_tensor_iterator(tmp_path, stride):
 @pytest.mark.parametrize("size, axes", [(5, [1]), (4, [1]), (3, [2, 3])])
 def test_lrn(tmp_path, size, axes):
     check(tmp_path, lambda x: o.lrn(x, np.array(axes, np.int64), 1e-2, 0.75, 2.0, size), {"x": rnd(2, 6, 4, 5)})
+
+
+def test_gather_elements_and_nd(tmp_path):
+    import openvino.opset6 as o6g
+
+    idx = np.array([[0, 2, -1], [1, 0, 2]], np.int64)
+    check(tmp_path, lambda x: o6g.gather_elements(x, idx, 1), {"x": rnd(2, 3)})
+    check(tmp_path, lambda x, i: o8.gather_nd(x, i), {"x": rnd(3, 4, 2), "i": np.array([[0, 1], [2, 3], [1, 0]], np.int32)})
+    check(tmp_path, lambda x: o8.gather_nd(x, np.array([[1], [0]], np.int64), 1), {"x": rnd(2, 3, 4)})
+    check(tmp_path, lambda x: o5.gather_nd(x, np.array([[[1], [0]], [[2], [2]]], np.int64), 1), {"x": rnd(2, 3, 4)})
+
+
+def test_scatters_and_one_hot(tmp_path):
+    import openvino.opset12 as o12
+
+    check(tmp_path, lambda x, u: o3.scatter_update(x, np.array([2, 0], np.int64), u, np.array(1, np.int64)),
+          {"x": rnd(2, 4, 3), "u": rnd(2, 2, 3)})
+    check(tmp_path, lambda x, u: o.scatter_nd_update(x, np.array([[1, 0], [0, 3]], np.int64), u),
+          {"x": rnd(2, 4, 3), "u": rnd(2, 3)})
+    for red in ("none", "sum", "max", "mean"):
+        check(tmp_path, lambda x, u, red=red: o12.scatter_elements_update(
+            x, np.array([[1, 0, 1], [2, 2, 0]], np.int64), u, np.array(0, np.int64), red, True),
+            {"x": rnd(3, 3), "u": rnd(2, 3)})
+    check(tmp_path, lambda i: o.one_hot(i, np.array(4, np.int64), np.array(2.0, F32), np.array(-1.0, F32), 1),
+          {"i": np.array([[0, 3], [1, 5]], np.int64)})

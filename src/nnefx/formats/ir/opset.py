@@ -2045,3 +2045,73 @@ def _lrn(ctx: LayerContext):
     y = ctx.emit1("local_response_normalization", {"input": ctx.tensor(0)},
                   {"size": size, "alpha": alpha, "beta": ctx.float("beta"), "bias": ctx.float("bias")})
     return ctx.result(y)
+
+
+# --- gathers, scatters, one-hot ----------------------------------------------------------------------
+
+
+def _index_tensor(ctx: LayerContext, i: int) -> str:
+    v = ctx.input(i)
+    if dtype_of(v) != "integer":
+        raise ctx.error(f"input {i} must hold integer indices")
+    if v.is_const:
+        return ctx.tensor_of(ctx.folded(np.asarray(v.const).astype(np.int64), "i64"))
+    return ctx.tensor(i)
+
+
+@layer("GatherElements", ANY)
+def _gather_elements(ctx: LayerContext):
+    axis = norm_axis(ctx, ctx.int("axis"), ctx.in_rank(0))
+    y = ctx.emit1("ir_gather_elements", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"axis": axis},
+                  dtype=dtype_of(ctx.input(0)))
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@layer("GatherND", ANY)
+def _gather_nd(ctx: LayerContext):
+    bd = ctx.int("batch_dims", 0)
+    xshape, ishape = ctx.in_shape(0), ctx.in_shape(1)
+    if bd < 0:
+        raise ctx.error(f"batch_dims = {bd} must not be negative")
+    dt = dtype_of(ctx.input(0))
+    y = ctx.emit1("ir_gather_nd", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"batch_dims": bd},
+                  dtype=dt)
+    if ctx.version == "opset5" and bd > 0:
+        # GatherND-5 flattens the batch dimensions into one
+        if xshape is None or ishape is None or any(d is None for d in list(ishape[:bd])):
+            raise ctx.error("GatherND-5 with batch_dims needs known batch extents")
+        prod = int(np.prod(ishape[:bd]))
+        y = ctx.emit1("reshape", {"input": y}, {"shape": [prod], "axis_start": 0, "axis_count": bd}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@layer(("ScatterUpdate", "ScatterNDUpdate", "ScatterElementsUpdate"), ANY)
+def _scatter(ctx: LayerContext):
+    kind = {"ScatterUpdate": "update", "ScatterNDUpdate": "nd", "ScatterElementsUpdate": "elements"}[ctx.type]
+    attrs: dict = {"kind": kind}
+    if kind in ("update", "elements"):
+        attrs["axis"] = norm_axis(ctx, ctx.const_ints(3, "axis")[0], ctx.in_rank(0))
+    if kind in ("elements", "nd"):
+        attrs["reduction"] = ctx.choice("reduction", ("none", "sum", "prod", "min", "max", "mean"), "none")
+        attrs["use_init_val"] = ctx.bool("use_init_val", True)
+    dt = dtype_of(ctx.input(0))
+    if kind == "nd" and attrs["reduction"] != "none":
+        raise ctx.error("ScatterNDUpdate with a reduction is not supported")
+    y = ctx.emit1("ir_scatter", {"data": ctx.tensor(0), "indices": _index_tensor(ctx, 1), "updates": ctx.tensor(2)},
+                  attrs, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@layer("OneHot", ANY)
+def _one_hot(ctx: LayerContext):
+    depth = ctx.const_ints(1, "depth")
+    if len(depth) != 1 or depth[0] < 1:
+        raise ctx.error(f"depth {depth} must be one positive value")
+    r = ctx.in_rank(0)
+    axis = ctx.int("axis", -1)
+    axis = norm_axis(ctx, axis, r + 1)
+    et = ctx.in_etype(2)
+    kind = nnef_dtype(et)
+    y = ctx.emit1("ir_one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
+                                 "off_value": ctx.tensor(3)}, {"depth": depth[0], "axis": axis}, dtype=kind)
+    return ctx.result(y, et)
