@@ -576,3 +576,21 @@ def test_scatters_and_one_hot(tmp_path):
             {"x": rnd(3, 3), "u": rnd(2, 3)})
     check(tmp_path, lambda i: o.one_hot(i, np.array(4, np.int64), np.array(2.0, F32), np.array(-1.0, F32), 1),
           {"i": np.array([[0, 3], [1, 5]], np.int64)})
+
+
+@pytest.mark.parametrize("encoding, sort, sigma", [("corner", True, 0.0), ("center", False, 0.0),
+                                                   ("corner", True, 0.5)])
+def test_non_max_suppression(tmp_path, encoding, sort, sigma):
+    import openvino.opset9 as o9
+
+    rng = np.random.RandomState(11)
+    xy = rng.rand(2, 12, 2).astype(F32) * 4
+    wh = rng.rand(2, 12, 2).astype(F32) + 0.5
+    boxes = np.concatenate([xy, xy + wh], -1) if encoding == "corner" else np.concatenate([xy, wh], -1)
+    scores = rng.rand(2, 3, 12).astype(F32)
+
+    def build(b, s):
+        nms = o9.non_max_suppression(b, s, np.array(4, np.int64), np.array(0.3, F32), np.array(0.2, F32),
+                                     np.array(sigma, F32), encoding, sort, "i64")
+        return list(nms.outputs())
+    check(tmp_path, build, {"b": boxes, "s": scores})

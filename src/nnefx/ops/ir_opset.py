@@ -980,3 +980,86 @@ def _one_hot_formal(i, on, off, depth=1, axis=-1, dtype=None):
     pos = np.arange(depth).reshape((1,) * axis + (depth,) + (1,) * (i.ndim - axis))
     hit = np.expand_dims(i, axis) == pos
     return np.where(hit, np.asarray(on).reshape(()), np.asarray(off).reshape(()))
+
+
+# --- NonMaxSuppression ---------------------------------------------------------------------------------
+
+ir_nms = define("ir_nms", "ir_opset", """
+fragment ir_nms( boxes: tensor<scalar>, scores: tensor<scalar>, max_output_boxes_per_class: integer,
+                 iou_threshold: scalar, score_threshold: scalar, soft_nms_sigma: scalar = 0.0,
+                 box_encoding: string = 'corner', sort_result_descending: logical = true )
+    -> ( selected_indices: tensor<integer>, selected_scores: tensor<scalar>, valid_outputs: tensor<integer> );
+""", domain="ir", doc="IR NonMaxSuppression (v5/v9): per batch and class, greedy (or soft) suppression; "
+                      "outputs hold only the selected rows.")
+
+
+@ir_nms.shape
+def _nms_shape(boxes, scores, **attrs):
+    if len(boxes) != 3 or boxes[2] != 4 or len(scores) != 3 or scores[0] != boxes[0] or scores[2] != boxes[1]:
+        raise NNEFXError("ir_nms: boxes must be [B, N, 4] and scores [B, C, N]")
+    return (None, 3), (None, 3), (1,)
+
+
+def _corners(b: np.ndarray, encoding: str) -> np.ndarray:
+    if encoding == "center":
+        xc, yc, w, h = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+        return np.stack([yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2], -1)
+    y1 = np.minimum(b[..., 0], b[..., 2])
+    y2 = np.maximum(b[..., 0], b[..., 2])
+    x1 = np.minimum(b[..., 1], b[..., 3])
+    x2 = np.maximum(b[..., 1], b[..., 3])
+    return np.stack([y1, x1, y2, x2], -1)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    area_a = (a[2] - a[0]) * (a[3] - a[1])
+    area_b = (b[2] - b[0]) * (b[3] - b[1])
+    if area_a <= 0 or area_b <= 0:
+        return 0.0
+    ih = max(min(a[2], b[2]) - max(a[0], b[0]), 0.0)
+    iw = max(min(a[3], b[3]) - max(a[1], b[1]), 0.0)
+    inter = ih * iw
+    return float(inter / (area_a + area_b - inter))
+
+
+@ir_nms.formal
+def _nms_formal(boxes, scores, max_output_boxes_per_class=0, iou_threshold=0.0, score_threshold=0.0,
+                soft_nms_sigma=0.0, box_encoding="corner", sort_result_descending=True):
+    boxes = np.asarray(boxes, dtype=np.float64)
+    scores = np.asarray(scores, dtype=np.float64)
+    nb, nc, _ = scores.shape
+    corners = _corners(boxes, box_encoding)
+    picked: list[tuple[int, int, int, float]] = []
+    scale = -0.5 / soft_nms_sigma if soft_nms_sigma > 0 else 0.0
+    for b in range(nb):
+        for c in range(nc):
+            if max_output_boxes_per_class <= 0:
+                continue
+            # candidates: (score, box index), best first; equal scores keep the lower index first
+            cand = [(scores[b, c, i], i) for i in range(scores.shape[2]) if scores[b, c, i] > score_threshold]
+            cand.sort(key=lambda t: (-t[0], t[1]))
+            chosen: list[tuple[int, float]] = []
+            while cand and len(chosen) < max_output_boxes_per_class:
+                s, i = cand.pop(0)
+                if soft_nms_sigma > 0:
+                    keep = True
+                else:
+                    keep = all(_iou(corners[b, i], corners[b, j]) <= iou_threshold for j, _ in chosen)
+                if not keep:
+                    continue
+                chosen.append((i, s))
+                if soft_nms_sigma > 0:  # decay the others' scores, drop those under the threshold
+                    rest = []
+                    for s2, i2 in cand:
+                        iou = _iou(corners[b, i], corners[b, i2])
+                        s2 = s2 * np.exp(scale * iou * iou)
+                        if s2 > score_threshold:
+                            rest.append((s2, i2))
+                    rest.sort(key=lambda t: (-t[0], t[1]))
+                    cand = rest
+            picked.extend((b, c, i, s) for i, s in chosen)
+    if sort_result_descending:
+        picked.sort(key=lambda t: -t[3])  # stable: ties keep batch/class/selection order
+    idx = np.array([[b, c, i] for b, c, i, _ in picked], dtype=np.int64).reshape(-1, 3)
+    sel = np.array([[b, c, s] for b, c, _, s in picked], dtype=np.float32).reshape(-1, 3)
+    return idx, sel, np.array([len(picked)], dtype=np.int64)

@@ -2115,3 +2115,29 @@ def _one_hot(ctx: LayerContext):
     y = ctx.emit1("ir_one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
                                  "off_value": ctx.tensor(3)}, {"depth": depth[0], "axis": axis}, dtype=kind)
     return ctx.result(y, et)
+
+
+@layer("NonMaxSuppression", ANY)
+def _nms(ctx: LayerContext):
+    def scalar(i: int, what: str, default):
+        if ctx.n_inputs <= i:
+            return default
+        return np.asarray(ctx.const(i, what)).reshape(-1)[0].item()
+
+    max_out = int(scalar(2, "max_output_boxes_per_class", 0))
+    iou = float(scalar(3, "iou_threshold", 0.0))
+    score = float(scalar(4, "score_threshold", float(np.finfo(np.float32).min)))
+    sigma = float(scalar(5, "soft_nms_sigma", 0.0))
+    encoding = ctx.choice("box_encoding", ("corner", "center"), "corner")
+    sort = ctx.bool("sort_result_descending", True)
+    from .weights import element_type
+    iet = element_type(ctx.str("output_type", "i64"), ctx.location)
+    if ctx.version not in ("opset5", "opset9") and len(ctx.layer.outputs) == 1:
+        raise ctx.error(f"NonMaxSuppression {ctx.version} (fixed-size output) is not supported")
+    outs = ctx.emit("ir_nms", {"boxes": ctx.tensor(0), "scores": ctx.tensor(1)},
+                    {"max_output_boxes_per_class": max_out, "iou_threshold": iou, "score_threshold": score,
+                     "soft_nms_sigma": sigma, "box_encoding": encoding, "sort_result_descending": sort},
+                    outputs=3)
+    ctx.builder.graph.tensors[outs[0]].dtype = "integer"
+    ctx.builder.graph.tensors[outs[2]].dtype = "integer"
+    return [ctx.result(outs[0], iet, port=0), ctx.result(outs[1], port=1), ctx.result(outs[2], iet, port=2)]
