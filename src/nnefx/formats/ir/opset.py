@@ -35,7 +35,6 @@ from ...ops.ir_opset import (
 from .mapping import OPSETS, Dim, LayerContext, Value, fold, layer
 from .weights import nnef_dtype
 
-V1 = ("opset1",)
 ANY = None
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -152,7 +151,7 @@ def _fold_binary(ctx: LayerContext, arrays):
 def _binary(ctx: LayerContext):
     ctx.expect_inputs(2)
     _check_broadcast(ctx)
-    nnef_op, ir_op = _BINARY[ctx.type]
+    nnef_op = _BINARY[ctx.type][0]
     kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
     if kinds != {"scalar"} or nnef_op is None:
         if kinds == {"scalar"} and ctx.type == "SquaredDifference":
@@ -459,14 +458,11 @@ def _reshape_spec(ctx: LayerContext, target: np.ndarray, x: Value) -> list[int] 
     """NNEF reshape ``shape`` for an IR target (possibly symbolic), or None if impossible."""
     special_zero = ctx.bool("special_zero")
     out: list[int] = []
-    unknown = []
     for k, e in enumerate(target.reshape(-1)):
         if isinstance(e, Dim):
-            if x.tensor is not None and e.tensor == x.tensor and e.axis == k:
-                out.append(0)
-            else:
-                unknown.append(k)
-                out.append(-1)
+            # the input's own extent at the same position is NNEF's 0 ("copy"); any other
+            # unknown extent can only be inferred (-1), which works for at most one of them
+            out.append(0 if x.tensor is not None and e.tensor == x.tensor and e.axis == k else -1)
             continue
         e = int(e)
         if e == 0 and not special_zero:
@@ -476,12 +472,7 @@ def _reshape_spec(ctx: LayerContext, target: np.ndarray, x: Value) -> list[int] 
         if e == 0 and x.shape is not None and k < len(x.shape) and x.shape[k] is not None:
             e = int(x.shape[k])
         out.append(e)
-    if out.count(-1) > 1:
-        # resolve -1 entries from the known input shape if possible
-        if x.shape is not None and all(d is not None for d in x.shape):
-            return None
-        return None
-    return out
+    return None if out.count(-1) > 1 else out  # None: reshape at run time (ir_reshape)
 
 
 @fold("Reshape", OPSETS)
@@ -1769,12 +1760,14 @@ def _lstm_cell(ctx: LayerContext):
         raise ctx.error("LSTMCell peepholes are not supported")
     x, h, c = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
     hs = ctx.int("hidden_size")
+    wshape = ctx.in_shape(3)
+    if wshape is not None and wshape[0] is not None and wshape[0] != 4 * hs:
+        raise ctx.error(f"W has {wshape[0]} rows, expected 4 * hidden_size = {4 * hs}")
     b = const_value(ctx, np.asarray(ctx.const(5)).reshape(1, -1), ctx.in_etype(5)) if ctx.is_const(5) \
         else _row(ctx, ctx.tensor(5))
     gates = binary(ctx, "add", binary(ctx, "add", _lin(ctx, x, ctx.tensor(3)), _lin(ctx, h, ctx.tensor(4))), b)
     gates = _clip(ctx, gates)
     f, i, g, o = ctx.emit("split", {"value": gates}, {"axis": 1, "ratios": [1, 1, 1, 1]}, outputs=[4])
-    del hs
     ft, it, ot = (unary(ctx, _ACT[f_act], t) for t in (f, i, o))
     gt = unary(ctx, _ACT[g_act], g)
     c2 = binary(ctx, "add", binary(ctx, "mul", ft, c), binary(ctx, "mul", it, gt))
