@@ -594,3 +594,36 @@ def test_non_max_suppression(tmp_path, encoding, sort, sigma):
                                      np.array(sigma, F32), encoding, sort, "i64")
         return list(nms.outputs())
     check(tmp_path, build, {"b": boxes, "s": scores})
+
+
+@pytest.mark.parametrize("version", [1, 8])
+def test_prior_box_and_detection_output(tmp_path, version):
+    opset = o8 if version == 8 else o1
+    pb = {"min_size": np.array([8.0], F32), "max_size": np.array([16.0], F32),
+          "aspect_ratio": np.array([2.0], F32), "flip": True, "clip": False, "step": 8.0, "offset": 0.5,
+          "variance": np.array([0.1, 0.1, 0.2, 0.2], F32), "scale_all_sizes": True}
+    num_priors = 4 * 4 * 4  # 4x4 grid, 4 boxes per cell
+    classes = 3
+
+    def build(loc, conf):
+        priors = opset.prior_box(o.constant(np.array([4, 4], np.int64)), o.constant(np.array([32, 32], np.int64)), pb)
+        prior = o.unsqueeze(priors, np.array([0], np.int64))
+        attrs = {"background_label_id": 0, "top_k": 20, "variance_encoded_in_target": False, "keep_top_k": [10],
+                 "code_type": "caffe.PriorBoxParameter.CENTER_SIZE", "share_location": True,
+                 "nms_threshold": 0.45, "confidence_threshold": 0.05, "clip_after_nms": False,
+                 "clip_before_nms": False, "decrease_label_id": False, "normalized": True, "input_height": 1,
+                 "input_width": 1, "objectness_score": 0.0}
+        if version == 1:
+            attrs["num_classes"] = classes
+        return [priors, opset.detection_output(loc, conf, prior, attrs)]
+    rng = np.random.RandomState(2)
+    check(tmp_path, build, {"loc": (rng.randn(1, num_priors * 4) * 0.1).astype(F32),
+                            "conf": rng.rand(1, num_priors * classes).astype(F32)})
+
+
+def test_prior_box_clustered(tmp_path):
+    attrs = {"width": np.array([4.0, 8.0], F32), "height": np.array([6.0, 3.0], F32), "clip": True,
+             "step_widths": 8.0, "step_heights": 8.0, "offset": 0.5, "variance": np.array([0.1, 0.1, 0.2, 0.2], F32)}
+    check(tmp_path, lambda x: [o.add(x, o1.prior_box_clustered(o.constant(np.array([3, 4], np.int64)),
+                                                               o.constant(np.array([24, 32], np.int64)), attrs))],
+          {"x": np.zeros((2, 96), F32)})

@@ -2134,3 +2134,66 @@ def _nms(ctx: LayerContext):
     ctx.builder.graph.tensors[outs[0]].dtype = "integer"
     ctx.builder.graph.tensors[outs[2]].dtype = "integer"
     return [ctx.result(outs[0], iet, port=0), ctx.result(outs[1], port=1), ctx.result(outs[2], iet, port=2)]
+
+
+# --- SSD-style detection layers (kernels shared with the legacy catalog) -----------------------------------
+
+
+def _prior_sizes(ctx: LayerContext) -> tuple[list[int], list[int]]:
+    out = ctx.const_ints(0, "output_size")
+    img = ctx.const_ints(1, "image_size")
+    if len(out) != 2 or len(img) != 2 or min(out + img) < 1:
+        raise ctx.error(f"output_size {out} and image_size {img} must be two positive extents each")
+    return out, img
+
+
+def _fold_prior(ctx: LayerContext, op: str, attrs: dict) -> Value:
+    """PriorBox outputs depend only on sizes and attributes: computed while loading."""
+    from ...ops import registry
+
+    out, img = _prior_sizes(ctx)
+    grid = np.zeros((1, 1, out[0], out[1]), np.float32)
+    image = np.zeros((1, 1, img[0], img[1]), np.float32)
+    try:
+        y = registry.get(op).kernel("fast")(grid, image, **attrs)
+    except NNEFXError as exc:
+        raise ctx.error(exc.message) from None
+    y = np.asarray(y, dtype=np.float32)
+    return ctx.folded(y.reshape(2, -1), "f32")
+
+
+@layer("PriorBox", ANY)
+def _prior_box(ctx: LayerContext):
+    for key in ("fixed_size", "fixed_ratio", "density"):
+        if ctx.floats(key, []):
+            raise ctx.error(f"attribute '{key}' is not supported")
+    if ctx.version == "opset8" and not ctx.bool("min_max_aspect_ratios_order", True):
+        raise ctx.error("min_max_aspect_ratios_order = false is not supported")
+    attrs = {"min_size": ctx.floats("min_size"), "max_size": ctx.floats("max_size", []),
+             "aspect_ratio": ctx.floats("aspect_ratio", []), "flip": ctx.bool("flip", False),
+             "clip": ctx.bool("clip", False), "step": ctx.float("step", 0.0), "offset": ctx.float("offset", 0.5),
+             "variance": ctx.floats("variance", []), "scale_all_sizes": ctx.bool("scale_all_sizes", True)}
+    return _fold_prior(ctx, "ir_prior_box", attrs)
+
+
+@layer("PriorBoxClustered", ANY)
+def _prior_box_clustered(ctx: LayerContext):
+    attrs = {"width": ctx.floats("width"), "height": ctx.floats("height"), "clip": ctx.bool("clip", False),
+             "offset": ctx.float("offset", 0.5), "variance": ctx.floats("variance", []),
+             "step": ctx.float("step", 0.0), "step_w": ctx.float("step_w", 0.0), "step_h": ctx.float("step_h", 0.0)}
+    return _fold_prior(ctx, "ir_prior_box_clustered", attrs)
+
+
+@layer("DetectionOutput", ANY)
+def _detection_output(ctx: LayerContext):
+    from .legacy_ext import _detection_output as legacy_detection_output
+
+    if not ctx.has("num_classes"):  # DetectionOutput-8 derives it from the shapes
+        conf, prior = ctx.in_shape(1), ctx.in_shape(2)
+        if conf is None or prior is None or conf[1] is None or prior[-1] is None:
+            raise ctx.error("num_classes cannot be derived: the confidence and prior shapes must be known")
+        priors = prior[-1] // 4
+        if priors < 1 or conf[1] % priors:
+            raise ctx.error(f"confidences ({conf[1]}) do not divide into {priors} priors")
+        ctx.layer.data["num_classes"] = str(conf[1] // priors)
+    return legacy_detection_output(ctx)
