@@ -421,16 +421,18 @@ def _slice_plan(shape, axes, begin, end, stride):
             continue
         if e == 0 and legacy:  # deprecated "to the end" (1.0.0-1.0.3); still applied by the tools
             e = x
+        # Spec: negative values count from the end; then values above x become x and values
+        # below 0 become -1 ("before the first element").  A positive stride needs
+        # 0 <= begin <= end, a negative one -1 <= end <= begin < x (the official tools agree).
         b = b + x if b < 0 else b
         e = e + x if e < 0 else e
-        if s > 0:
-            b, e = min(max(b, 0), x), min(max(e, 0), x)
-            if e < b:
-                raise op_error("slice", f"axis {a}: end {e} is before begin {b} with positive stride {s}")
-        else:
-            b, e = min(max(b, -1), x - 1), min(max(e, -1), x - 1)
-            if e > b:
-                raise op_error("slice", f"axis {a}: end {e} is after begin {b} with negative stride {s}")
+        b, e = min(max(b, -1), x), min(max(e, -1), x)
+        if s > 0 and not 0 <= b <= e:
+            raise op_error("slice", f"axis {a}: with stride {s} the normalised range needs 0 <= begin <= end, "
+                                    f"got begin {b}, end {e} (extent {x})")
+        if s < 0 and not e <= b < x:
+            raise op_error("slice", f"axis {a}: with stride {s} the normalised range needs end <= begin < extent, "
+                                    f"got begin {b}, end {e} (extent {x})")
         count = -(-(e - b) // s)  # ceil((end - begin) / stride), the spec's input[b:e:s]
         plan.append((a, b, s, count))
     return plan
