@@ -218,3 +218,16 @@ def test_zero_point_quantize_uses_the_spec_lower_bound(backend):
             symmetric=False)
     # r = 2^2 - 1 = 3; q in [-4, 3]; y = q * 0.5
     np.testing.assert_array_equal(y, [-2.0, -1.0, 0.5, 1.5])
+
+
+@pytest.mark.parametrize("extent,begin,end,stride", [(1, 0, -2, 1), (4, 4, 0, -1), (1, 0, 1, -1), (5, -9, 3, 2)])
+def test_slice_refuses_ranges_invalid_after_normalisation(extent, begin, end, stride):
+    # normalise: negative + extent, then clamp into [-1, extent]; positive stride needs
+    # 0 <= begin <= end, negative stride end <= begin < extent
+    with pytest.raises(NNEFXError, match="operation 'slice': axis 0"):
+        shape("slice", (extent,), axes=[0], begin=[begin], end=[end], stride=[stride])
+
+
+def test_slice_empty_and_full_reverse_ranges_are_valid():
+    assert shape("slice", (4,), axes=[0], begin=[2], end=[2], stride=[1]) == (0,)
+    assert shape("slice", (4,), axes=[0], begin=[3], end=[-5], stride=[-1]) == (4,)
