@@ -627,3 +627,24 @@ def test_prior_box_clustered(tmp_path):
     check(tmp_path, lambda x: [o.add(x, o1.prior_box_clustered(o.constant(np.array([3, 4], np.int64)),
                                                                o.constant(np.array([24, 32], np.int64)), attrs))],
           {"x": np.zeros((2, 96), F32)})
+
+
+def test_layers_shared_with_the_legacy_catalog(tmp_path):
+    import openvino.opset2 as o2
+
+    rng = np.random.RandomState(4)
+    check(tmp_path, lambda x: o1.region_yolo(x, 4, 2, 3, True, [0, 1, 2], 1, 3), {"x": rnd(1, 21, 3, 3)})
+    check(tmp_path, lambda x: o1.region_yolo(x, 4, 2, 3, False, [0, 2], 1, 3), {"x": rnd(1, 14, 3, 3)})
+    check(tmp_path, lambda x: o2.reorg_yolo(x, [2]), {"x": rnd(1, 4, 4, 6)})
+    rois = np.array([[0, 1, 1, 6, 5], [0, 0, 0, 7, 7], [0, 2.5, 3, 4, 6.5]], F32)
+    check(tmp_path, lambda x, r: o2.roi_pooling(x, r, [2, 3], 1.0, "max"), {"x": rnd(1, 3, 8, 8), "r": rois})
+    check(tmp_path, lambda x, r: o2.roi_pooling(x, o.multiply(r, np.float32(0.125)), [2, 2], 1.0, "bilinear"),
+          {"x": rnd(1, 3, 8, 8), "r": rois})
+    check(tmp_path, lambda x, r: o1.psroi_pooling(x, r, 2, 2, 1.0, 1, 1, "average"),
+          {"x": rnd(1, 8, 8, 8), "r": rois})
+    check(tmp_path, lambda x, n: o1.reverse_sequence(x, n, 0, 1),
+          {"x": rnd(3, 5, 2), "n": np.array([5, 2, 3], np.int32)})
+    mask = np.ones((6, 2), F32)
+    mask[4:, 1] = 0
+    check(tmp_path, lambda x, m: o1.ctc_greedy_decoder(x, m, True),
+          {"x": rng.rand(6, 2, 4).astype(F32), "m": mask})

@@ -2197,3 +2197,22 @@ def _detection_output(ctx: LayerContext):
             raise ctx.error(f"confidences ({conf[1]}) do not divide into {priors} priors")
         ctx.layer.data["num_classes"] = str(conf[1] // priors)
     return legacy_detection_output(ctx)
+
+
+def _shared_with_legacy(name: str, fn_name: str) -> None:
+    """Register an opset layer whose attributes and semantics equal its legacy namesake."""
+
+    def mapped(ctx: LayerContext):
+        from . import legacy_ext
+
+        return getattr(legacy_ext, fn_name)(ctx)
+
+    mapped.__name__ = f"_opset_{fn_name.strip('_')}"
+    mapped.__qualname__ = mapped.__name__
+    layer(name, ANY)(mapped)
+
+
+for _name, _fn in (("RegionYolo", "_region_yolo"), ("ReorgYolo", "_reorg_yolo"), ("ROIPooling", "_roi_pooling"),
+                   ("PSROIPooling", "_psroi"), ("ReverseSequence", "_reverse_sequence"),
+                   ("CTCGreedyDecoder", "_ctc")):
+    _shared_with_legacy(_name, _fn)
