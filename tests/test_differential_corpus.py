@@ -198,6 +198,13 @@ EXPECTED_DIFFERENCES: dict[str, tuple[str, str, str]] = {
     "op_sample_spec_index": (
         "reject", "accept", "the spec-valid counterpart of 'op_sample' (index from argmax_pool of the same "
         "input, i.e. output-shaped), which the official shape function rejects for the same reason"),
+    "shape_conv_window_exceeds_input": (
+        "accept", "reject", "a 2-wide window on an unpadded extent of 1 fits nowhere: the output extent "
+        "(1 - 2) / 1 + 1 = 0 is not a valid extent (spec: extents are positive); the official function "
+        "returns 0"),
+    "shape_deconv_padding_empties_output": (
+        "accept", "reject", "deconv output extent (1 - 1) * 1 + 1 - 0 - 1 = 0: padding crops the whole axis; "
+        "extents must be positive, the official function returns 0"),
     "squeeze_1": (
         "accept", "reject", "spec 4.5 (squeeze): squeezed dimensions must be singletons; axis 0 has extent 2. "
         "The official shape function does not check extents"),
@@ -226,18 +233,12 @@ EXPECTED_SHAPE_DIFFERENCES: dict[str, tuple[dict[str, list], str]] = {
 #: Real nnefx front-end bugs found by this suite (reported to the front-end owner); each is an
 #: expected failure that turns into an error (strict) once fixed, so it is removed from here.
 KNOWN_NNEFX_BUGS: dict[str, str] = {
-    "bad_slice_negative_stride_empty": "slice with stride -1 needs begin >= end (nnef-operators 'slice "
-                                       "details'); nnefx accepts begin 0, end 1 and returns an empty axis",
-    "bad_slice_negative_stride_begin_at_extent": "with stride -1, begin 4 on an axis of extent 4 names no "
-                                                 "element; nnefx clamps it numpy-style and returns 3 items (the "
-                                                 "spec formula ceil((end-begin)/stride) would give 4); the "
-                                                 "official parser rejects the range",
-    "bad_slice_end_before_first": "end -2 on an axis of extent 1 normalises to -1 ('before the first element'), "
-                                  "below begin 0 with a positive stride, so the range is invalid (nnef-operators "
-                                  "'slice details'); nnefx clamps to 0 and returns an empty axis",
-    # Found and fixed during development (kept as regression cases in the corpus):
+    # Found by this suite and fixed during development (kept as regression cases in the corpus):
     # bad_non_variable_update (update() of a non-variable), bad_output_is_input (a graph
-    # name that is both parameter and result).
+    # name that is both parameter and result), bad_slice_negative_stride_empty,
+    # bad_slice_negative_stride_begin_at_extent, bad_slice_end_before_first (slice ranges
+    # after normalisation: -1 means "before the first element"; a negative stride needs
+    # end <= begin < extent).
 }
 
 
