@@ -566,3 +566,36 @@ def test_session_runs_like_the_official_one(tmp_path: Any) -> None:
     for m in MODULES:
         with m.Session(str(folder), stdlib="", lowered=[]) as session, pytest.raises(ValueError):
             session(np.ones((2, 2), np.float32), w)
+
+
+HOSTILE = {
+    "deep_parentheses": "version 1.0;\ngraph G( x ) -> ( y ) { x = external(shape = [1]); y = add(x, "
+                        + "(" * 5000 + "1.0" + ")" * 5000 + "); }",
+    "deep_arrays": "version 1.0;\ngraph G( x ) -> ( y ) { x = external(shape = " + "[" * 3000 + "]" * 3000
+                   + "); y = copy(x); }",
+    "huge_integer": "version 1.0;\ngraph G( x ) -> ( y ) { x = external(shape = [" + "9" * 400 + "]); y = copy(x); }",
+    "nul_bytes": "version 1.0;\ngraph G( x ) -> ( y ) { x = external(shape = [1]);\x00 y = copy(x); }",
+    "binary_garbage": "".join(chr(c) for c in range(1, 256)) * 4,
+    "unterminated_comment_like": "version 1.0;\ngraph G( x ) -> ( y ) { x = external(shape = [1]); y = copy(x); } #",
+    "self_recursive_fragment": """version 1.0;
+        extension KHR_enable_fragment_definitions;
+        fragment f( x: tensor<scalar> ) -> ( y: tensor<scalar> ) { y = f(x); }
+        graph G( x ) -> ( y ) { x = external(shape = [1]); y = f(x); }""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_documents_raise_error_only(name: str) -> None:
+    """Malformed or hostile text gives ``Error`` (never a traceback of another kind), also when lowered."""
+    _needs_frontend()
+    text = HOSTILE[name]
+    for lowered in ([], ["f"]):
+        try:
+            graph = compat.parse_string(text, lowered=lowered)
+            compat.infer_shapes(graph)
+        except compat.Error as e:
+            assert str(e)
+            continue
+        # valid: the trailing comment, the recursive fragment kept atomic (it has no shape rule,
+        # so infer_shapes raised above), and a huge extent (nnefx integers do not wrap)
+        assert name in ("unterminated_comment_like", "huge_integer"), name

@@ -65,8 +65,9 @@ def test_compat_graph_identical_to_official(case_id: str, text: str) -> None:
     theirs = run(official, text)
     ours = run(compat, text)
     if case_id in EXPECTED_DIFFERENCES or case_id in EXPECTED_SHAPE_DIFFERENCES:
-        # documented in test_differential_corpus.py; the parsed graphs must still agree when both parse
-        if theirs[0] != "parse error" and ours[0] != "parse error":
+        # documented in test_differential_corpus.py; the parsed graphs must still agree when both
+        # parse, except where the difference is in the parsed value itself (32-bit wrapping)
+        if theirs[0] != "parse error" and ours[0] != "parse error" and case_id != "shape_external_huge_extent":
             assert ours[0] == theirs[0]
         assert ours != theirs
         return

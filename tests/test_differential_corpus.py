@@ -223,6 +223,10 @@ EXPECTED_SHAPE_DIFFERENCES: dict[str, tuple[dict[str, list], str]] = {
         {"x": [None, 3], "y": [None, 3]},
         "an extent of 0 in an external's shape means 'unspecified' in nnefx (seed 001 3.3.4, shape "
         "propagation with unspecified input dimensions); the official package takes it as a literal 0"),
+    "shape_external_huge_extent": (
+        {"x": [3000000000], "y": [3000000000]},
+        "the official parser stores integers in 32 bits and silently wraps 3000000000 to -1294967296; "
+        "nnefx keeps the value (running such a graph is refused at allocation time)"),
     "shape_broadcast_zero_extent": (
         {"y": [0]},
         "broadcasting an empty axis (extent 0, from an empty slice) with an extent-1 axis gives the non-1 extent, "
