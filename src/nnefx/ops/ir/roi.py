@@ -138,13 +138,18 @@ def _roi_fast(input, rois, *, pooled_h, pooled_w, spatial_scale=1.0, method="max
         he = np.clip(np.ceil((ph + 1) * bin_h) + sy, 0, H).astype(int)
         ws = np.clip(np.floor(pw * bin_w) + sx, 0, W).astype(int)
         we = np.clip(np.ceil((pw + 1) * bin_w) + sx, 0, W).astype(int)
+        w_lo, w_hi = int(ws.min()), int(we.max())
+        if w_hi <= w_lo:
+            continue
+        # max over each row band once (restricted to the RoI's columns), then over column bands
+        rows = np.full((pooled_h, C, w_hi - w_lo), -np.inf, dtype=input.dtype)
         for i in range(pooled_h):
-            if he[i] <= hs[i]:
-                continue
-            rowmax = input[b, :, hs[i]:he[i], :].max(axis=1)            # (C, W)
-            for j in range(pooled_w):
-                if we[j] > ws[j]:
-                    out[r, :, i, j] = rowmax[:, ws[j]:we[j]].max(axis=1)
+            if he[i] > hs[i]:
+                rows[i] = input[b, :, hs[i]:he[i], w_lo:w_hi].max(axis=1)
+        for j in range(pooled_w):
+            if we[j] > ws[j]:
+                out[r, :, :, j] = rows[:, :, ws[j] - w_lo:we[j] - w_lo].max(axis=2).T
+        out[r, :, he <= hs, :] = 0.0                                     # empty bins are 0
     return out
 
 
