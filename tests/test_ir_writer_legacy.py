@@ -188,7 +188,7 @@ def test_mvn_norm_normalize_grn(tmp_path, across, normalize):
 def test_norm_lrn(tmp_path):
     x = rand(1, 7, 3, 3)
     net = unary("Norm", x.shape, {"alpha": "1e-2", "beta": "0.75", "local-size": "5", "region": "across"})
-    upgrade(net, {"data": x}, tmp_path, roundtrip=False)   # nnefx's opset reader has no LRN mapping yet
+    upgrade(net, {"data": x}, tmp_path)   # nnefx's opset reader has no LRN mapping yet
 
 
 def sig(v):
@@ -210,7 +210,6 @@ def test_recurrent_cells(tmp_path):
 
 
 # --- IR-only extension layers: mapped back to their opset layers ------------------------------
-# (nnefx's opset reader does not map these layer types yet, so no read-back here)
 
 def test_ssd_tail_prior_box_and_detection_output(tmp_path):
     H, W, C = 2, 3, 3
@@ -228,7 +227,7 @@ def test_ssd_tail_prior_box_and_detection_output(tmp_path):
             {"num_classes": str(C), "share_location": "1", "background_label_id": "0", "nms_threshold": "0.45",
              "top_k": "10", "code_type": "caffe.PriorBoxParameter.CENTER_SIZE", "variance_encoded_in_target": "0",
              "keep_top_k": "5", "confidence_threshold": "0.2"}, name="detections")
-    got = upgrade(net, {"feat": feat, "img": img, "loc": loc, "conf": conf}, tmp_path, roundtrip=False)
+    got = upgrade(net, {"feat": feat, "img": img, "loc": loc, "conf": conf}, tmp_path)
     assert (got["detections"][0, 0, :, 0] >= 0).any()      # something was detected
 
 
@@ -239,7 +238,7 @@ def test_yolo_layers(tmp_path):
     net.add("RegionYolo", [i], [[1, 16 * 8]], {"axis": "1", "classes": "3", "coords": "4", "do_softmax": "1",
                                               "end_axis": "3", "num": "2"}, name="region")
     net.add("ReorgYolo", [i], [[1, 64, 1, 2]], {"stride": "2"}, name="reorg")
-    upgrade(net, {"data": x}, tmp_path, roundtrip=False)
+    upgrade(net, {"data": x}, tmp_path)
 
 
 def test_roi_layers(tmp_path):
@@ -251,7 +250,7 @@ def test_roi_layers(tmp_path):
             name="roi")
     net.add("PSROIPooling", [a, b], [[2, 2, 3, 3]], {"group_size": "3", "output_dim": "2", "spatial_scale": "0.5"},
             name="psroi")
-    upgrade(net, {"data": x, "rois": rois}, tmp_path, roundtrip=False)
+    upgrade(net, {"data": x, "rois": rois}, tmp_path)
 
 
 def test_proposal(tmp_path):
@@ -264,7 +263,7 @@ def test_proposal(tmp_path):
     net.add("Proposal", [a, b, c], [[8, 5]], {"base_size": "16", "feat_stride": "16", "min_size": "4",
                                               "nms_thresh": "0.6", "post_nms_topn": "8", "pre_nms_topn": "40",
                                               "ratio": "2.67", "scale": "4.0,6.0,9.0,16.0,24.0,32.0"}, name="out")
-    upgrade(net, {"cls": cls, "bbox": bbox, "info": info}, tmp_path, roundtrip=False)
+    upgrade(net, {"cls": cls, "bbox": bbox, "info": info}, tmp_path, roundtrip=False)  # no opset Proposal reader yet
 
 
 def test_sequence_and_quantize_layers(tmp_path):
@@ -283,7 +282,7 @@ def test_sequence_and_quantize_layers(tmp_path):
     c = [net.const(n, v) for n, v in (("il", lo), ("ih", hi), ("ol", np.array([0.0], "f4")),
                                       ("oh", np.array([255.0], "f4")))]
     net.add("Quantize", [xi, *c], [list(x.shape)], {"levels": "256"}, name="q")
-    upgrade(net, {"data": data, "seq": seq, "x": x, "len": lengths}, tmp_path, rtol=1e-3, roundtrip=False)
+    upgrade(net, {"data": data, "seq": seq, "x": x, "len": lengths}, tmp_path, rtol=1e-3)
 
 
 @pytest.mark.parametrize("align", [0, 1])
@@ -308,7 +307,7 @@ def test_argmax_ties_break_like_caffe(tmp_path, axis):
     if axis is not None:
         data["axis"] = str(axis)
         shape = [2, 3, 4]
-    upgrade(unary("ArgMax", x.shape, data, shape), {"data": x}, tmp_path, roundtrip=False)
+    upgrade(unary("ArgMax", x.shape, data, shape), {"data": x}, tmp_path)
 
 
 def test_layer_without_opset_form_is_refused_with_its_location(tmp_path):
@@ -360,7 +359,7 @@ def test_prior_box_clustered(tmp_path):
     net.add("PriorBoxClustered", [f, im], [[1, 2, 3 * 2 * 2 * 4]],
             {"width": "4.0,9.5", "height": "6.0,3.0", "clip": "1", "offset": "0.5",
              "variance": "0.1,0.1,0.2,0.2", "step_w": "0", "step_h": "0"}, name="priors")
-    upgrade(net, {"feat": feat, "img": img}, tmp_path, roundtrip=False)
+    upgrade(net, {"feat": feat, "img": img}, tmp_path)
 
 
 # --- state and loops ----------------------------------------------------------------------------

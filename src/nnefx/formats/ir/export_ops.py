@@ -288,8 +288,8 @@ def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border
     return ctx.layer("Pad", inputs, new, attrs={"pad_mode": _PAD_MODE[border]})
 
 
-def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int],
-            transposed: bool = False) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int], transposed: bool = False,
+            allow_negative_end: bool = False) -> tuple[list[tuple[int, int]], list[int], list[int]]:
     """Explicit padding, stride and dilation of a windowed op over its last ``n`` dims."""
     from ...ops._common import resolve_padding_down, resolve_padding_up, window_arrays
 
@@ -301,7 +301,7 @@ def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int],
         pads = resolve_padding_up(xs, X, size, stride, dil, pads)
     else:
         pads = resolve_padding_down(xs, size, stride, dil, pads)
-    if any(p < 0 or q < 0 for p, q in pads):
+    if any(p < 0 or (q < 0 and not allow_negative_end) for p, q in pads):
         raise ctx.fail(f"negative padding {pads} has no opset form")
     return [tuple(p) for p in pads], stride, dil
 
@@ -349,7 +349,10 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     n = len(xs) - 2
     if op.attribs.get("border", "constant") != "constant":
         raise ctx.fail(f"border '{op.attribs.get('border')}' of a deconvolution has no opset form")
-    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True)
+    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True, allow_negative_end=True)
+    # a negative padding after extends the output past the full transposed extent: that is
+    # OpenVINO's output_padding
+    pads = [(p, max(q, 0)) for p, q in pads]
     shape = out_shape(ctx, op)
     base = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 - pads[i][0] - pads[i][1] for i in range(n)]
     extra = [shape[2 + i] - base[i] for i in range(n)]
@@ -759,7 +762,8 @@ def _ir_region_yolo(ctx: ExportContext, op: Operation) -> None:
 @exporter("ir_reorg_yolo")
 def _ir_reorg_yolo(ctx: ExportContext, op: Operation) -> None:
     s = int(op.attribs["stride"])
-    ctx.bind(out(op), ctx.layer("ReorgYolo", [op.inputs["input"]], out_shape(ctx, op), attrs={"stride": [s, s]}))
+    ctx.bind(out(op), ctx.layer("ReorgYolo", [op.inputs["input"]], out_shape(ctx, op), attrs={"stride": s},
+                                version="opset2"))
 
 
 @exporter("ir_roi_pooling")
@@ -942,3 +946,186 @@ def _ir_prior_box_clustered(ctx: ExportContext, op: Operation) -> None:
     y = ctx.layer("PriorBoxClustered", [ctx.ints(fs[2:4]), ctx.ints(ims[2:4])], shape[1:], etype="f32",
                   attrs=attrs)
     ctx.bind(out(op), reshape(ctx, y, shape))
+
+
+# --- IR-only extension operations from opset files back to their layers ----------------------
+
+_ARITH = {"add": "Add", "subtract": "Subtract", "multiply": "Multiply", "divide": "Divide",
+          "pythondiv": "Divide", "maximum": "Maximum", "minimum": "Minimum", "power": "Power",
+          "squared_difference": "SquaredDifference", "floor_mod": "FloorMod", "mod": "Mod"}
+_IR_COMPARE = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "less_equal": "LessEqual",
+               "greater": "Greater", "greater_equal": "GreaterEqual"}
+
+
+@exporter("ir_arith", "ir_compare")
+def _ir_arith(ctx: ExportContext, op: Operation) -> None:
+    # numpy broadcasting and OpenVINO's integer semantics already: the layer itself
+    kind = str(op.attribs["op"])
+    table = _ARITH if op.op == "ir_arith" else _IR_COMPARE
+    if kind not in table:
+        raise ctx.fail(f"op '{kind}' has no opset layer")
+    et = literal_etype(ctx, op, [op.inputs["x"], op.inputs["y"]])
+    x, y = ctx.ref(op.inputs["x"], et), ctx.ref(op.inputs["y"], et)
+    attrs = {"m_pythondiv": kind == "pythondiv"} if table[kind] == "Divide" else None
+    out_et = "boolean" if op.op == "ir_compare" else ctx.etype(x)
+    ctx.bind(out(op), ctx.layer(table[kind], [x, y], out_shape(ctx, op), etype=out_et, attrs=attrs))
+
+
+@exporter("ir_top_k")
+def _ir_top_k(ctx: ExportContext, op: Operation) -> None:
+    # 'ties keep the lower index' = TopK-11 with stable=true
+    x = op.inputs["input"]
+    names = op.output_names()
+    vals, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(int(op.attribs["k"])), "i64")],
+                          outputs=[(ctx.shape(names[0]), ctx.etype(x)), (ctx.shape(names[1]), "i64")],
+                          attrs={"axis": int(op.attribs["axis"]), "mode": str(op.attribs.get("mode", "max")),
+                                 "sort": str(op.attribs.get("sort", "value")), "index_element_type": "i64",
+                                 "stable": True}, version="opset11")
+    ctx.bind(names[0], vals)
+    ctx.bind(names[1], idx)
+
+
+@exporter("ir_cumsum")
+def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("CumSum", [op.inputs["x"], ctx.const(np.asarray(int(op.attribs["axis"])), "i64")],
+                                out_shape(ctx, op), version="opset3",
+                                attrs={"exclusive": bool(op.attribs.get("exclusive", False)),
+                                       "reverse": bool(op.attribs.get("reverse", False))}))
+
+
+@exporter("ir_reduce_prod")
+def _ir_reduce_prod(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("ReduceProd", [op.inputs["input"], ctx.ints(op.attribs["axes"])], out_shape(ctx, op),
+                                attrs={"keep_dims": True}))
+
+
+@exporter("ir_round")
+def _ir_round(ctx: ExportContext, op: Operation) -> None:
+    mode = str(op.attribs.get("mode", "half_to_even"))
+    ctx.bind(out(op), unop(ctx, "Round", op.inputs["x"], {"mode": mode}, version="opset5"))
+
+
+@exporter("ir_einsum")
+def _ir_einsum(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("Einsum", list(op.inputs["inputs"]), out_shape(ctx, op), version="opset7",
+                                attrs={"equation": str(op.attribs["equation"])}))
+
+
+@exporter("ir_gather_elements", "ir_gather_nd")
+def _ir_gather_elements(ctx: ExportContext, op: Operation) -> None:
+    x, idx = op.inputs["input"], op.inputs["indices"]
+    if op.op == "ir_gather_elements":
+        y = ctx.layer("GatherElements", [x, idx], out_shape(ctx, op), etype=ctx.etype(x), version="opset6",
+                      attrs={"axis": int(op.attribs["axis"])})
+    else:
+        y = ctx.layer("GatherND", [x, idx], out_shape(ctx, op), etype=ctx.etype(x), version="opset8",
+                      attrs={"batch_dims": int(op.attribs.get("batch_dims", 0))})
+    ctx.bind(out(op), y)
+
+
+@exporter("ir_one_hot")
+def _ir_one_hot(ctx: ExportContext, op: Operation) -> None:
+    on = op.inputs["on_value"]
+    et = ctx.etype(on)
+    ctx.bind(out(op), ctx.layer("OneHot", [op.inputs["indices"], ctx.const(np.asarray(int(op.attribs["depth"])), "i64"),
+                                           ctx.ref(on, et), ctx.ref(op.inputs["off_value"], et)],
+                                out_shape(ctx, op), etype=et, attrs={"axis": int(op.attribs["axis"])}))
+
+
+@exporter("ir_scatter")
+def _ir_scatter(ctx: ExportContext, op: Operation) -> None:
+    data, idx, upd = op.inputs["data"], op.inputs["indices"], op.inputs["updates"]
+    kind = str(op.attribs["kind"])
+    shape = out_shape(ctx, op)
+    axis = ctx.const(np.asarray(int(op.attribs.get("axis", 0))), "i64")
+    if kind == "update":
+        y = ctx.layer("ScatterUpdate", [data, idx, upd, axis], shape, etype=ctx.etype(data), version="opset3")
+    elif kind == "nd":
+        y = ctx.layer("ScatterNDUpdate", [data, idx, upd], shape, etype=ctx.etype(data), version="opset4")
+    elif kind == "elements":
+        y = ctx.layer("ScatterElementsUpdate", [data, idx, upd, axis], shape, etype=ctx.etype(data),
+                      version="opset12", attrs={"reduction": str(op.attribs.get("reduction", "none")),
+                                                "use_init_val": bool(op.attribs.get("use_init_val", True))})
+    else:
+        raise ctx.fail(f"scatter kind '{kind}' has no opset layer")
+    ctx.bind(out(op), y)
+
+
+@exporter("ir_gru_sequence", "ir_rnn_sequence")
+def _ir_gru_rnn_sequence(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    n = ctx.shape(x)[0]
+    hs = ctx.shape(op.inputs["initial_hidden"])[2]
+    lens = op.inputs["sequence_lengths"]
+    data = ctx.data(lens)
+    if data is not None:
+        arr = np.asarray(data, dtype=np.int64).reshape(-1)
+        lens_ref = ctx.const(np.repeat(arr, n) if arr.size == 1 else arr, "i64")
+    elif ctx.shape(lens) == (n,):
+        lens_ref = ctx.ref(lens)
+    else:
+        raise ctx.fail(f"run-time sequence lengths of shape {ctx.shape(lens)} have no sequence-layer form")
+    attrs: dict[str, Any] = {"hidden_size": hs, "direction": str(op.attribs.get("direction", "forward")),
+                             "clip": float(op.attribs.get("clip", 0.0)), "activations_alpha": [],
+                             "activations_beta": []}
+    if op.op == "ir_gru_sequence":
+        kind = "GRUSequence"
+        attrs.update(activations=["sigmoid", "tanh"],
+                     linear_before_reset=bool(op.attribs.get("linear_before_reset", False)))
+    else:
+        kind = "RNNSequence"
+        attrs["activations"] = [str(op.attribs.get("activation", "tanh"))]
+    names = op.output_names()
+    refs = ctx.layer(kind, [x, op.inputs["initial_hidden"], lens_ref, op.inputs["W"], op.inputs["R"], op.inputs["B"]],
+                     outputs=[(ctx.shape(nm), "f32") for nm in names], attrs=attrs, version="opset5")
+    for nm, r in zip(names, refs, strict=True):
+        ctx.bind(nm, r)
+
+
+@exporter("ir_interpolate")
+def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    xs, shape = ctx.shape(x), out_shape(ctx, op)
+    a = op.attribs
+    axes = [int(v) for v in a["axes"]]
+    scales = [float(v) for v in a.get("scales", [])]
+    attrs = {"mode": str(a.get("mode", "nearest")), "coordinate_transformation_mode":
+             str(a.get("coordinate_transformation_mode", "half_pixel")),
+             "nearest_mode": str(a.get("nearest_mode", "round_prefer_floor")), "antialias": False,
+             "pads_begin": [0] * len(xs), "pads_end": [0] * len(xs),
+             "cube_coeff": float(a.get("cubic_coeff_a", -0.75))}
+    exact = all(abs(s - shape[ax] / xs[ax]) < 1e-12 for s, ax in zip(scales, axes, strict=True)) if scales else True
+    if exact:
+        target = ctx.ints([shape[ax] for ax in axes])
+        attrs["shape_calculation_mode"] = "sizes"
+    else:
+        # the coordinate transform uses these scales, not out/in: write them, if OpenVINO's
+        # floor(in * scale) gives the same extents
+        if any(int(np.floor(xs[ax] * np.float32(s) + 1e-5)) != shape[ax] for s, ax in zip(scales, axes, strict=True)):
+            raise ctx.fail(f"scales {scales} do not give the output extents {shape}")
+        target = ctx.const(np.asarray(scales, np.float32), "f32")
+        attrs["shape_calculation_mode"] = "scales"
+    ctx.bind(out(op), ctx.layer("Interpolate", [x, target, ctx.ints(axes)], shape, attrs=attrs, version="opset11"))
+
+
+@exporter("ir_range")
+def _ir_range(ctx: ExportContext, op: Operation) -> None:
+    et = ETYPE.get(op.dtype or "scalar", "f32")
+    refs = [ctx.ref(op.inputs[k], et) for k in ("start", "stop", "step")]
+    ctx.bind(out(op), ctx.layer("Range", refs, out_shape(ctx, op), etype=et, attrs={"output_type": et},
+                                version="opset4"))
+
+
+@exporter("ir_broadcast")
+def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
+    # the target shape was computed at run time; written statically, it is the output shape
+    x = op.inputs["input"]
+    shape = out_shape(ctx, op)
+    mode = str(op.attribs.get("mode", "numpy"))
+    inputs = [x, ctx.ints(shape)]
+    if mode == "explicit":
+        inputs.append(ctx.ints(op.attribs.get("axes_mapping", [])))
+    elif mode not in ("numpy", "bidirectional"):
+        raise ctx.fail(f"broadcast mode '{mode}' has no Broadcast-3 form")
+    ctx.bind(out(op), ctx.layer("Broadcast", inputs, shape, etype=ctx.etype(x), attrs={"mode": mode},
+                                version="opset3"))
