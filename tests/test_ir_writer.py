@@ -42,8 +42,8 @@ def close(got, want, rtol=1e-4):
 def check(model, feeds: dict, tmp_path, rtol=1e-4, roundtrip=True, **save_opts) -> str:
     """Save as IR v11, run with OpenVINO and nnefx (original and re-read): all must agree.
 
-    ``roundtrip=False`` where the written layer types are ones nnefx's opset reader does not
-    map yet (LRN, the detection layers): OpenVINO agreement is still required.
+    ``roundtrip=False`` where a written layer type is one nnefx's opset reader does not map
+    (yet): OpenVINO agreement is still required.
     """
     want = Session(model, "fast").run(feeds)
     xml = str(tmp_path / "model.xml")
