@@ -599,3 +599,24 @@ def test_hostile_documents_raise_error_only(name: str) -> None:
         # valid: the trailing comment, the recursive fragment kept atomic (it has no shape rule,
         # so infer_shapes raised above), and a huge extent (nnefx integers do not wrap)
         assert name in ("unterminated_comment_like", "huge_integer"), name
+
+
+@pytest.mark.peer
+def test_load_graph_with_quantized_variable(tmp_path: Any) -> None:
+    """Quantized variable codes and their ``graph.quant`` entry load identically."""
+    _needs_frontend()
+    folder = tmp_path / "q"
+    folder.mkdir()
+    (folder / "graph.nnef").write_text("version 1.0;\ngraph G( x ) -> ( y ) {\n x = external(shape = [1, 4]);\n"
+                                       " w = variable(shape = [1, 4], label = 'w');\n y = mul(x, w);\n}\n")
+    (folder / "graph.quant").write_text(
+        '"w": zero_point_linear_quantize(zero_point = 128, scale = 0.25, bits = 8, signed = false, '
+        'symmetric = false);\n"y": linear_quantize(min = -2.0, max = 2.0, bits = 8);\n')
+    with open(folder / "w.dat", "wb") as f:
+        official.write_tensor(f, np.array([[0, 64, 128, 255]], np.uint8), quantized=True)
+    result = assert_same(lambda m: m.load_graph(str(folder)))
+    assert result[0] == "ok"
+    graph = compat.load_graph(str(folder))
+    assert graph.tensors["w"].data.dtype == np.uint8
+    assert graph.tensors["w"].quantization["op-name"] == "zero_point_linear_quantize"
+    assert graph.tensors["w"].quantization["zero_point"].dtype == np.int32
