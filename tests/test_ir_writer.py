@@ -349,3 +349,26 @@ def test_multilinear_with_zero_border_is_refused(tmp_path):
     b.output(b.op("multilinear_upsample", x, factor=[2, 2], method="symmetric", border="constant"), name="y")
     with pytest.raises(NNEFXError, match="multilinear_upsample.*border 'constant' has no Interpolate form"):
         nnefx.save(b.build(), str(tmp_path / "m.xml"))
+
+
+def test_more_compounds(tmp_path):
+    b = GraphBuilder("compounds")
+    x = b.external("x", shape=(2, 4, 6, 5))
+    v = b.external("v", shape=(2, 4))
+    parts = b.op("unstack", v, axis=1, outputs=4)
+    outs = {
+        "addn": b.op("add_n", [x, v, b.op("abs", x)]),
+        "stacked": b.op("stack", [v, b.op("neg", v)], axis=1),
+        "u2": parts[2],
+        "rsqr": b.op("rsqr", b.op("add", b.op("abs", x), 0.5)),
+        "softabs": b.op("softabs", x, epsilon=0.01),
+        "amin": b.op("argmin_reduce", b.op("round", x), axes=[2]),
+        "l1": b.op("l1_normalization", x, axes=[1, 3], bias=0.1, epsilon=1e-3),
+        "sep": b.op("separable_conv", x, b.variable("plane", rand(4, 1, 3, 2)), b.variable("point", rand(6, 2, 1, 1)),
+                    b.variable("sb", rand(1, 6)), padding=[(1, 1), (0, 1)], stride=[2, 1], groups=2),
+    }
+    a, c = b.op("copy_n", v, times=2, outputs=2)
+    outs["c0"], outs["c1"] = a, c
+    for k, val in outs.items():
+        b.output(val, name=k)
+    check(b.build(), {"x": rand(2, 4, 6, 5, lo=-2, hi=2), "v": rand(2, 4)}, tmp_path)

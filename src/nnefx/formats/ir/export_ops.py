@@ -1129,3 +1129,110 @@ def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
         raise ctx.fail(f"broadcast mode '{mode}' has no Broadcast-3 form")
     ctx.bind(out(op), ctx.layer("Broadcast", inputs, shape, etype=ctx.etype(x), attrs={"mode": mode},
                                 version="opset3"))
+
+
+# --- a few more NNEF compounds, written as their definitions ---------------------------------
+
+@exporter("add_n")
+def _add_n(ctx: ExportContext, op: Operation) -> None:
+    values = list(op.inputs["x"])
+    if not values:
+        ctx.bind(out(op), ctx.const(np.zeros((1,), np.float32), "f32"))
+        return
+    refs = nnef_operands(ctx, op, values)
+    y = refs[0]
+    for r in refs[1:]:      # left to right, as the definition's recursion adds
+        y = binop(ctx, "Add", y, r)
+    ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
+
+
+@exporter("copy_n")
+def _copy_n(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    for n in op.output_names():
+        ctx.bind(n, x)
+
+
+@exporter("stack")
+def _stack(ctx: ExportContext, op: Operation) -> None:
+    axis = int(op.attribs["axis"])
+    parts = []
+    for v in op.inputs["values"]:
+        s = ctx.shape(v)
+        parts.append(ctx.layer("Unsqueeze", [v, ctx.ints([axis])], s[:axis] + (1,) + s[axis:]))
+    ctx.bind(out(op), ctx.layer("Concat", parts, out_shape(ctx, op), attrs={"axis": axis}))
+
+
+@exporter("unstack")
+def _unstack(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["value"]
+    xs = ctx.shape(x)
+    axis = int(op.attribs["axis"]) % len(xs)
+    names = op.output_names()
+    piece = xs[:axis] + (1,) + xs[axis + 1:]
+    refs = ctx.layer("Split", [x, ctx.const(np.asarray(axis), "i64")], outputs=[(piece, ctx.etype(x))] * len(names),
+                     attrs={"num_splits": len(names)})
+    for n, r in zip(names, refs, strict=True):
+        ctx.bind(n, ctx.layer("Squeeze", [r, ctx.ints([axis])], ctx.shape(n)))
+
+
+@exporter("rsqr", "softabs")
+def _rsqr_softabs(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    sq = binop(ctx, "Multiply", x, x)
+    if op.op == "rsqr":    # x ^ -2
+        y = ctx.layer("Power", [x, scalar_const(ctx, -2.0)], ctx.shape(x))
+    else:                  # sqrt(x^2 + epsilon)
+        y = unop(ctx, "Sqrt", binop(ctx, "Add", sq, scalar_const(ctx, float(op.attribs["epsilon"]))))
+    ctx.bind(out(op), y)
+
+
+@exporter("argmin_reduce")
+def _argmin_reduce(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    xs = ctx.shape(x)
+    axes = sorted(int(a) % len(xs) for a in op.attribs["axes"])
+    if len(axes) != 1:
+        raise ctx.fail(f"argmin over several axes {axes} (a flattened index) has no TopK form")
+    ks = tuple(1 if i == axes[0] else d for i, d in enumerate(xs))
+    _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
+                       attrs={"axis": axes[0], "mode": "min", "sort": "value", "index_element_type": "i64",
+                              "stable": True}, version="opset11")
+    ctx.bind(out(op), idx)
+
+
+@exporter("l1_normalization")
+def _l1_norm(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    shape = ctx.shape(x)
+    axes = [int(a) for a in op.attribs["axes"]]
+    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    s = ctx.layer("ReduceSum", [unop(ctx, "Abs", x), ctx.ints(axes)], red, attrs={"keep_dims": True})
+    sigma = binop(ctx, "Add", s, scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
+    den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))
+    ctx.bind(out(op), binop(ctx, "Divide", x, den))
+
+
+@exporter("separable_conv")
+def _separable_conv(ctx: ExportContext, op: Operation) -> None:
+    # conv(input, plane_filter, groups = 0, window attributes), then a 1x1 conv with the bias
+    plane = Operation("conv", {"input": op.inputs["input"], "filter": op.inputs["plane_filter"], "bias": 0.0},
+                      {"output": out(op)}, {k: v for k, v in op.attribs.items() if k != "groups"} | {"groups": 0},
+                      location=op.location)
+    xs, fs = ctx.shape(op.inputs["input"]), ctx.shape(op.inputs["plane_filter"])
+    from ...ops._common import down_extent, window_arrays
+
+    size, pads, stride, dil = window_arrays("conv", len(xs) - 2, list(fs[2:]), op.attribs.get("padding", []),
+                                            op.attribs.get("stride", []), op.attribs.get("dilation", []))
+    mid = (xs[0], fs[0]) + tuple(down_extent("conv", 2 + i, xs[2 + i], size[i], stride[i], dil[i],
+                                             None if pads is None else pads[i]) for i in range(len(size)))
+    saved = ctx.graph.tensors[out(op)].shape
+    ctx.graph.tensors[out(op)].shape = mid       # the depth-wise result's shape, while it is written
+    try:
+        _conv(ctx, plane)
+    finally:
+        ctx.graph.tensors[out(op)].shape = saved
+    filtered = ctx.refs.pop(out(op))
+    point = Operation("conv", {"input": filtered, "filter": op.inputs["point_filter"], "bias": op.inputs.get("bias", 0.0)},
+                      {"output": out(op)}, {"groups": op.attribs.get("groups", 1)}, location=op.location)
+    _conv(ctx, point)
