@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 import torch.nn.functional as F
 
 from nnefx.diagnostics import NNEFXError
@@ -284,4 +285,30 @@ def test_fp16_blobs(tmp_path):
     net = unary_net("Convolution", x.shape, {"kernel": "1,1", "output": "3"}, [1, 3, 4, 4],
                     blobs={"weights": (w, "FP16"), "biases": (b, "FP16")})
     ref = F.conv2d(t(x), t(w.astype(np.float32)), t(b.astype(np.float32))).numpy()
+    one(net, tmp_path, {"data": x}, ref, 1e-5)
+
+
+def test_small_cnn_end_to_end_against_torch(tmp_path):
+    """A LeNet-like legacy net (Convolution, ReLU, Pooling, Norm, FullyConnected, SoftMax)
+    with torch's random weights, against the same torch model."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+    fc = torch.nn.Linear(6 * 4 * 4, 5)
+    x = rand(2, 3, 8, 8)
+    with torch.no_grad():
+        h = F.max_pool2d(F.relu(conv(t(x))), 2)
+        h = F.local_response_norm(h, 3, alpha=1e-3, beta=0.75, k=1.0)
+        ref = torch.softmax(fc(h.reshape(2, -1)), dim=1).numpy()
+    net = LegacyNet("lenet")
+    i = net.input("data", x.shape)
+    (c,) = net.add("Convolution", [i], [[2, 6, 8, 8]], {"kernel": "3,3", "output": "6", "pads_begin": "1,1",
+                                                        "pads_end": "1,1", "strides": "1,1"},
+                   blobs={"weights": conv.weight.detach().numpy(), "biases": conv.bias.detach().numpy()})
+    (r,) = net.add("ReLU", [c], [[2, 6, 8, 8]])
+    (p,) = net.add("Pooling", [r], [[2, 6, 4, 4]], {"kernel": "2,2", "strides": "2,2", "pool-method": "max"})
+    (n,) = net.add("Norm", [p], [[2, 6, 4, 4]], {"alpha": "0.001", "beta": "0.75", "local-size": "3",
+                                                 "region": "across"})
+    (f,) = net.add("FullyConnected", [n], [[2, 5]], {"out-size": "5"},
+                   blobs={"weights": fc.weight.detach().numpy(), "biases": fc.bias.detach().numpy()})
+    net.add("SoftMax", [f], [[2, 5]], {"axis": "1"}, name="prob")
     one(net, tmp_path, {"data": x}, ref, 1e-5)
