@@ -460,3 +460,18 @@ def test_hostile_constant_sizes_are_refused_before_allocating(tmp_path, layer):
     g.result(g.op("Exp", [x], [(1,)]))
     err = error_of(g.write(tmp_path / "n.xml"))
     assert "too large" in err.message and f"({layer})" in err.location.field
+
+
+def test_ports_disagreeing_about_an_edge(tmp_path):
+    g = NetGen()
+    x = g.param("x", (2, 3))
+    e = g.op("Exp", [x], [(2, 3)], name="ex")
+    g.result(g.op("Tanh", [e], [(2, 3)], name="th"))
+    text = g.xml()
+    # the Tanh input port claims [2, 4]
+    head, tail = text.split('name="th"', 1)
+    tail = tail.replace("<dim>3</dim>", "<dim>4</dim>", 1)
+    (tmp_path / "n.xml").write_text(head + 'name="th"' + tail)
+    (tmp_path / "n.bin").write_bytes(b"")
+    err = error_of(tmp_path / "n.xml")
+    assert "'th' (Tanh)" in err.location.field and "[2,3]" in err.message and "[2,4]" in err.message

@@ -143,6 +143,7 @@ class NetReader:
             elif lay.type == "Result":
                 if len(values) != 1:
                     raise NNEFXError(f"a Result must have exactly one input, has {len(values)}", self.loc(lay))
+                self.fill_shape(values[0], lay.inputs[0], lay)
                 results.append((lay, values[0], inputs[lay.id][0][1]))
                 continue
             else:
@@ -287,7 +288,7 @@ class NetReader:
         loc = self.loc(lay)
         if fn is None:
             raise NNEFXError(f"unsupported IR layer type '{lay.type}' (version {version})", loc)
-        values = [self.fill_shape(v, port) for v, port in zip(values, lay.inputs, strict=False)]
+        values = [self.fill_shape(v, port, lay) for v, port in zip(values, lay.inputs, strict=False)]
         ctx = LayerContext(self.builder, lay, values, version)
         outs: Any = None
         folder = find_fold(lay.type, version) if values else None
@@ -302,10 +303,15 @@ class NetReader:
             outs[i] = self.finish_output(ctx, i, port, outs[i])
         return outs
 
-    def fill_shape(self, value: Value, port: Port) -> Value:
-        """The consumer's view of a value: its declared dims fill in an unknown shape."""
+    def fill_shape(self, value: Value, port: Port, lay: Layer | None = None) -> Value:
+        """The consumer's view of a value: its declared dims fill in an unknown shape, and
+        must agree with a known one (a file whose ports disagree about an edge is refused)."""
         if value.shape is None and port.dims is not None:
             value.shape = tuple(port.dims)
+        elif lay is not None and value.shape is not None and port.dims is not None and \
+                not _compatible(tuple(value.shape), tuple(port.dims)):
+            raise NNEFXError(f"input port {port.id}: the incoming value has shape {_fmt(value.shape)} but the port "
+                             f"declares {_fmt(port.dims)}", self.loc(lay, port.line))
         return value
 
     def try_fold(self, ctx: LayerContext, fn, folder, values: list[Value]) -> list[Value] | None:
