@@ -372,3 +372,31 @@ def test_more_compounds(tmp_path):
     for k, val in outs.items():
         b.output(val, name=k)
     check(b.build(), {"x": rand(2, 4, 6, 5, lo=-2, hi=2), "v": rand(2, 4)}, tmp_path)
+
+
+def test_compounds_without_exporter_are_written_through_their_definition(tmp_path):
+    b = GraphBuilder("defs")
+    x = b.external("x", shape=(1, 2, 6, 5))
+    outs = {"lmn": b.op("local_mean_normalization", x, size=[1, 1, 3, 3]),
+            "lcn": b.op("local_contrast_normalization", x, size=[1, 1, 3, 3], bias=0.5, epsilon=1e-3),
+            "lvn": b.op("local_variance_normalization", x, size=[1, 1, 3, 1], bias=0.1, epsilon=1e-3),
+            "lq": b.op("linear_quantize", x, -0.5, 0.7, bits=4),
+            "lgq": b.op("logarithmic_quantize", b.op("abs", x), 1.0, bits=3)}
+    for k, v in outs.items():
+        b.output(v, name=k)
+    model = b.build()
+    assert {op.op for op in model.graph.operations} >= {"local_contrast_normalization", "linear_quantize"}
+    check(model, {"x": rand(1, 2, 6, 5)}, tmp_path)
+
+
+def test_definition_using_an_unexportable_operation_is_located(tmp_path):
+    b = GraphBuilder("mpi")
+    x = b.external("x", shape=(1, 1, 4, 4))
+    y, idx = b.op("max_pool_with_index", x, size=[1, 1, 2, 2], stride=[1, 1, 2, 2], outputs=2)
+    b.output(y, name="y")
+    b.output(idx, name="idx")
+    with pytest.raises(NNEFXError) as e:
+        nnefx.save(b.build(), str(tmp_path / "m.xml"))
+    assert "max_pool_with_index" in str(e.value) and "argmax_pool" in str(e.value)
+    assert e.value.location is not None and e.value.location.line is not None
+    assert os.listdir(tmp_path) == []

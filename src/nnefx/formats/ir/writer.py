@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
-from ...graph import Graph, Model, Operation
+from ...graph import Graph, Model, Operation, Tensor
 
 #: nnefx data type -> IR element type.
 ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
@@ -360,7 +360,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if op.op == "update":
             _state_write(ctx, op)
             continue
-        fn = find_exporter(op.op)
+        fn = find_exporter(op.op) or _expanded_exporter(op.op)
         if fn is None:
             raise ctx.fail("no opset equivalent is known for this operation")
         try:
@@ -389,6 +389,90 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if name in graph.inputs:
             w.name_port(ref, name)
     return w
+
+
+def _expanded_exporter(name: str) -> Any:
+    """For a compound operation with no exporter of its own: export its NNEF definition."""
+    from ...ops import registry
+
+    d = registry.find(name)
+    return _export_expanded if d is not None and d.compound else None
+
+
+def _export_expanded(ctx: ExportContext, op: Operation) -> None:
+    """Expand ``op`` through its fragment body (the front-end, as for any NNEF document) down
+    to operations that have exporters, and export those in its place.
+
+    The one operation is printed as a tiny document whose externals stand for its tensor
+    inputs; errors name the original operation and its position.
+    """
+    from ...semantics.frontend import compile_document
+    from ...syntax.printer import print_graph
+    from .export_ops import exportable_ops
+
+    local: dict[str, str] = {}
+    sub = Graph(name="g")
+
+    def ident(name: str) -> str:
+        if name not in local:
+            local[name] = f"t{len(local)}"
+        return local[name]
+
+    for name in op.input_names():
+        if name in local:
+            continue
+        t = ctx.graph.tensors[name]
+        n = ident(name)
+        sub.inputs.append(n)
+        sub.tensors[n] = Tensor(n, t.dtype, tuple(ctx.shape(name)))
+        sub.operations.append(Operation("external", {}, {"output": n}, {"shape": list(ctx.shape(name))},
+                                        dtype=t.dtype))
+
+    def rename(v: Any) -> Any:
+        if isinstance(v, str):
+            return ident(v)
+        if isinstance(v, list):
+            return [rename(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(rename(x) for x in v)
+        return v
+
+    outs = {k: rename(v) for k, v in op.outputs.items()}
+    for n in op.output_names():
+        sub.tensors[ident(n)] = Tensor(ident(n), ctx.graph.tensors[n].dtype)
+    sub.operations.append(Operation(op.op, {k: rename(v) for k, v in op.inputs.items()}, outs, dict(op.attribs),
+                                    dtype=op.dtype))
+    sub.outputs = [ident(n) for n in op.output_names()]
+    try:
+        expanded = compile_document(print_graph(sub), expand_all=True, atomic=set(exportable_ops()))
+    except NNEFXError as exc:
+        raise ctx.fail(f"its definition cannot be expanded ({exc.message})") from None
+    child = ExportContext(expanded, ctx.w)
+    back = {v: k for k, v in local.items()}
+    for name in expanded.inputs:
+        child.bind(name, ctx.ref(back[name]))
+    for sop in expanded.operations:
+        if sop.op == "external":
+            continue
+        child.op = sop
+        if sop.op in ("variable", "constant"):
+            (n,) = sop.output_names()
+            value = np.asarray(sop.attribs.get("value", 0.0))
+            shape = tuple(sop.attribs.get("shape", ()))
+            arr = np.full(shape, value.reshape(-1)[0]) if value.size == 1 else value.reshape(shape)
+            child.consts[n] = np.asarray(arr, dtype=NUMPY[ETYPE.get(expanded.tensors[n].dtype, "f32")])
+            continue
+        from .export_ops import find_exporter
+
+        fn = find_exporter(sop.op)
+        if fn is None:
+            raise ctx.fail(f"its definition uses '{sop.op}', which has no opset equivalent")
+        try:
+            fn(child, sop)
+        except NNEFXError as exc:
+            raise ctx.fail(f"its definition's '{sop.op}' cannot be written: {exc.message}") from None
+    for n in op.output_names():
+        ctx.bind(n, child.ref(ident(n)))
 
 
 def _variable_id(op: Operation, name: str) -> str:
