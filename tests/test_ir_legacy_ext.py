@@ -351,3 +351,28 @@ def test_batch_norm_and_normalize_match_openvino(tmp_path):
     net = unary_net("Normalize", x.shape, {"across_spatial": "0", "channel_shared": "0", "eps": "1e-4"},
                     blobs={"weights": scale})
     one(net, tmp_path, {"data": x}, ref, 1e-5)
+
+
+def test_faster_rcnn_tail_proposal_into_roi_pooling(tmp_path):
+    """Proposal writes fewer boxes than post_nms_topn, ending with batch -1; ROIPooling pools the
+    real ones and gives zeros from the marker on."""
+    A = 3
+    cls = rand(1, 2 * A, 2, 2, lo=0, hi=1)
+    bbox = rand(1, 4 * A, 2, 2, lo=-0.05, hi=0.05)
+    info = np.array([[32, 32, 1.0]], "f4")
+    feat = rand(1, 4, 2, 2)
+    net = LegacyNet("frcnn")
+    a, b, c, f = (net.input("cls", cls.shape), net.input("bbox", bbox.shape), net.input("info", info.shape),
+                  net.input("feat", feat.shape))
+    (p,) = net.add("Proposal", [a, b, c], [[20, 5]], {"base_size": "16", "feat_stride": "16", "min_size": "1",
+                                                      "nms_thresh": "0.5", "post_nms_topn": "20",
+                                                      "pre_nms_topn": "12", "ratio": "1", "scale": "0.5,1,2"},
+                   name="rois")
+    net.add("ROIPooling", [f, p], [[20, 4, 2, 2]], {"pooled_h": "2", "pooled_w": "2", "spatial_scale": "0.0625"},
+            name="pooled")
+    net.add("Power", [p], [[20, 5]], {"scale": "1"}, name="rois_out")
+    out = net.run(tmp_path, {"cls": cls, "bbox": bbox, "info": info, "feat": feat})[1]
+    rois, pooled = out["rois_out"], out["pooled"]
+    n = int(np.argmax(rois[:, 0] == -1))
+    assert 0 < n < 20 and np.all(rois[:n, 0] == 0)
+    assert pooled[:n].any() and not pooled[n:].any()

@@ -284,3 +284,17 @@ def test_ctc_greedy_decoder_no_merge_peer():
     seq[5:, 0] = 0
     (ref,) = ov_run({"d": data, "s": seq}, lambda a, b: o1.ctc_greedy_decoder(a, b, False))
     np.testing.assert_array_equal(ours("ir_ctc_greedy_decoder", data, seq, ctc_merge_repeated=False), ref)
+
+
+@pytest.mark.parametrize("op", ["roi", "psroi"])
+def test_roi_end_marker_peer(op):
+    x = RNG.normal(size=(1, 4, 6, 6)).astype("f4")
+    rois = np.array([[0, 0, 0, 4, 4], [-1, 0, 0, 0, 0], [0, 1, 1, 5, 5]], "f4")
+    if op == "roi":
+        (ref,) = ov_run({"x": x, "r": rois}, lambda a, b: o2.roi_pooling(a, b, [2, 2], 1.0, "max"))
+        got = ours("ir_roi_pooling", x, rois, pooled_h=2, pooled_w=2)
+    else:
+        (ref,) = ov_run({"x": x, "r": rois}, lambda a, b: o1.psroi_pooling(a, b, 1, 2, 1.0, 1, 1, "average"))
+        got = ours("ir_psroi_pooling", x, rois, output_dim=1, group_size=2)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert not got[1:].any()

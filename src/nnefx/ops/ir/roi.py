@@ -22,7 +22,8 @@ fragment ir_roi_pooling( input: tensor<scalar>, rois: tensor<scalar>, pooled_h: 
     -> ( output: tensor<scalar> );""",
     domain="ir",
     doc="RoI pooling to a fixed pooled_h x pooled_w grid: 'max' over integer bins of the scaled, "
-        "rounded RoI; 'bilinear' samples normalised RoIs at the bin grid points.")
+        "rounded RoI; 'bilinear' samples normalised RoIs at the bin grid points. A RoI with batch "
+        "index -1 ends the list: it and all later RoIs give zeros.")
 
 
 def _check_rois(op, input, rois, ph, pw):
@@ -42,6 +43,13 @@ def _batch(rois, r, n):
     b = int(rois[r, 0])
     require(0 <= b < n, "ir_roi_pooling", f"roi {r} names batch {b}, outside [0, {n})")
     return b
+
+
+def active_rois(rois) -> int:
+    """How many leading RoIs are real: a batch index of -1 ends the list (Proposal and
+    DetectionOutput write it after their last box); that RoI and all after it pool to 0."""
+    ends = np.nonzero(np.asarray(rois[:, 0]) == -1)[0]
+    return int(ends[0]) if ends.size else rois.shape[0]
 
 
 def _bilinear_point(img, y, x):
@@ -66,7 +74,7 @@ def _roi_formal(input, rois, *, pooled_h, pooled_w, spatial_scale=1.0, method="m
     _roi_shape(input.shape, rois.shape, pooled_h=pooled_h, pooled_w=pooled_w, method=method)
     N, C, H, W = input.shape
     out = np.zeros((rois.shape[0], C, pooled_h, pooled_w), dtype=np.float32)
-    for r in range(rois.shape[0]):
+    for r in range(active_rois(rois)):
         b = _batch(rois, r, N)
         x1, y1, x2, y2 = (float(v) for v in rois[r, 1:5])
         if method == "bilinear":
@@ -106,6 +114,7 @@ def _roi_fast(input, rois, *, pooled_h, pooled_w, spatial_scale=1.0, method="max
     out = np.zeros((R, C, pooled_h, pooled_w), dtype=np.float32)
     if R == 0:
         return out
+    R = active_rois(rois)
     for r in range(R):
         _batch(rois, r, N)
     if method == "bilinear":
@@ -227,7 +236,7 @@ def _ps_formal(input, rois, *, output_dim, group_size=1, spatial_scale=1.0, mode
     N, C, H, W = input.shape
     G = group_size
     out = np.zeros((rois.shape[0], output_dim, G, G), dtype=np.float32)
-    for r in range(rois.shape[0]):
+    for r in range(active_rois(rois)):
         b = _batch(rois, r, N)
         if mode == "average":
             bins = _ps_average_bins(rois[r], spatial_scale, G, H, W)
@@ -266,7 +275,7 @@ def _ps_fast(input, rois, *, output_dim, group_size=1, spatial_scale=1.0, mode="
     N, C, H, W = input.shape
     G = group_size
     out = np.zeros((rois.shape[0], output_dim, G, G), dtype=np.float32)
-    for r in range(rois.shape[0]):
+    for r in range(active_rois(rois)):
         b = _batch(rois, r, N)
         if mode == "average":
             bins = _ps_average_bins(rois[r], spatial_scale, G, H, W)
