@@ -388,3 +388,12 @@ def test_tensor_iterator_unrolled(tmp_path, stride):
     N, T, I, S = 2, 4, 3, 4
     net = rnn_ti(N, T, I, S, rand(S, I + S), rand(S), stride)
     upgrade(net, {"x": rand(N, T, I), "h0": rand(N, S)}, tmp_path)
+
+
+def test_names_with_commas_and_spaces_survive(tmp_path):
+    net = LegacyNet("names")
+    x = net.input("in,put", [1, 3])
+    net.add("ReLU", [x], [[1, 3]], name="out,1/a b")
+    feeds = {"in,put": rand(1, 3)}
+    upgrade(net, feeds, tmp_path)
+    assert nnefx.load(str(tmp_path / "new.xml")).graph.outputs == ["out,1/a b"]

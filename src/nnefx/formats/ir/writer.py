@@ -60,6 +60,11 @@ class _Layer:
     extra: dict[str, str] = field(default_factory=dict)               # attributes of <layer> itself
 
 
+def _escape_names(names: list[str]) -> str:
+    """A ``names``/``output_names`` list: comma-separated, commas inside a name escaped."""
+    return ",".join(n.replace("\\", "\\\\").replace(",", "\\,") for n in names)
+
+
 def _fmt(value: Any) -> str:
     """An attribute value the way OpenVINO spells it (lists comma-separated, bools lower case)."""
     if isinstance(value, bool):
@@ -154,7 +159,7 @@ class IRWriter:
     def result(self, src: Ref, name: str) -> None:
         lid = len(self.layers)
         self.add("Result", [src], [], name=f"{name}/sink_port_0")
-        self.layers[lid].extra["output_names"] = name
+        self.layers[lid].extra["output_names"] = _escape_names([name])
 
     def name_port(self, ref: Ref, name: str) -> None:
         names = self.port_names.setdefault(ref, [])
@@ -166,7 +171,7 @@ class IRWriter:
     def _port(parent: ET.Element, pid: int, shape: tuple, etype: str, names: list[str] | None) -> None:
         attrs = {"id": str(pid), "precision": PRECISION.get(etype, "FP32")}
         if names:
-            attrs["names"] = ",".join(n.replace("\\", "\\\\").replace(",", "\\,") for n in names)
+            attrs["names"] = _escape_names(names)
         port = ET.SubElement(parent, "port", attrs)
         for d in shape:
             ET.SubElement(port, "dim").text = "-1" if d is None else str(int(d))
