@@ -7,6 +7,8 @@ in OpenVINO and in nnefx on the same inputs and compares.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -33,7 +35,8 @@ def rnd(*shape, lo=None):
     return np.abs(a) + lo if lo is not None else a
 
 
-def check(tmp_path, build, feeds: dict, *, dynamic: dict | None = None, rtol=1e-4, atol=1e-5, backend="fast"):
+def check(tmp_path, build, feeds: dict, *, dynamic: dict | None = None, rtol=1e-4, atol=1e-5,
+          backend=os.environ.get("NNEFX_IR_TEST_BACKEND", "fast")):
     params = []
     for name, arr in feeds.items():
         shape = list(arr.shape) if not dynamic or name not in dynamic else dynamic[name]

@@ -418,7 +418,7 @@ def gather(x: np.ndarray, idx: np.ndarray, axis: int, batch_dims: int) -> np.nda
     return out
 
 
-@ir_gather.formal
+@ir_gather.fast
 def _gather_formal(x, i, axis=0, batch_dims=0, dtype=None):
     return gather(x, i, axis, batch_dims)
 
@@ -637,7 +637,7 @@ def _top_k_shape(x, k=1, axis=0, mode="max", sort="value"):
     return tuple(s), tuple(s)
 
 
-@ir_top_k.formal
+@ir_top_k.fast
 def _top_k_formal(x, k=1, axis=0, mode="max", sort="value"):
     x = np.asarray(x)
     key = -x if mode == "max" else x
@@ -661,7 +661,7 @@ def _cumsum_shape(x, axis=0, exclusive=False, reverse=False):
     return tuple(x)
 
 
-@ir_cumsum.formal
+@ir_cumsum.fast
 def _cumsum_formal(x, axis=0, exclusive=False, reverse=False):
     x = np.asarray(x)
     v = np.flip(x, axis) if reverse else x
@@ -687,7 +687,7 @@ def _prod_shape(x, axes=()):
     return tuple(s)
 
 
-@ir_reduce_prod.formal
+@ir_reduce_prod.fast
 def _prod_formal(x, axes=()):
     x = np.asarray(x)
     return np.prod(x, axis=tuple(axes), keepdims=True, dtype=np.float64).astype(x.dtype)
@@ -705,7 +705,7 @@ def _round_shape(x, mode="half_to_even"):
     return tuple(x)
 
 
-@ir_round.formal
+@ir_round.fast
 def _round_formal(x, mode="half_to_even"):
     x = np.asarray(x)
     if mode == "half_to_even":
@@ -744,7 +744,7 @@ def _einsum_shape(shapes, equation=""):
     return tuple(sizes[lab] for lab in out)
 
 
-@ir_einsum.formal
+@ir_einsum.fast
 def _einsum_formal(xs, equation=""):
     eq = _einsum_check(equation, len(xs))
     return np.einsum(eq, *[np.asarray(x, dtype=np.float64) for x in xs]).astype(np.asarray(xs[0]).dtype)
@@ -828,7 +828,7 @@ def interpolation_taps(n_in: int, n_out: int, scale: float, mode: str, coord: st
     return np.clip(idx, 0, n_in - 1), w
 
 
-@ir_interpolate.formal
+@ir_interpolate.fast
 def _interp_formal(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
                    nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
     x = np.asarray(x)
@@ -866,7 +866,7 @@ def _ge_shape(x, i, axis=0, dtype=None):
     return tuple(i)
 
 
-@ir_gather_elements.formal
+@ir_gather_elements.fast
 def _ge_formal(x, i, axis=0, dtype=None):
     x = np.asarray(x)
     return np.take_along_axis(x, _norm_index(i, x.shape[axis], "ir_gather_elements"), axis=axis)
@@ -980,7 +980,7 @@ def _one_hot_shape(i, on, off, depth=1, axis=-1, dtype=None):
     return tuple(s)
 
 
-@ir_one_hot.formal
+@ir_one_hot.fast
 def _one_hot_formal(i, on, off, depth=1, axis=-1, dtype=None):
     i = np.asarray(i).astype(np.int64)
     pos = np.arange(depth).reshape((1,) * axis + (depth,) + (1,) * (i.ndim - axis))
@@ -1069,3 +1069,157 @@ def _nms_formal(boxes, scores, max_output_boxes_per_class=0, iou_threshold=0.0, 
     idx = np.array([[b, c, i] for b, c, i, _ in picked], dtype=np.int64).reshape(-1, 3)
     sel = np.array([[b, c, s] for b, c, _, s in picked], dtype=np.float32).reshape(-1, 3)
     return idx, sel, np.array([len(picked)], dtype=np.int64)
+
+
+# --- formal kernels: the definitions, element by element (the fast kernels above must agree) -------------
+
+
+@ir_gather.formal
+def _gather_def(x, i, axis=0, batch_dims=0, dtype=None):
+    x = np.asarray(x)
+    i = np.asarray(i).astype(np.int64)
+    n = x.shape[axis]
+    out = np.empty(_gather_shape(x.shape, i.shape, axis, batch_dims), dtype=x.dtype)
+    for pos in np.ndindex(*out.shape):
+        # out[b.., p.., j.., q..] = x[b.., p.., indices[b.., j..], q..]
+        b = pos[:batch_dims]
+        p = pos[batch_dims:axis]
+        j = pos[axis:axis + i.ndim - batch_dims]
+        q = pos[axis + i.ndim - batch_dims:]
+        k = int(i[b + j])
+        if not -n <= k < n:
+            raise NNEFXError(f"gather: index {k} out of range for extent {n}")
+        out[pos] = x[b + p + (k % n,) + q]
+    return out
+
+
+@ir_gather_elements.formal
+def _gather_elements_def(x, i, axis=0, dtype=None):
+    x = np.asarray(x)
+    i = np.asarray(i).astype(np.int64)
+    n = x.shape[axis]
+    out = np.empty(i.shape, dtype=x.dtype)
+    for pos in np.ndindex(*i.shape):
+        k = int(i[pos])
+        if not -n <= k < n:
+            raise NNEFXError(f"ir_gather_elements: index {k} out of range for extent {n}")
+        out[pos] = x[pos[:axis] + (k % n,) + pos[axis + 1:]]
+    return out
+
+
+@ir_top_k.formal
+def _top_k_def(x, k=1, axis=0, mode="max", sort="value"):
+    x = np.asarray(x)
+    shape = list(x.shape)
+    shape[axis] = k
+    values = np.empty(shape, dtype=x.dtype)
+    indices = np.empty(shape, dtype=np.int64)
+    rest = [d for a, d in enumerate(x.shape) if a != axis]
+    for pos in np.ndindex(*rest):
+        line = [x[pos[:axis] + (j,) + pos[axis:]] for j in range(x.shape[axis])]
+        order = sorted(range(len(line)), key=lambda j: (-line[j] if mode == "max" else line[j], j))[:k]
+        if sort == "index":
+            order.sort()
+        for t, j in enumerate(order):
+            values[pos[:axis] + (t,) + pos[axis:]] = line[j]
+            indices[pos[:axis] + (t,) + pos[axis:]] = j
+    return values, indices
+
+
+@ir_cumsum.formal
+def _cumsum_def(x, axis=0, exclusive=False, reverse=False):
+    x = np.asarray(x)
+    out = np.empty_like(x)
+    n = x.shape[axis]
+    for pos in np.ndindex(*x.shape):
+        j = pos[axis]
+        if reverse:
+            span = range(j + 1 if exclusive else j, n)
+        else:
+            span = range(0, j if exclusive else j + 1)
+        total = 0.0
+        for t in span:
+            total += float(x[pos[:axis] + (t,) + pos[axis + 1:]])
+        out[pos] = total
+    return out
+
+
+@ir_reduce_prod.formal
+def _prod_def(x, axes=()):
+    x = np.asarray(x)
+    out = np.ones(_prod_shape(x.shape, axes), dtype=np.float64)
+    for pos in np.ndindex(*x.shape):
+        target = tuple(0 if a in axes else d for a, d in enumerate(pos))
+        out[target] *= float(x[pos])
+    return out.astype(x.dtype)
+
+
+@ir_round.formal
+def _round_def(x, mode="half_to_even"):
+    x = np.asarray(x)
+    out = np.empty_like(x)
+    for pos in np.ndindex(*x.shape):
+        v = float(x[pos])
+        if mode == "half_to_even":
+            out[pos] = round(v)  # Python rounds halves to even
+        else:
+            out[pos] = math.copysign(math.floor(abs(v) + 0.5), v)
+    return out
+
+
+@ir_one_hot.formal
+def _one_hot_def(i, on, off, depth=1, axis=-1, dtype=None):
+    i = np.asarray(i).astype(np.int64)
+    on_v, off_v = np.asarray(on).reshape(()), np.asarray(off).reshape(())
+    shape = list(i.shape)
+    shape.insert(axis, depth)
+    out = np.empty(shape, dtype=np.result_type(on_v, off_v))
+    for pos in np.ndindex(*shape):
+        d = pos[axis]
+        out[pos] = on_v if int(i[pos[:axis] + pos[axis + 1:]]) == d else off_v
+    return out
+
+
+@ir_interpolate.formal
+def _interp_def(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
+                nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
+    x = np.asarray(x)
+    shape = list(x.shape)
+    taps = {}
+    for a, n, s in zip(axes, sizes, scales, strict=True):
+        taps[a] = interpolation_taps(x.shape[a], n, s, mode, coordinate_transformation_mode, nearest_mode,
+                                     cubic_coeff_a)
+        shape[a] = n
+    out = np.empty(shape, dtype=x.dtype)
+    for pos in np.ndindex(*shape):
+        # out[pos] = sum over tap combinations of prod(weights) * x[source indices]
+        terms = [(1.0, ())]
+        for a, p in enumerate(pos):
+            if a in taps:
+                idx, w = taps[a]
+                terms = [(c * float(w[p, t]), src + (int(idx[p, t]),)) for c, src in terms for t in range(idx.shape[1])]
+            else:
+                terms = [(c, src + (p,)) for c, src in terms]
+        out[pos] = sum(c * float(x[src]) for c, src in terms)
+    return out
+
+
+@ir_einsum.formal
+def _einsum_def(xs, equation=""):
+    eq = _einsum_check(equation, len(xs))
+    ins, out_labels = eq.split("->")
+    specs = ins.split(",")
+    arrays = [np.asarray(x, dtype=np.float64) for x in xs]
+    sizes: dict[str, int] = {}
+    for spec, a in zip(specs, arrays, strict=True):
+        for lab, d in zip(spec, a.shape, strict=True):
+            sizes[lab] = max(sizes.get(lab, 1), d)
+    labels = sorted(sizes)
+    out = np.zeros(tuple(sizes[lab] for lab in out_labels))
+    for values in np.ndindex(*[sizes[lab] for lab in labels]):
+        v = dict(zip(labels, values, strict=True))
+        term = 1.0
+        for spec, a in zip(specs, arrays, strict=True):
+            term *= a[tuple(v[lab] if a.shape[k] != 1 else 0 for k, lab in enumerate(spec))]
+        out[tuple(v[lab] for lab in out_labels)] += term
+    return out.astype(np.asarray(xs[0]).dtype)
