@@ -24,6 +24,7 @@ has been produced, so an error never leaves a half-written model.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import xml.etree.ElementTree as ET
@@ -139,7 +140,7 @@ class IRWriter:
                     and bool(np.all(np.abs(arr[np.isfinite(arr)]) <= 65504.0)))
         store_type = "f16" if compress else etype
         data = arr.astype(np.dtype(NUMPY[store_type]).newbyteorder("<")).tobytes()
-        key = (data, store_type, arr.shape, etype)
+        key = (hashlib.sha256(data).digest(), len(data), store_type, arr.shape, etype)  # not the bytes twice
         if key in self._const_cache:
             return self._const_cache[key]
         while len(self.blob) % self.ALIGN:
