@@ -35,8 +35,11 @@ def rnd(*shape, lo=None):
     return np.abs(a) + lo if lo is not None else a
 
 
-def check(tmp_path, build, feeds: dict, *, dynamic: dict | None = None, rtol=1e-4, atol=1e-5,
-          backend=os.environ.get("NNEFX_IR_TEST_BACKEND", "fast")):
+#: NNEFX_IR_TEST_BACKEND=formal runs every case on the formal kernels instead.
+BACKEND = os.environ.get("NNEFX_IR_TEST_BACKEND", "fast")
+
+
+def check(tmp_path, build, feeds: dict, *, dynamic: dict | None = None, rtol=1e-4, atol=1e-5, backend=BACKEND):
     params = []
     for name, arr in feeds.items():
         shape = list(arr.shape) if not dynamic or name not in dynamic else dynamic[name]
