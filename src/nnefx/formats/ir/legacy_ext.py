@@ -46,6 +46,8 @@ def _reverse_sequence(ctx: LayerContext) -> Value:
     s = axis_of(ctx, "seq_axis", rank, 1)
     b = axis_of(ctx, "batch_axis", rank, 0)
     check(ctx, s != b, "seq_axis", s, "must differ from batch_axis")
+    # lengths holds one item per batch_axis slice (the catalog's example gives lengths [10] for a
+    # batch extent of 3 — inconsistent; the description's "for each slice i" decides).
     return _emit(ctx, "ir_reverse_sequence", 2, {"seq_axis": s, "batch_axis": b})
 
 

@@ -345,6 +345,7 @@ def _norm(ctx: LayerContext) -> Value:
         size = [1, 1] + [n] * (len(shape) - 2)
     # o = x / (k + alpha/n * sum x^2)^beta, sum over the n-window (n^2 for 'same'); NNEF's
     # local_response_normalization averages the window (divides by its volume) — the same.
+    # (The catalog's formula drops the leading "x_i /" and the k; both are evidently meant.)
     y = ctx.emit1("local_response_normalization", {"input": x_of(ctx)},
                   {"size": size, "alpha": alpha, "beta": beta, "bias": k})
     return ctx.result(y)
@@ -361,6 +362,9 @@ def _normalize(ctx: LayerContext) -> Value:
     scale = np.asarray(ctx.blob("weights"), dtype=np.float32).reshape(-1)
     if shared and scale.size != 1:
         raise ctx.error(f"channel_shared = 1 needs one scale, <weights> holds {scale.size}")
+    # The catalog's formula is garbled ("(n*C*H*W) * scale / sqrt(sum (n*C*H*W)^2)"); its intent
+    # is an L2 normalisation over C (or C, H, W with across_spatial) times a per-channel scale,
+    # eps added under the root.
     axes = list(range(1, len(shape))) if across else [1]
     x = x_of(ctx)
     s = ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes})
