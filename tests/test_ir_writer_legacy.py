@@ -397,3 +397,12 @@ def test_names_with_commas_and_spaces_survive(tmp_path):
     feeds = {"in,put": rand(1, 3)}
     upgrade(net, feeds, tmp_path)
     assert nnefx.load(str(tmp_path / "new.xml")).graph.outputs == ["out,1/a b"]
+
+
+def test_avg_pool_padding_no_window_reaches_is_trimmed(tmp_path):
+    # pads_end 2 = kernel: OpenVINO refuses exclude-pad AvgPool with it, but no window reaches
+    # the second padded column, so the writer trims it
+    x = rand(1, 2, 5, 5)
+    data = {"kernel": "2,2", "strides": "2,2", "pads_begin": "0,0", "pads_end": "2,2", "pool-method": "avg",
+            "exclude-pad": "true", "rounding_type": "floor"}
+    upgrade(unary("Pooling", x.shape, data, [1, 2, 3, 3]), {"data": x}, tmp_path)

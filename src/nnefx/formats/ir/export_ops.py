@@ -382,7 +382,15 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
     if any(d != 1 for d in dil):
         if op.op == "avg_pool" or dil[:2] != [1, 1]:
             raise ctx.fail(f"dilation {dil} of {op.op} has no opset form")
-    return x, size[2:], pads[2:], stride[2:], dil[2:]
+    # padding after that no window reaches changes nothing, and OpenVINO's AvgPool refuses
+    # exclude-pad with a padding as large as the kernel (e.g. from legacy ceil rounding)
+    ys = out_shape(ctx, op)
+    trimmed = []
+    for i in range(2, len(xs)):
+        p, q = pads[i]
+        reach = (ys[i] - 1) * stride[i] + (size[i] - 1) * dil[i] + 1 - p - xs[i]
+        trimmed.append((p, min(q, max(reach, 0))))
+    return x, size[2:], trimmed, stride[2:], dil[2:]
 
 
 @exporter("max_pool")
