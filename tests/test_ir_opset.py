@@ -654,3 +654,49 @@ def test_layers_shared_with_the_legacy_catalog(tmp_path):
     mask[4:, 1] = 0
     check(tmp_path, lambda x, m: o1.ctc_greedy_decoder(x, m, True),
           {"x": rng.rand(6, 2, 4).astype(F32), "m": mask})
+
+
+def _loop_model(trip: int, condition: str):
+    """y = 0.5 * y + i for i = 0, 1, ... (the counter feeds the body); condition kinds:
+    'true' (constant), 'counter' (i < 2, known while loading), 'data' (depends on y)."""
+    x = o.parameter([2, 3], F32, name="x")
+    bi = o.parameter([], np.int64, name="it")
+    bx = o.parameter([2, 3], F32, name="bx")
+    y = o.add(o.multiply(bx, np.float32(0.5)), o.convert(bi, "f32"))
+    if condition == "true":
+        cond = o.constant(np.array(True))
+    elif condition == "counter":
+        cond = o.less(bi, np.array(2, np.int64))
+    else:
+        cond = o.less(o.reduce_sum(y, np.array([0, 1], np.int64), False), np.float32(100.0))
+    ry, rc = o.result(y), o.result(cond)
+    rs = o.result(o.unsqueeze(y, np.array([0], np.int64)))
+    lp = o8.loop(o.constant(np.array(trip, np.int64)), o.constant(np.array(True)))
+    lp.set_function(ov.Model([rc, ry, rs], [bi, bx], "body"))
+    lp.set_special_body_ports([0, 0])
+    lp.set_merged_input(bx, x.output(0), ry.output(0))
+    return x, [lp.get_iter_value(ry.output(0), -1), lp.get_concatenated_slices(rs.output(0), 0, 1, 1, -1, 0)]
+
+
+@pytest.mark.parametrize("trip, condition", [(4, "true"), (6, "counter"), (-1, "counter")])
+def test_loop_unrolled(tmp_path, trip, condition):
+    x, outs = _loop_model(trip, condition)
+    path = str(tmp_path / "loop.xml")
+    ov.save_model(ov.Model(outs, [x]), path)
+    feeds = {"x": rnd(2, 3)}
+    want = run_openvino(path, feeds)
+    got = run_nnefx(path, feeds)
+    for k in want:
+        assert_close(got[k], want[k])
+
+
+def test_loop_with_run_time_condition_is_refused(tmp_path):
+    import nnefx
+    from nnefx.diagnostics import NNEFXError
+
+    x, outs = _loop_model(5, "data")
+    path = str(tmp_path / "loop.xml")
+    ov.save_model(ov.Model(outs, [x]), path)
+    with pytest.raises(NNEFXError) as info:
+        nnefx.load(path)
+    assert "(Loop)" in info.value.location.field and "run time" in info.value.message

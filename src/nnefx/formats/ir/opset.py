@@ -1883,7 +1883,7 @@ def _fake_quantize(ctx: LayerContext):
 # --- TensorIterator (opset form) ------------------------------------------------------------------------
 
 #: Unrolling bound: iterations x body layers (a hostile file must not make the graph explode).
-MAX_UNROLLED = 200_000
+MAX_UNROLLED = 50_000
 
 
 def _ti_port_maps(ctx: LayerContext, tag: str) -> list:
@@ -1903,10 +1903,23 @@ def _ti_port_maps(ctx: LayerContext, tag: str) -> list:
             except ValueError:
                 raise ctx.error(f"<port_map><{tag}> '{key}' = {v!r} is not an integer") from None
 
+        if el.attrib.get("purpose"):  # Loop's special body ports, handled by the Loop mapping
+            continue
         out.append(PortMap(num("external_port_id", _REQUIRED), num("internal_layer_id", _REQUIRED), 0,
                            num("axis", None), num("start", 0), num("end", -1), num("stride", 1),
                            num("part_size", 1), el.line))
     return out
+
+
+def _special_port(ctx: LayerContext, tag: str, purpose: str) -> int | None:
+    pm = ctx.layer.port_map
+    for el in pm.findall(tag) if pm is not None else []:
+        if el.attrib.get("purpose") == purpose:
+            try:
+                return int(el.attrib["internal_layer_id"])
+            except (KeyError, ValueError):
+                raise ctx.error(f"<port_map><{tag} purpose='{purpose}'> needs an integer internal_layer_id") from None
+    return None
 
 
 _REQUIRED = object()
@@ -1915,13 +1928,35 @@ _REQUIRED = object()
 @layer("TensorIterator", ANY)
 def _tensor_iterator(ctx: LayerContext):
     """Unrolled while loading: the body is mapped once per iteration (the count is static)."""
+    return _unroll(ctx, trip_count=None, first_input=0)
+
+
+@layer("Loop", ANY)
+def _loop(ctx: LayerContext):
+    """Unrolled while loading when the iteration count is known then: a constant trip count
+    (or -1) and an execution condition that is a load-time constant in every iteration."""
+    if ctx.n_inputs < 2:
+        raise ctx.error("a Loop needs trip count and execution condition inputs")
+    trip = ctx.input(0)
+    cond = ctx.input(1)
+    if not trip.is_const or not cond.is_const:
+        raise ctx.error("a Loop whose trip count or initial condition is computed at run time is not supported")
+    n = int(np.asarray(trip.const).reshape(-1)[0])
+    if not bool(np.asarray(cond.const).reshape(-1)[0]):
+        n = 0
+    return _unroll(ctx, trip_count=n, first_input=2)
+
+
+def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
     from .legacy_state import _chunks, _take
     from .reader import NetReader
 
     lay = ctx.layer
     if lay.body is None:
-        raise ctx.error("a TensorIterator needs a <body>")
+        raise ctx.error(f"a {ctx.type} needs a <body>")
     ins, outs = _ti_port_maps(ctx, "input"), _ti_port_maps(ctx, "output")
+    counter = _special_port(ctx, "input", "current_iteration")
+    condition = _special_port(ctx, "output", "execution_condition")
     in_index = {p.id: k for k, p in enumerate(lay.inputs)}
     out_index = {p.id: k for k, p in enumerate(lay.outputs)}
     sub = NetReader(lay.body, ctx.builder.file, ctx.builder.weights)
@@ -1930,14 +1965,17 @@ def _tensor_iterator(ctx: LayerContext):
     by_id = {bl.id: bl for bl in lay.body.layers}
     params: dict[int, object] = {}
     for m in ins:
-        if m.external not in in_index:
-            raise ctx.error(f"port map input names external port {m.external}, which is not an input of the layer")
+        if m.external not in in_index or in_index[m.external] < first_input:
+            raise ctx.error(f"port map input names external port {m.external}, which is not a data input of the layer")
         bl = by_id.get(m.layer)
         if bl is None or bl.type != "Parameter":
             raise ctx.error(f"port map input {m.external} must name a body Parameter (layer {m.layer})")
         if m.layer in params:
             raise ctx.error(f"two port map inputs feed body Parameter {m.layer}")
         params[m.layer] = m
+    for special, kind in ((counter, "Parameter"), (condition, "Result")):
+        if special is not None and (by_id.get(special) is None or by_id[special].type != kind):
+            raise ctx.error(f"special body port {special} must be a body {kind}")
     for m in outs:
         if m.external not in out_index:
             raise ctx.error(f"port map output names external port {m.external}, which is not an output of the layer")
@@ -1961,20 +1999,33 @@ def _tensor_iterator(ctx: LayerContext):
         m.axis = norm_axis(ctx, m.axis, len(v.shape))
         chunks[pid] = _chunks(ctx, m, v.shape[m.axis])
     counts = {len(c) for c in chunks.values()}
-    if len(counts) != 1:
-        raise ctx.error("a TensorIterator needs sliced inputs that agree on the iteration count"
-                        if counts else "a TensorIterator needs at least one sliced input")
-    n_iter = counts.pop()
-    if n_iter < 1 or n_iter * max(len(order), 1) > MAX_UNROLLED:
+    if len(counts) > 1:
+        raise ctx.error(f"the sliced inputs give different iteration counts {sorted(counts)}")
+    if trip_count is None:
+        if not counts:
+            raise ctx.error("a TensorIterator needs at least one sliced input")
+        n_iter = counts.pop()
+    else:
+        n_iter = trip_count if trip_count >= 0 else MAX_UNROLLED
+        if counts:
+            n_iter = min(n_iter, counts.pop())
+    if n_iter * max(len(order), 1) > MAX_UNROLLED and (trip_count is None or trip_count >= 0):
         raise ctx.error(f"cannot unroll {n_iter} iterations of {len(order)} layers (limit {MAX_UNROLLED})")
     consts: dict[int, Value] = {}
     state: dict[int, Value] = {}
     collected: dict[int, list[Value]] = {m.external: [] for m in outs}
+    done = 0
     for it in range(n_iter):
+        if done * max(len(order), 1) > MAX_UNROLLED:
+            raise ctx.error(f"the loop runs more than {done} iterations; unrolling stops at {MAX_UNROLLED} layers")
         vals: dict[tuple[int, int], Value] = {}
         res_vals: dict[int, Value] = {}
         for bl in order:
-            if bl.type == "Parameter":
+            if bl.type == "Parameter" and bl.id == counter:
+                shape = tuple(d or 1 for d in (bl.outputs[0].dims or ()))
+                et = sub.port_etype(bl, bl.outputs[0]) if bl.outputs[0].precision else "i64"
+                vals[(bl.id, bl.outputs[0].id)] = ctx.folded(np.full(shape, it, dtype=np.int64), et)
+            elif bl.type == "Parameter":
                 if bl.id not in params:
                     raise ctx.error(f"body Parameter {bl.id} '{bl.name}' has no port map input")
                 m = params[bl.id]
@@ -1999,6 +2050,16 @@ def _tensor_iterator(ctx: LayerContext):
             state[pid] = res_vals[rid]
         for m in outs:
             collected[m.external].append(res_vals[m.layer])
+        done += 1
+        if condition is not None:
+            c = res_vals[condition]
+            if not c.is_const:
+                raise ctx.error("the Loop's execution condition is computed at run time; only loops whose "
+                                "condition is known while loading are supported")
+            if not bool(np.asarray(c.const).reshape(-1)[0]):
+                break
+    if done == 0:
+        raise ctx.error(f"the {ctx.type} runs no iteration; zero-iteration loops are not supported")
     results: list[Value | None] = [None] * len(lay.outputs)
     for m in outs:
         parts = collected[m.external]

@@ -301,7 +301,7 @@ def _edge(el: Element, file: str | None, where: str = "edges", ports_optional: b
                 _int(el.attrib.get("to-layer"), "edge to-layer", loc), port("to-port"), el.line)
 
 
-def _layer(el: Element, file: str | None, depth: int) -> Layer:
+def _layer(el: Element, file: str | None, depth: int, version: int = 0) -> Layer:
     loc = Location(file, el.line, el.column, "layer")
     lid = _int(el.attrib.get("id"), "layer id", loc)
     name = el.attrib.get("name", str(lid))
@@ -326,7 +326,7 @@ def _layer(el: Element, file: str | None, depth: int) -> Layer:
     if body is not None:
         if depth >= MAX_DEPTH:
             raise NNEFXError("sub-network nesting is too deep", Location(file, el.line, el.column, where))
-        layer.body = _net(body, file, depth + 1, version=None)
+        layer.body = _net(body, file, depth + 1, version=version)  # bodies share the IR version
         layer.port_map = el.find("port_map")
         be = el.find("back_edges")
         layer.back_edges = [_edge(e, file, where, ports_optional=True)
@@ -336,7 +336,8 @@ def _layer(el: Element, file: str | None, depth: int) -> Layer:
 
 def _net(el: Element, file: str | None, depth: int, version: int | None) -> Net:
     layers_el = el.find("layers")
-    layers = [_layer(x, file, depth) for x in (layers_el.findall("layer") if layers_el is not None else [])]
+    layers = [_layer(x, file, depth, version or 0)
+              for x in (layers_el.findall("layer") if layers_el is not None else [])]
     edges_el = el.find("edges")
     edges = [_edge(x, file) for x in (edges_el.findall("edge") if edges_el is not None else [])]
     return Net(el.attrib.get("name", "network"), version or 0, layers, edges, file, el.attrib.get("precision"))
