@@ -91,6 +91,9 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt not in _FORMATS:
         raise NNEFXError(f"unknown format '{fmt}'")
+    if fmt == "ir" and "input_shapes" in options:
+        # One spelling for every format: the IR reader calls the same thing ``shapes``.
+        options["shapes"] = options.pop("input_shapes")
     try:
         return _entry(fmt, 0)(path, **options)
     except NNEFXError as exc:

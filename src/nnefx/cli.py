@@ -22,6 +22,9 @@ def _add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", help="parameter file of a CVM graph JSON model")
     p.add_argument("--format", dest="input_format",
                    help="force the input format (folder, archive, file, ir, cvm, onnx)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                   help="set an input's shape: NNEF externals take it in place of the declared one (as the official "
+                        "tools' external_shapes do); IR inputs must fit their declared dims")
 
 
 def _load(args: argparse.Namespace):
@@ -34,7 +37,28 @@ def _load(args: argparse.Namespace):
         options["params"] = args.params
     if getattr(args, "input_format", None):
         options["format"] = args.input_format
+    if getattr(args, "shape", None):
+        options["input_shapes"] = _parse_shapes(args.shape)
     return load(args.model, **options)
+
+
+def _parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
+    """``NAME=1,3,224,224`` options as a dict; malformed ones are usage errors (exit 2)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = None
+        if not sep or not name or shape is None or any(d <= 0 for d in shape):
+            raise UsageError(f"--shape expects NAME=D1,D2,... with positive integers, got '{item}'")
+        shapes[name] = shape
+    return shapes
+
+
+class UsageError(Exception):
+    """A command-line mistake found after argparse: reported like argparse's (exit 2)."""
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -60,7 +84,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from .api import save
 
     model = _load(args)
-    save(model, args.output, format=args.output_format)
+    options = {"compress_to_fp16": True} if args.fp16 else {}
+    save(model, args.output, format=args.output_format, **options)
     print(f"wrote {args.output}")
     return 0
 
@@ -92,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("output", help="target path (folder, .nnef, .tgz, .xml, .onnx)")
     p.add_argument("--to", dest="output_format", help="force the output format")
+    p.add_argument("--fp16", action="store_true",
+                   help="IR output: store float weights as FP16 behind Convert layers")
     _add_load_options(p)
     p.set_defaults(func=cmd_convert)
 
@@ -121,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except UsageError as exc:
+        parser.error(str(exc))
+        return 2
     except NNEFXError as exc:
         if exc.location is None and getattr(args, "model", None):
             exc.at_file(args.model)
