@@ -44,13 +44,30 @@ NUMBERS = [m.span() for m in re.finditer(r"-?\d+", XML)]
 ATTRS = [m.span(1) for m in re.finditer(r'="([^"]*)"', XML)]
 
 
-def load_or_error(tmp_path, text: str, binary: bytes) -> None:
+def load_or_error(tmp_path, text: str, binary: bytes, run: bool = False) -> None:
+    """Loading (and, if asked, running) either works or raises NNEFXError with a location."""
     (tmp_path / "f.xml").write_text(text)
     (tmp_path / "f.bin").write_bytes(binary)
     try:
-        nnefx.load(str(tmp_path / "f.xml"))
+        model = nnefx.load(str(tmp_path / "f.xml"))
     except NNEFXError as exc:
         assert exc.location is not None and exc.location.file is not None
+        return
+    if not run:
+        return
+    from nnefx.runtime.session import Session
+
+    feeds = {}
+    for name in model.graph.inputs:
+        t = model.graph.tensors[name]
+        shape = tuple(2 if d is None else d for d in (t.shape or ()))
+        if int(np.prod(shape)) > 1 << 16:
+            return
+        feeds[name] = np.random.RandomState(0).randn(*shape).astype(np.float32)
+    try:
+        Session(model, input_shapes={k: v.shape for k, v in feeds.items()}).run(feeds)
+    except NNEFXError:
+        pass
 
 
 FUZZ = settings(max_examples=int(os.environ.get("NNEFX_IR_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -69,7 +86,7 @@ def test_number_mutations(tmp_path, data):
     i = data.draw(st.integers(0, len(NUMBERS) - 1))
     a, b = NUMBERS[i]
     value = data.draw(st.sampled_from(["0", "-1", "-7", "1", "2", "3", "999999999999", "65536", "?", "", "1.5"]))
-    load_or_error(tmp_path, XML[:a] + value + XML[b:], bytes(BASE.bin))
+    load_or_error(tmp_path, XML[:a] + value + XML[b:], bytes(BASE.bin), run=True)
 
 
 @FUZZ
@@ -79,7 +96,7 @@ def test_attribute_mutations(tmp_path, data):
     a, b = ATTRS[i]
     value = data.draw(st.sampled_from(["", "true", "x", "1,2,3", "-1", "f16", "u1", "bogus", "0,0,0,0", "1e400",
                                        "opset99", "same_lower", "ceil", "explicit", "nan", "i4", "\\,"]))
-    load_or_error(tmp_path, XML[:a] + value + XML[b:], bytes(BASE.bin))
+    load_or_error(tmp_path, XML[:a] + value + XML[b:], bytes(BASE.bin), run=True)
 
 
 @FUZZ
@@ -94,3 +111,32 @@ def test_dropped_layers(tmp_path, drop):
     layers = [lay for i, lay in enumerate(BASE.layers) if i not in drop]
     text = XML.replace("\n".join(BASE.layers), "\n".join(layers))
     load_or_error(tmp_path, text, bytes(BASE.bin))
+
+
+# --- mutations of an OpenVINO-written transformer block (many layer types, shape sub-graphs) ------------
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "ir", "opset", "transformer")
+with open(FIXTURE + ".xml") as _f:
+    TB_XML = _f.read()
+with open(FIXTURE + ".bin", "rb") as _f:
+    TB_BIN = _f.read()
+TB_NUMBERS = [m.span() for m in re.finditer(r"-?\d+", TB_XML)]
+TB_ATTRS = [m.span(1) for m in re.finditer(r'="([^"]*)"', TB_XML)]
+
+
+@FUZZ
+@given(st.data())
+def test_transformer_mutations(tmp_path, data):
+    text = TB_XML
+    for _ in range(data.draw(st.integers(1, 3))):
+        if data.draw(st.booleans()):
+            a, b = TB_NUMBERS[data.draw(st.integers(0, len(TB_NUMBERS) - 1))]
+            value = data.draw(st.sampled_from(["0", "-1", "1", "2", "3", "7", "16", "999999", "-9"]))
+        else:
+            a, b = TB_ATTRS[data.draw(st.integers(0, len(TB_ATTRS) - 1))]
+            value = data.draw(st.sampled_from(["", "x", "1,2", "-1", "f16", "i32", "boolean", "true", "false",
+                                               "opset1", "opset99", "numpy", "none", "2,0,1"]))
+        if b > len(text):
+            continue
+        text = text[:a] + value + text[b:]
+    load_or_error(tmp_path, text, TB_BIN, run=True)
