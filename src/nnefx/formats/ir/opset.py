@@ -2277,3 +2277,87 @@ for _name, _fn in (("RegionYolo", "_region_yolo"), ("ReorgYolo", "_reorg_yolo"),
                    ("PSROIPooling", "_psroi"), ("ReverseSequence", "_reverse_sequence"),
                    ("CTCGreedyDecoder", "_ctc")):
     _shared_with_legacy(_name, _fn)
+
+
+# --- If -----------------------------------------------------------------------------------------------------
+
+
+def _map_branch(ctx: LayerContext, tag: str) -> dict[int, Value]:
+    """Map one If branch once; returns output port id -> Value."""
+    from .reader import NetReader
+
+    lay = ctx.layer
+    net = lay.branches.get(tag)
+    pm = lay.branch_maps.get(tag)
+    if net is None or pm is None:
+        raise ctx.error(f"an If needs <{tag}> and its port map")
+    in_index = {p.id: k for k, p in enumerate(lay.inputs)}
+    out_ids = {p.id for p in lay.outputs}
+
+    def entries(kind: str) -> dict[int, int]:
+        out = {}
+        for el in pm.findall(kind):
+            try:
+                ext, internal = int(el.attrib["external_port_id"]), int(el.attrib["internal_layer_id"])
+            except (KeyError, ValueError):
+                raise ctx.error(f"<{tag}> port map entries need integer external_port_id and "
+                                "internal_layer_id") from None
+            out[internal] = ext
+        return out
+
+    ins, outs = entries("input"), entries("output")
+    sub = NetReader(net, ctx.builder.file, ctx.builder.weights)
+    sub.builder = ctx.builder
+    order, body_inputs = sub.order()
+    vals: dict[tuple[int, int], Value] = {}
+    result: dict[int, Value] = {}
+    for bl in order:
+        if bl.type == "Parameter":
+            ext = ins.get(bl.id)
+            if ext is None or ext not in in_index or in_index[ext] == 0:
+                raise ctx.error(f"{tag} Parameter {bl.id} '{bl.name}' is not fed by a data input of the If")
+            vals[(bl.id, bl.outputs[0].id)] = ctx.input(in_index[ext])
+        elif bl.type == "Const":
+            vals[(bl.id, bl.outputs[0].id)] = sub.const(bl)
+        elif bl.type == "Result":
+            ext = outs.get(bl.id)
+            if ext is not None:
+                if ext not in out_ids:
+                    raise ctx.error(f"{tag} output names external port {ext}, which is not an output of the If")
+                result[ext] = vals[body_inputs[bl.id][0][1]]
+        else:
+            res = sub.map_layer(bl, [vals[src] for _, src in body_inputs[bl.id]])
+            for k, port in enumerate(bl.outputs):
+                vals[(bl.id, port.id)] = res[k]
+    return result
+
+
+@layer("If", ANY)
+def _if(ctx: LayerContext):
+    """A load-time condition keeps one branch; a run-time one evaluates both and selects
+    (NNEF's ``select``; both branches must give equal shapes)."""
+    cond = ctx.input(0)
+    ports = [p.id for p in ctx.layer.outputs]
+    if cond.is_const:
+        tag = "then_body" if bool(np.asarray(cond.const).reshape(-1)[0]) else "else_body"
+        got = _map_branch(ctx, tag)
+        missing = [p for p in ports if p not in got]
+        if missing:
+            raise ctx.error(f"the {tag} gives no value for output ports {missing}")
+        return [got[p] for p in ports]
+    then_v, else_v = _map_branch(ctx, "then_body"), _map_branch(ctx, "else_body")
+    c = ctx.tensor(0)
+    outs = []
+    for p in ports:
+        a, b = then_v.get(p), else_v.get(p)
+        if a is None or b is None:
+            raise ctx.error(f"output port {p} is missing from a branch")
+        if a.shape is None or b.shape is None or tuple(a.shape) != tuple(b.shape) or \
+                any(d is None for d in a.shape):
+            raise ctx.error("an If with a run-time condition needs branches of equal, known shapes")
+        r = len(a.shape)
+        cond_t = c if r == 0 else ctx.emit1("reshape", {"input": c}, {"shape": [1] * r}, dtype="logical")
+        y = ctx.emit1("select", {"condition": cond_t, "true_value": ctx.tensor_of(a), "false_value": ctx.tensor_of(b)},
+                      dtype=dtype_of(a))
+        outs.append(ctx.result(y, a.etype))
+    return outs

@@ -95,6 +95,9 @@ class Layer:
     back_edges: list[Edge] = field(default_factory=list)
     #: Every attribute of the ``<layer>`` element itself (``output_names``, ...).
     attrs: dict[str, str] = field(default_factory=dict)
+    #: If's ``then_body``/``else_body`` nets and their ``then_port_map``/``else_port_map``.
+    branches: dict[str, Net] = field(default_factory=dict)
+    branch_maps: dict[str, Element] = field(default_factory=dict)
 
     def where(self) -> str:
         """The field text used in every diagnostic about this layer."""
@@ -322,6 +325,15 @@ def _layer(el: Element, file: str | None, depth: int, version: int = 0) -> Layer
     layer = Layer(lid, name, ltype, el.attrib.get("version"), el.attrib.get("precision"), data,
                   _ports(el.find("input"), file, where), _ports(el.find("output"), file, where),
                   blobs, el.line, attrs=dict(el.attrib))
+    for tag in ("then_body", "else_body"):
+        branch = el.find(tag)
+        if branch is not None:
+            if depth >= MAX_DEPTH:
+                raise NNEFXError("sub-network nesting is too deep", Location(file, el.line, el.column, where))
+            layer.branches[tag] = _net(branch, file, depth + 1, version=version)
+            pm = el.find(tag.replace("_body", "_port_map"))
+            if pm is not None:
+                layer.branch_maps[tag] = pm
     body = el.find("body")
     if body is not None:
         if depth >= MAX_DEPTH:
