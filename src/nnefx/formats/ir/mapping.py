@@ -23,22 +23,35 @@ Mapping API (for ``opset.py`` here and the legacy catalog in ``nnefx.formats.ir.
 
 Versions: v10/11 layers carry ``version="opsetN"`` (or ``"extension"``...); layers of the
 legacy form (IR version <= 9, no ``version`` attribute) are looked up under the version
-``"legacy"``.  ``versions=None`` registers a fallback for every version of that type.
-Type names are case-sensitive as in the files (``ReLU``, ``SoftMax`` as OpenVINO writes them);
-register aliases by listing several names: ``@layer(("Relu", "ReLU"), versions=...)``.
+``"legacy"`` (TensorIterator/Loop/If bodies share their net's version).  Lookup tries the
+exact version, then the ``versions=None`` fallback.  Type names are case-sensitive as in the
+files (``ReLU``, ``SoftMax`` as OpenVINO writes them); register aliases by listing several
+names: ``@layer(("Relu", "ReLU"), versions=...)``.  ``Parameter``/``Input``, ``Const`` and
+``Result`` are handled by the reader itself (:mod:`.reader`) and never reach a mapping.
 
-Values: an input is a :class:`Value` — either a graph tensor (``value.tensor``) or a
-constant known while loading (``value.const``, a numpy array; Const layers and everything
-folded from them).  Use ``ctx.const(i)`` where an input must be known at load time (axes,
-target shapes, pads), ``ctx.tensor(i)`` where a runtime tensor is needed (a constant is then
-written into the graph once, as a ``variable`` with data, or a small ``constant``), and
-``ctx.folded(array)`` to return a load-time constant without emitting anything.  A fold
-function (``@fold("Gather", versions=OPSETS)``) registered for a type is tried first whenever every input of
-a layer is constant; it returns the output arrays, or None to fall back to the mapping.
+Values: an input is a :class:`Value` — a graph tensor (``value.tensor``), a constant known
+while loading (``value.const``, a numpy array; Const layers and everything folded from
+them), or a *symbolic* integer vector (``value.sym``: ints and :class:`Dim` entries, e.g.
+the ShapeOf of a tensor with a dynamic batch, with ``value.lazy`` to compute it at run
+time if a runtime tensor is ever needed).  Use ``ctx.const(i)``/``ctx.const_ints(i)``
+where an input must be known at load time (axes, target shapes, pads), ``ctx.tensor(i)``
+where a runtime tensor is needed (a constant is then written into the graph once, as a
+``variable`` with data, or a small ``constant``), and ``ctx.folded(array)`` to return a
+load-time constant without emitting anything.  ``Value(unsupported="why")`` marks an output
+that cannot be produced (it raises only if something uses it).
 
-Shapes: ``ctx.emit`` runs the registry shape rule of each emitted operation at once and
-``ctx.result`` compares the inferred shape with the port's declared dims, so every layer is
-checked as it is mapped (issue 6 item 4); ``ctx.in_shape(i)`` gives the best-known shape.
+Folding: ``@fold("Gather", versions=OPSETS)`` registers ``fn(ctx, arrays)`` for a type;
+whenever every input of a layer is a constant (or symbolic) it is tried before the mapping
+and returns the output arrays, or None to fall back to the mapping.  ``OPSETS`` means
+every version but ``"legacy"``.  On symbolic inputs the arrays have dtype ``object``; a fold
+that cannot handle a :class:`Dim` (arithmetic on an unknown extent) may raise, and the layer
+is then mapped normally to run at run time.
+
+Shapes: ``ctx.emit`` runs the registry shape rule of each emitted operation at once (an
+NNEFXError from it is reported at the layer), and the reader compares every output's
+inferred shape with the port's declared dims (and every input port's dims with the value
+arriving on its edge), so each layer is checked as it is mapped (issue 6 item 4);
+``ctx.in_shape(i)`` gives the best-known shape.
 """
 
 from __future__ import annotations
