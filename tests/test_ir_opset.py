@@ -734,3 +734,15 @@ def test_if(tmp_path, kind):
         # (OpenVINO renames the output when it folds a constant-condition If: compare in order)
         for g, w in zip(got.values(), want.values(), strict=True):
             assert_close(g, w)
+
+
+def test_integer_and_half_inputs(tmp_path):
+    """u8 image inputs converted in the graph (OpenVINO pre-processing style) and f16 inputs."""
+    check(tmp_path, lambda im: o.multiply(o.convert(im, "f32"), np.float32(1 / 255)),
+          {"im": np.random.RandomState(0).randint(0, 256, (1, 3, 4, 4)).astype(np.uint8)})
+    check(tmp_path, lambda h: o.convert(o.relu(h), "f32"), {"h": rnd(2, 5).astype(np.float16)}, rtol=1e-3)
+
+
+@pytest.mark.parametrize("axis, group", [(1, 3), (-1, 2), (0, 2)])
+def test_shuffle_channels(tmp_path, axis, group):
+    check(tmp_path, lambda x: o.shuffle_channels(x, axis, group), {"x": rnd(4, 6, 3, 4)})

@@ -2361,3 +2361,26 @@ def _if(ctx: LayerContext):
                       dtype=dtype_of(a))
         outs.append(ctx.result(y, a.etype))
     return outs
+
+
+@layer("ShuffleChannels", ANY)
+def _shuffle_channels(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    if shape is None:
+        raise ctx.error("the input rank is not known")
+    r = len(shape)
+    axis = norm_axis(ctx, ctx.int("axis", 1), r)
+    group = ctx.int("group", 1)
+    c = shape[axis]
+    if c is None or group < 1 or c % group:
+        raise ctx.error(f"the extent {c} of axis {axis} must be known and divisible by group {group}")
+    if any(d is None for i, d in enumerate(shape) if i != 0):
+        raise ctx.error("ShuffleChannels needs known extents (except the batch)")
+    dt = dtype_of(ctx.input(0))
+    split = [0 if i == 0 else d for i, d in enumerate(shape[:axis])] + [group, c // group] + list(shape[axis + 1:])
+    t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": split}, dtype=dt)
+    perm = list(range(r + 1))
+    perm[axis], perm[axis + 1] = perm[axis + 1], perm[axis]
+    t = ctx.emit1("transpose", {"input": t}, {"axes": perm}, dtype=dt)
+    back = [0 if i == 0 and axis != 0 else d for i, d in enumerate(shape)]
+    return ctx.result(ctx.emit1("reshape", {"input": t}, {"shape": back}, dtype=dt), ctx.in_etype(0))
