@@ -222,3 +222,25 @@ def test_dynamic_batch_is_kept_and_can_be_fixed(exported):
     assert not [op.op for op in fixed.graph.operations if op.op in ("ir_shape_of", "ir_reshape", "ir_broadcast")]
     x = np.random.RandomState(0).randn(4, 5, 16).astype(np.float32)
     assert_close(run_nnefx(xml, {"x": x}, shapes={"x": (4, 5, 16)})["y"], run_openvino(xml, {"x": x})["y"])
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_converted_to_nnef_runs_the_same(exported, name, tmp_path):
+    """IR -> NNEF folder (nnefx convert) -> nnefx check -> load -> run == OpenVINO on the IR."""
+    import nnefx
+    from nnefx.cli import main
+    from nnefx.runtime.session import Session
+
+    xml = exported(name, False)
+    folder = str(tmp_path / "nnef")
+    assert main(["convert", xml, folder]) == 0
+    assert main(["check", folder]) == 0
+    model = nnefx.load(folder)
+    _, shape = NETS[name]
+    x = make_input(name, (3,) + shape[1:], 5)
+    (inp,) = model.graph.inputs
+    got = Session(model, input_shapes={inp: x.shape}).run({inp: x})
+    want = run_openvino(xml, {"x": x})
+    assert len(got) == len(want)
+    for g, w in zip(got.values(), want.values(), strict=True):
+        assert_close(g, w)

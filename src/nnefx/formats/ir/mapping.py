@@ -235,7 +235,8 @@ class GraphBuilder:
         arr = storage_array(value.const, value.etype)
         dtype = nnef_dtype(value.etype)
         shape = tuple(int(d) for d in arr.shape)
-        if arr.size <= self.SMALL_CONSTANT:
+        finite = arr.dtype.kind != "f" or bool(np.all(np.isfinite(arr)))
+        if arr.size <= self.SMALL_CONSTANT and finite:  # NNEF text has no literal for inf/nan
             name = self.add_tensor(f"{hint}", dtype, shape)
             value_list = [v.item() for v in arr.reshape(-1)]
             op = Operation("constant", {}, {"output": name}, {"shape": list(shape), "value": value_list},
