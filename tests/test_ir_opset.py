@@ -746,3 +746,11 @@ def test_integer_and_half_inputs(tmp_path):
 @pytest.mark.parametrize("axis, group", [(1, 3), (-1, 2), (0, 2)])
 def test_shuffle_channels(tmp_path, axis, group):
     check(tmp_path, lambda x: o.shuffle_channels(x, axis, group), {"x": rnd(4, 6, 3, 4)})
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric"])
+def test_pad12_negative_pads(tmp_path, mode):
+    import openvino.opset12 as o12
+
+    check(tmp_path, lambda x: o12.pad(x, np.array([0, -1, 2], np.int64), np.array([1, 2, -1], np.int64), mode,
+                                      np.array(0.5, F32) if mode == "constant" else None), {"x": rnd(2, 5, 4)})
