@@ -754,3 +754,22 @@ def test_pad12_negative_pads(tmp_path, mode):
 
     check(tmp_path, lambda x: o12.pad(x, np.array([0, -1, 2], np.int64), np.array([1, 2, -1], np.int64), mode,
                                       np.array(0.5, F32) if mode == "constant" else None), {"x": rnd(2, 5, 4)})
+
+
+def test_v10_names_follow_openvino(tmp_path):
+    """Unnamed tensors (IR v10): OpenVINO names outputs 'layer' or 'layer.<output index>'."""
+    import re
+
+    x = o.parameter([4, 6], F32, name="x")
+    sp = o.split(x, np.array(1, np.int64), 3)
+    ov.save_model(ov.Model([sp.output(0), sp.output(2), o.relu(x).output(0)], [x]), str(tmp_path / "m.xml"))
+    text = (tmp_path / "m.xml").read_text().replace('version="11"', 'version="10"', 1)
+    text = re.sub(r' (output_)?names="[^"]*"', "", text)
+    (tmp_path / "v10.xml").write_text(text)
+    (tmp_path / "v10.bin").write_bytes((tmp_path / "m.bin").read_bytes())
+    feeds = {"x": rnd(4, 6)}
+    want = run_openvino(str(tmp_path / "v10.xml"), feeds)
+    got = run_nnefx(str(tmp_path / "v10.xml"), feeds)
+    assert list(got) == list(want)
+    for k in want:
+        assert_close(got[k], want[k])

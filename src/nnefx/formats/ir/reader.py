@@ -8,8 +8,8 @@ from the ``.bin``, in both the v10/11 ``element_type/offset/size`` form and the 
 handed to its mapping function (:mod:`.mapping`).
 
 Names follow OpenVINO, so a Session's results are keyed like OpenVINO's: a tensor is named
-after its port's first tensor name (v11 ``names``), else after its layer (``name.port`` for
-the second and later outputs of a layer).
+after its port's first tensor name (v11 ``names``), else after its layer
+(``name.<output index>`` when the layer has several outputs).
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ class NetReader:
         port = lay.outputs[index]
         if port.names:
             return port.names[0]
-        return lay.name if index == 0 else f"{lay.name}.{port.id}"
+        # OpenVINO's rule for unnamed tensors (v10 files): the layer name, plus ".<output
+        # index>" (the position among the outputs, not the port id) when there are several
+        return lay.name if len(lay.outputs) == 1 else f"{lay.name}.{index}"
 
     # ------------------------------------------------------------------------------------
     def order(self) -> tuple[list[Layer], dict[int, list[tuple[Port, tuple[int, int]]]]]:
