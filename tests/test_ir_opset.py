@@ -773,3 +773,16 @@ def test_v10_names_follow_openvino(tmp_path):
     assert list(got) == list(want)
     for k in want:
         assert_close(got[k], want[k])
+
+
+@pytest.mark.parametrize("size", [[1, 1], [2, 3], [4, 5], [3, 2]])
+def test_adaptive_pools(tmp_path, size):
+    check(tmp_path, lambda x: [o8.adaptive_avg_pool(x, np.array(size, np.int64)),
+                               o8.adaptive_max_pool(x, np.array(size, np.int64), "i32").output(0)], {"x": rnd(2, 3, 5, 7)})
+
+
+def test_group_normalization(tmp_path):
+    import openvino.opset12 as o12
+
+    check(tmp_path, lambda x: o12.group_normalization(x, rnd(6), rnd(6), 3, 1e-5), {"x": rnd(2, 6, 4, 3)},
+          dynamic={"x": [-1, 6, 4, 3]})

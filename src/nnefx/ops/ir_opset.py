@@ -1223,3 +1223,35 @@ def _einsum_def(xs, equation=""):
             term *= a[tuple(v[lab] if a.shape[k] != 1 else 0 for k, lab in enumerate(spec))]
         out[tuple(v[lab] for lab in out_labels)] += term
     return out.astype(np.asarray(xs[0]).dtype)
+
+
+# --- AdaptiveAvgPool / AdaptiveMaxPool -------------------------------------------------------------------
+
+ir_adaptive_pool = define("ir_adaptive_pool", "ir_opset", """
+fragment ir_adaptive_pool( input: tensor<scalar>, output_size: integer[], mode: string = 'avg' )
+    -> ( output: tensor<scalar> );
+""", domain="ir", doc="IR AdaptiveAvgPool/AdaptiveMaxPool (v8): bin i of an axis of extent X spans "
+                      "[floor(i*X/n), ceil((i+1)*X/n)).")
+
+
+@ir_adaptive_pool.shape
+def _adaptive_shape(x, output_size=(), mode="avg"):
+    if mode not in ("avg", "max") or len(output_size) != len(x) - 2 or any(n < 1 for n in output_size):
+        raise NNEFXError(f"ir_adaptive_pool: bad output_size {list(output_size)} or mode '{mode}'")
+    return tuple(x[:2]) + tuple(output_size)
+
+
+def _bins(extent: int, n: int) -> list[tuple[int, int]]:
+    return [((i * extent) // n, -((-(i + 1) * extent) // n)) for i in range(n)]
+
+
+@ir_adaptive_pool.formal
+def _adaptive_formal(x, output_size=(), mode="avg"):
+    x = np.asarray(x)
+    spatial = x.shape[2:]
+    bins = [_bins(e, n) for e, n in zip(spatial, output_size, strict=True)]
+    out = np.empty(x.shape[:2] + tuple(output_size), dtype=x.dtype)
+    for pos in np.ndindex(*out.shape):
+        window = x[pos[:2] + tuple(slice(*bins[k][p]) for k, p in enumerate(pos[2:]))]
+        out[pos] = window.max() if mode == "max" else window.astype(np.float64).mean()
+    return out

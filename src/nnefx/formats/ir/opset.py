@@ -2384,3 +2384,44 @@ def _shuffle_channels(ctx: LayerContext):
     t = ctx.emit1("transpose", {"input": t}, {"axes": perm}, dtype=dt)
     back = [0 if i == 0 and axis != 0 else d for i, d in enumerate(shape)]
     return ctx.result(ctx.emit1("reshape", {"input": t}, {"shape": back}, dtype=dt), ctx.in_etype(0))
+
+
+@layer(("AdaptiveAvgPool", "AdaptiveMaxPool"), ANY)
+def _adaptive_pool(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    if shape is None or len(shape) < 3 or any(d is None for d in shape[2:]):
+        raise ctx.error("adaptive pooling needs known spatial extents")
+    size = ctx.const_ints(1, "output_shape")
+    if len(size) != len(shape) - 2 or any(n < 1 for n in size):
+        raise ctx.error(f"output_shape {size} must give one positive extent per spatial axis")
+    mode = "max" if ctx.type == "AdaptiveMaxPool" else "avg"
+    y = ctx.emit1("ir_adaptive_pool", {"input": ctx.tensor(0)}, {"output_size": size, "mode": mode})
+    outs = [ctx.result(y)]
+    if len(ctx.layer.outputs) > 1:
+        outs.append(Value(unsupported=f"the indices output of {ctx.layer.where()} is not supported"))
+    return outs
+
+
+@layer("GroupNormalization", ANY)
+def _group_normalization(ctx: LayerContext):
+    shape = ctx.in_shape(0)
+    if shape is None or len(shape) < 2 or any(d is None for d in shape[1:]):
+        raise ctx.error("GroupNormalization needs known channel and spatial extents")
+    g = ctx.int("num_groups")
+    c = shape[1]
+    if g < 1 or c % g:
+        raise ctx.error(f"{c} channels do not divide into num_groups = {g}")
+    r = len(shape)
+    x = ctx.tensor(0)
+    t = ctx.emit1("reshape", {"input": x}, {"shape": [g, -1], "axis_start": 1, "axis_count": -1})
+    t = _mvn(ctx, t, [2], True, ctx.float("epsilon"), True)
+    t = ctx.emit1("reshape", {"input": t}, {"shape": [int(d) for d in shape[1:]], "axis_start": 1, "axis_count": -1})
+
+    def per_channel(i: int) -> str:
+        v = ctx.input(i)
+        if v.is_const:
+            return const_value(ctx, np.asarray(v.const).reshape((1, -1) + (1,) * (r - 2)), v.etype)
+        return ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": [0] + list(range(2, r))})
+
+    y = binary(ctx, "add", binary(ctx, "mul", t, per_channel(1)), per_channel(2))
+    return ctx.result(y)
