@@ -244,3 +244,44 @@ def test_converted_to_nnef_runs_the_same(exported, name, tmp_path):
     assert len(got) == len(want)
     for g, w in zip(got.values(), want.values(), strict=True):
         assert_close(g, w)
+
+
+class TorchMisc(nn.Module):
+    """Layers OpenVINO's PyTorch frontend emits as opset ops of their own (GroupNormalization,
+    AdaptiveAvgPool, Interpolate, DepthToSpace, CumSum, TopK/argmax, tanh Gelu)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(2, 4)
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(2)
+
+    def forward(self, x):
+        y = self.gn(self.conv(x))
+        z = nn.functional.adaptive_avg_pool2d(y, (3, 2))
+        w = nn.functional.interpolate(y, scale_factor=2, mode="bilinear")
+        return (z, w.mean(1), self.shuffle(y), torch.cumsum(y, 2), y.argmax(1),
+                nn.functional.gelu(y, approximate="tanh"))
+
+
+@pytest.mark.parametrize("name, fixed", [("cnn", True), ("gru", False), ("tokens", False), ("misc", True)])
+def test_pytorch_frontend_files(tmp_path, name, fixed):
+    """Files from ov.convert_model(torch module): every dim dynamic, unnamed outputs (compared in
+    order); spatial extents some layers need are fixed with load(..., shapes=)."""
+    cls, shape = (TorchMisc, (2, 4, 6, 6)) if name == "misc" else NETS[name]
+    torch.manual_seed(0)
+    model = cls().eval()
+    x = make_input(name, shape, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        om = ov.convert_model(model, example_input=torch.from_numpy(x))
+    path = str(tmp_path / f"{name}.xml")
+    ov.save_model(om, path, compress_to_fp16=False)
+    inp = om.inputs[0].get_any_name()
+    cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    res = cm({inp: x})
+    want = [np.asarray(res[o]) for o in cm.outputs]
+    got = list(run_nnefx(path, {inp: x}, **({"shapes": {inp: x.shape}} if fixed else {})).values())
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w)

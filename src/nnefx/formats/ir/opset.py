@@ -1425,7 +1425,8 @@ def _pool(ctx: LayerContext, op: str, x: str, xshape, kernel, strides, dil, pads
         fd = (k - 1) * d + 1
         if X is None:
             if rounding != "floor":
-                raise ctx.error(f"rounding_type={rounding} needs known spatial extents")
+                raise ctx.error(f"rounding_type={rounding} needs known spatial extents "
+                                "(fix dynamic input dims with nnefx.load(..., shapes={...}))")
             new_pads.append((p, q))
             tail.append(0)
             continue
@@ -1626,9 +1627,14 @@ def _interpolate(ctx: LayerContext):
         else:
             axes = list(range(r))
     calc = ctx.str("shape_calculation_mode", "sizes").lower() if ctx.version != "opset1" else "sizes"
+    target = list(odims)
     if calc == "scales":  # axes scaled by exactly 1 are left alone (e.g. a dynamic batch)
         all_scales = _interp_scales(ctx, axes, None, None)
         axes = [a for a, sc in zip(axes, all_scales, strict=True) if sc != 1.0]
+        for a, sc in zip(axes, _interp_scales(ctx, axes, None, None), strict=True):
+            if target[a] is None and xshape[a] is not None:
+                v = xshape[a] * sc  # OpenVINO: floor(extent * scale), tolerant to float noise
+                target[a] = int(round(v)) if abs(v - round(v)) < 1e-5 else int(math.floor(v))
     else:
         sizes_in = ctx.input(1)
         given = sizes_in.const if sizes_in.is_const else sizes_in.sym
@@ -1638,14 +1644,17 @@ def _interpolate(ctx: LayerContext):
             entry = np.asarray(given).reshape(-1)[k] if given is not None and np.size(given) == len(axes) else None
             if isinstance(entry, Dim) and entry.tensor == x_name and entry.axis == a:
                 continue  # the target extent is the input's own (dynamic) extent
-            if xshape[a] is not None and xshape[a] == odims[a]:
+            if target[a] is None and entry is not None and not isinstance(entry, Dim):
+                target[a] = int(entry)
+            if xshape[a] is not None and xshape[a] == target[a]:
                 continue
             keep.append(a)
         axes = keep
     for a in axes:
-        if xshape[a] is None or odims[a] is None:
-            raise ctx.error("Interpolate needs known input and output extents on the resized axes")
-    sizes = [int(odims[a]) for a in axes]
+        if xshape[a] is None or target[a] is None:
+            raise ctx.error("Interpolate needs known input and output extents on the resized axes "
+                            "(fix dynamic input dims with nnefx.load(..., shapes={...}))")
+    sizes = [int(target[a]) for a in axes]
     scales = _interp_scales(ctx, axes, [int(xshape[a]) for a in axes], sizes)
     if not axes:
         return ctx.result(ctx.tensor(0))
@@ -2389,8 +2398,8 @@ def _shuffle_channels(ctx: LayerContext):
 @layer(("AdaptiveAvgPool", "AdaptiveMaxPool"), ANY)
 def _adaptive_pool(ctx: LayerContext):
     shape = ctx.in_shape(0)
-    if shape is None or len(shape) < 3 or any(d is None for d in shape[2:]):
-        raise ctx.error("adaptive pooling needs known spatial extents")
+    if shape is None or len(shape) < 3:
+        raise ctx.error("adaptive pooling needs an input of known rank >= 3")
     size = ctx.const_ints(1, "output_shape")
     if len(size) != len(shape) - 2 or any(n < 1 for n in size):
         raise ctx.error(f"output_shape {size} must give one positive extent per spatial axis")
@@ -2405,8 +2414,8 @@ def _adaptive_pool(ctx: LayerContext):
 @layer("GroupNormalization", ANY)
 def _group_normalization(ctx: LayerContext):
     shape = ctx.in_shape(0)
-    if shape is None or len(shape) < 2 or any(d is None for d in shape[1:]):
-        raise ctx.error("GroupNormalization needs known channel and spatial extents")
+    if shape is None or len(shape) < 2 or shape[1] is None:
+        raise ctx.error("GroupNormalization needs a known channel extent")
     g = ctx.int("num_groups")
     c = shape[1]
     if g < 1 or c % g:
@@ -2415,7 +2424,12 @@ def _group_normalization(ctx: LayerContext):
     x = ctx.tensor(0)
     t = ctx.emit1("reshape", {"input": x}, {"shape": [g, -1], "axis_start": 1, "axis_count": -1})
     t = _mvn(ctx, t, [2], True, ctx.float("epsilon"), True)
-    t = ctx.emit1("reshape", {"input": t}, {"shape": [int(d) for d in shape[1:]], "axis_start": 1, "axis_count": -1})
+    if any(d is None for d in shape[1:]):  # dynamic spatial extents: restore the shape at run time
+        s_t = ctx.emit1("ir_shape_of", {"input": x}, dtype="scalar", out_dtype="integer")
+        t = ctx.emit1("ir_reshape", {"input": t, "shape": s_t}, {"special_zero": False}, dtype="scalar")
+    else:
+        t = ctx.emit1("reshape", {"input": t}, {"shape": [int(d) for d in shape[1:]], "axis_start": 1,
+                                                "axis_count": -1})
 
     def per_channel(i: int) -> str:
         v = ctx.input(i)
