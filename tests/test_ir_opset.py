@@ -421,7 +421,8 @@ def test_unsupported_attribute_is_an_error_naming_the_layer(tmp_path):
     from nnefx.diagnostics import NNEFXError
 
     x = o.parameter([1, 2, 3, 4], F32, name="x")
-    y = o11.interpolate(x, np.array([1.5, 1.5], F32), "cubic", "scales", axes=np.array([2, 3], np.int64))
+    y = o11.interpolate(x, np.array([1.5, 1.5], F32), "cubic", "scales", pads_begin=[0, 0, 1, 1],
+                        pads_end=[0, 0, 1, 1], axes=np.array([2, 3], np.int64))
     path = str(tmp_path / "m.xml")
     ov.save_model(ov.Model([y], [x]), path)
     with pytest.raises(NNEFXError) as info:
