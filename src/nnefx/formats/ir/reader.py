@@ -9,7 +9,8 @@ handed to its mapping function (:mod:`.mapping`).
 
 Names follow OpenVINO, so a Session's results are keyed like OpenVINO's: a tensor is named
 after its port's first tensor name (v11 ``names``), else after its layer
-(``name.<output index>`` when the layer has several outputs).
+(``name.<output index>`` when the layer has several outputs; legacy files: ``name`` for the
+first output and ``name.<port id>`` for the others).
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class NetReader:
         port = lay.outputs[index]
         if port.names:
             return port.names[0]
+        if self.net.version <= 9:
+            # legacy files: the layer name, then "name.<port id>" for the later outputs
+            return lay.name if index == 0 else f"{lay.name}.{port.id}"
         # OpenVINO's rule for unnamed tensors (v10 files): the layer name, plus ".<output
         # index>" (the position among the outputs, not the port id) when there are several
         return lay.name if len(lay.outputs) == 1 else f"{lay.name}.{index}"
