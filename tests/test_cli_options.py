@@ -50,3 +50,17 @@ def test_fp16_conversion_keeps_weights_behind_convert_layers(tmp_path):
     expected = np.load(FIXTURES / "ir" / "opset" / "cnn.y.npy")[:1]
     # FP16 weights: agreement within half precision of the FP32 reference.
     assert np.max(np.abs(y[0] - expected[0])) <= 1e-2 * max(1.0, float(np.max(np.abs(expected))))
+
+
+def test_inspect_json_of_an_nnef_model_is_fully_expanded(tmp_path, capsys):
+    import json
+
+    doc = tmp_path / "g.nnef"
+    doc.write_text("version 1.0;\ngraph G(x) -> (y) {\n  x = external<scalar>(shape = [1, 4]);\n"
+                   "  y = softmax(relu(x), axes = [1]);\n}\n")
+    assert main(["inspect", str(doc), "--json"]) == 0
+    ops = [o["op"] for o in json.loads(capsys.readouterr().out)["operations"]]
+    # relu = max(x, 0.0) = select(x > 0.0, x, 0.0); softmax = exp(x - max) / sum
+    assert ops == ["external", "gt", "select", "max_reduce", "sub", "exp", "sum_reduce", "div"]
+    assert main(["inspect", str(doc)]) == 0
+    assert "softmax: 1" in capsys.readouterr().out  # the summary keeps standard compounds atomic

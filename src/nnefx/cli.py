@@ -27,10 +27,10 @@ def _add_load_options(p: argparse.ArgumentParser) -> None:
                         "tools' external_shapes do); IR inputs must fit their declared dims")
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace, **extra):
     from .api import load
 
-    options = {}
+    options = dict(extra)
     if getattr(args, "dialect", None):
         options["dialect"] = args.dialect
     if getattr(args, "params", None):
@@ -72,7 +72,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from . import report
 
-    model = _load(args)
+    if args.json:
+        # The JSON is the flat graph fully expanded to primitives (NNEF documents keep
+        # standard compounds atomic by default; other formats map straight to primitives
+        # or registry operations).
+        from .api import FORMAT_ALIASES, detect_format
+
+        fmt = args.input_format or detect_format(args.model)
+        nnef = FORMAT_ALIASES.get(fmt, fmt).startswith("nnef")
+        model = _load(args, **({"expand_all": True} if nnef else {}))
+    else:
+        model = _load(args)
     if args.json:
         print(json.dumps(report.graph_json(model.graph), indent=1))
     else:
