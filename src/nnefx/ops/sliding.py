@@ -509,7 +509,14 @@ def _view(xp, size, stride, dilation, out_shape):
 
 @conv.fast
 def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), groups=1):
-    """im2col over a padded strided view, one batched BLAS product per group."""
+    """im2col in channel-major order, one batched BLAS product, the result already NCHW.
+
+    For each batch item and group, ``cols`` is the (Cg·F, X) matrix of window values (rows:
+    input channel and filter offset, columns: output positions) and the filter is the
+    (cg, Cg·F) matrix, so ``filter @ cols`` is (cg, X): output channels by positions, the
+    layout the result needs — no transposes of the big operands.  A 1×1 filter with unit
+    dilation needs no im2col at all: the (strided) input *is* ``cols``.
+    """
     x, w, b = scalar(input), scalar(filter), scalar(bias)
     out_shape = _conv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, groups)
     B, C = x.shape[:2]
@@ -518,19 +525,24 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
     G = C if groups == 0 else groups
     Cg, cg = _group_sizes(C, c, G)
     win = _down_window("conv", x.shape[2:], w.shape[2:], padding, stride, dilation)
-    xp = pad_array(x, [(0, 0), (0, 0)] + win.pads, border)
     xs = tuple(out_shape[2:])
     F = tuple(w.shape[2:])
-    v = _view(xp, [1, 1] + list(F), [1, 1] + win.stride, [1, 1] + win.dilation, (B, C) + xs)
-    v = v.reshape((B, G, Cg) + xs + F)  # copies: the im2col matrix
-    # -> (G, B, xs..., Cg, F...) -> (G, B*X, Cg*F)
-    perm = (1, 0) + tuple(range(3, 3 + n)) + (2,) + tuple(range(3 + n, 3 + 2 * n))
-    cols = v.transpose(perm).reshape(G, B * math.prod(xs), Cg * math.prod(F))
-    wm = w.reshape(G, cg, Cg * math.prod(F)).transpose(0, 2, 1)
-    y = np.matmul(cols, wm)  # (G, B*X, cg)
-    y = y.reshape((G, B) + xs + (cg,))
-    y = y.transpose((1, 0, n + 2) + tuple(range(2, 2 + n))).reshape((B, c) + xs)
-    return _add_bias_f32(y, b, c)
+    X, K = math.prod(xs), Cg * math.prod(F)
+    if all(f == 1 for f in F) and not any(p or q for p, q in win.pads):
+        # Pointwise: the strided input itself is the column matrix.
+        picked = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in win.stride)]
+        picked = picked[(slice(None), slice(None)) + tuple(slice(0, e) for e in xs)]
+        cols = np.ascontiguousarray(picked).reshape(B, G, K, X)
+    else:
+        xp = pad_array(x, [(0, 0), (0, 0)] + win.pads, border)
+        v = _view(xp, [1, 1] + list(F), [1, 1] + win.stride, [1, 1] + win.dilation, (B, C) + xs)
+        # v is (B, C, xs..., 1, 1, F...): bring the filter offsets before the positions.
+        v = v.reshape((B, C) + xs + F)
+        perm = (0, 1) + tuple(range(2 + n, 2 + 2 * n)) + tuple(range(2, 2 + n))
+        cols = np.ascontiguousarray(v.transpose(perm)).reshape(B, G, K, X)  # the one copy
+    wm = w.reshape(1, G, cg, K)
+    y = np.matmul(wm, cols)  # (B, G, cg, X): float32 BLAS
+    return _add_bias_f32(y.reshape((B, c) + xs), b, c)
 
 
 def _add_bias_f32(y, b, c):
@@ -868,22 +880,47 @@ max_pool.formal(lambda input, size=(), border="constant", padding=(), stride=(),
                 _mpwi_formal(input, size, border, padding, stride, dilation)[0])
 
 
+def _window_max(xp, win):
+    """Running maximum over the window offsets of a padded array: one strided slice each.
+
+    Equivalent to reducing the (out..., window...) view with ``max`` (NaN propagates the
+    same way) but streams through memory once per offset instead of gathering windows.
+    """
+    out = None
+    for j in win.offsets():
+        view = xp[tuple(slice(j[k] * win.dilation[k], j[k] * win.dilation[k] + (win.x[k] - 1) * win.stride[k] + 1,
+                              win.stride[k]) for k in range(xp.ndim))]
+        out = np.array(view, copy=True) if out is None else np.maximum(out, view, out=out)
+    return out
+
+
+def _windows_all_outside(win):
+    """Per axis, the output positions whose window reads no input element (1-D masks)."""
+    masks = []
+    for k in range(len(win.x)):
+        starts = np.arange(win.x[k]) * win.stride[k] - win.pads[k][0]
+        taps = starts[:, None] + np.arange(win.size[k])[None, :] * win.dilation[k]
+        masks.append(~((taps >= 0) & (taps < win.X[k])).any(axis=1))
+    return masks
+
+
 @max_pool.fast
 def _max_pool_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
-    """Window maximum over a strided view; NaN propagates (it is the arg-max's choice)."""
+    """Window maximum, one strided slice per window offset; NaN propagates (the arg-max's choice)."""
     x = scalar(input)
     max_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
     win = _down_window("max_pool", x.shape, size, padding, stride, dilation)
-    n = x.ndim
     if border != "ignore":
-        xp = pad_array(x, win.pads, border)
-        return _view(xp, win.size, win.stride, win.dilation, win.x).max(axis=tuple(range(n, 2 * n)))
-    xp = pad_array(x, win.pads, "constant", -np.inf)
-    out = _view(xp, win.size, win.stride, win.dilation, win.x).max(axis=tuple(range(n, 2 * n)))
-    mp = pad_array(np.ones(x.shape, np.bool_), win.pads, "constant", False)
-    any_in = _view(mp, win.size, win.stride, win.dilation, win.x).any(axis=tuple(range(n, 2 * n)))
-    # A window entirely outside samples its first position, which reads 0 under 'ignore'.
-    return np.where(any_in, out, np.float32(0.0)).astype(np.float32)
+        return _window_max(pad_array(x, win.pads, border), win).astype(np.float32, copy=False)
+    out = _window_max(pad_array(x, win.pads, "constant", -np.inf), win)
+    outside = _windows_all_outside(win)
+    if any(m.any() for m in outside):
+        # A window entirely outside samples its first position, which reads 0 under 'ignore'.
+        grid = np.zeros(out.shape, np.bool_)
+        for k, m in enumerate(outside):
+            grid |= m.reshape((1,) * k + (-1,) + (1,) * (out.ndim - k - 1))
+        out[grid] = 0.0
+    return out.astype(np.float32, copy=False)
 
 
 avg_pool.formal(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
