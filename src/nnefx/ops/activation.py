@@ -102,7 +102,7 @@ fragment softabs( x: tensor<scalar>, epsilon: scalar ) -> ( y: tensor<scalar> )
 import numpy as np  # noqa: E402
 
 from ._common import broadcast_shapes, checked_broadcast, op_error, scalar  # noqa: E402
-from .elementwise import BINARY_OPS, UNARY_OPS, max_fast, sqr, sqrt  # noqa: E402
+from .elementwise import BINARY_OPS, UNARY_OPS, sqr, sqrt  # noqa: E402
 from .elementwise import max_ as max_op  # noqa: E402
 from .elementwise import select as select_op  # noqa: E402
 from .reduce import max_reduce, reduced_shape, sum_reduce  # noqa: E402
@@ -131,7 +131,17 @@ def sigmoid_fast(x):
 
 sigmoid.fast(sigmoid_fast)
 relu.formal(lambda x: max_op.formal_kernel(x, np.float32(0.0)))
-relu.fast(lambda x: max_fast(x, np.float32(0.0)))
+
+
+@relu.fast
+def _relu_fast(x):
+    """select(x > 0.0, x, 0.0) in one pass over a float32 mask: NaN and -0.0 give +0.0.
+
+    The generic ``max`` kernel broadcasts and converts its result again; a ReLU follows
+    most convolutions, so it is worth its own two-pass kernel.
+    """
+    x = scalar(x)
+    return np.where(x > np.float32(0.0), x, np.float32(0.0))
 
 
 @prelu.shape
