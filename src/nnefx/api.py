@@ -110,8 +110,8 @@ def save(model: Model, path: str | os.PathLike, format: str | None = None, **opt
     fmt = FORMAT_ALIASES.get(format, format) if format else save_format_for(path)
     if fmt not in _FORMATS:
         raise NNEFXError(f"unknown format '{format}'")
-    if fmt.startswith("nnef") and model.format == "ir":
-        # IR tensor names (OpenVINO's, e.g. '/att/Reshape_output_0') are not NNEF identifiers
+    if fmt.startswith("nnef") and model.format in ("ir", "onnx"):
+        # IR and ONNX tensor names (e.g. "/att/Reshape_output_0", "input.1") are not NNEF identifiers
         from .formats.ir.names import with_nnef_identifiers
 
         model = with_nnef_identifiers(model)
