@@ -15,7 +15,6 @@ importer creates is bounded by the IR folds' item limit.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -316,4 +315,4 @@ def read_model(path: str, *, input_shapes: dict[str, Any] | None = None, **optio
 
 from .ops import HANDLERS  # noqa: E402  (the handler table imports this module's helpers)
 
-__all__ = ["read_model", "OnnxReader", "const", "math"]
+__all__ = ["read_model", "OnnxReader", "const"]

@@ -1,0 +1,149 @@
+"""ONNX import: bad input gives located NNEFXErrors; the CLI converts, checks and runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import nnefx  # noqa: E402
+from nnefx.cli import main  # noqa: E402
+from nnefx.diagnostics import NNEFXError  # noqa: E402
+from nnefx.runtime.session import Session  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def _save(tmp_path, nodes, inputs, outputs, inits=(), opset=17, name="m.onnx"):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    p = tmp_path / name
+    onnx.save(m, str(p))
+    return p
+
+
+def _vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def test_unsupported_op_names_node(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("NonZero", ["a"], ["y"], name="nz_7")]
+    p = _save(tmp_path, nodes, [_vi("x", [2])], [_vi("y", None, TensorProto.INT64)])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    text = str(e.value)
+    assert "m.onnx" in text and "node 1 'nz_7' (NonZero)" in text and "unsupported" in text
+
+
+def test_corrupt_and_truncated(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    p = _save(tmp_path, nodes, [_vi("x", [2])], [_vi("y", [2])])
+    data = p.read_bytes()
+    t = tmp_path / "trunc.onnx"
+    t.write_bytes(data[: len(data) // 2])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(t))
+    assert "trunc.onnx" in str(e.value)
+    z = tmp_path / "zero.onnx"
+    z.write_bytes(b"")
+    with pytest.raises(NNEFXError):
+        nnefx.load(str(z))
+
+
+def _external_model(tmp_path, location, offset=0, length=16):
+    w = TensorProto(name="w", data_type=F, dims=[4])
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    return _save(tmp_path, nodes, [_vi("x", [4])], [_vi("y", [4])], [w])
+
+
+def test_external_data_path_traversal_refused(tmp_path):
+    (tmp_path / "secret.bin").write_bytes(np.ones(4, np.float32).tobytes())
+    sub = tmp_path / "model"
+    sub.mkdir()
+    p = _external_model(sub, "../secret.bin")
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert "outside the model's folder" in str(e.value) and "initializer 'w'" in str(e.value)
+    p = _external_model(sub, str(tmp_path / "secret.bin"))
+    with pytest.raises(NNEFXError):
+        nnefx.load(str(p))
+
+
+def test_external_data_inside_folder_and_range_checked(tmp_path):
+    (tmp_path / "w.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    p = _external_model(tmp_path, "w.bin")
+    m = nnefx.load(str(p))
+    x = np.ones(4, np.float32)
+    np.testing.assert_array_equal(Session(m).run({"x": x})["y"], x + np.arange(4))
+    p = _external_model(tmp_path, "w.bin", offset=8, length=16)
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert "exceeds the file" in str(e.value)
+
+
+def test_dynamic_inputs_need_shapes(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    p = _save(tmp_path, nodes, [_vi("x", ["batch", 3])], [_vi("y", ["batch", 3])])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert "input_shapes" in str(e.value)
+    m = nnefx.load(str(p), input_shapes={"x": (2, 3)})
+    assert m.graph.tensors["x"].shape == (2, 3)
+    with pytest.raises(NNEFXError):
+        nnefx.load(str(p), input_shapes={"x": (2, 4)})
+    with pytest.raises(NNEFXError):
+        nnefx.load(str(p), input_shapes={"x": (2, 3), "nope": (1,)})
+
+
+def test_unsupported_attribute_and_unused_indices(tmp_path):
+    nodes = [helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap", name="padder")]
+    p = _save(tmp_path, nodes, [_vi("x", [2, 3])], [_vi("y", None)],
+              [numpy_helper.from_array(np.array([1, 1, 1, 1], np.int64), "p")])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert "node 0 'padder' (Pad)" in str(e.value) and "wrap" in str(e.value)
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], name="mp")]
+    p = _save(tmp_path, nodes, [_vi("x", [1, 1, 4, 4])], [_vi("y", None), _vi("idx", None, TensorProto.INT64)])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert "indices" in str(e.value)
+
+
+def test_saving_onnx_is_refused(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    p = _save(tmp_path, nodes, [_vi("x", [2])], [_vi("y", [2])])
+    m = nnefx.load(str(p))
+    with pytest.raises(NNEFXError) as e:
+        nnefx.save(m, str(tmp_path / "out.onnx"))
+    assert "not supported" in str(e.value)
+
+
+def test_cli_convert_check_run(tmp_path, capsys):
+    w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    nodes = [helper.make_node("MatMul", ["input.1", "fc.weight"], ["h"]),
+             helper.make_node("Relu", ["h"], ["output"])]
+    p = _save(tmp_path, nodes, [_vi("input.1", ["n", 3])], [_vi("output", ["n", 4])],
+              [numpy_helper.from_array(w, "fc.weight")])
+    out = tmp_path / "nnef"
+    assert main(["convert", str(p), str(out), "--shape", "input.1=2,3"]) == 0
+    assert main(["check", str(out)]) == 0
+    x = np.array([[1.0, -2.0, 0.5], [0.0, 1.0, 1.0]], np.float32)
+    inp = tmp_path / "x.npy"
+    np.save(inp, x)
+    m = nnefx.load(str(out))
+    res = tmp_path / "res"
+    assert main(["run", str(out), "-i", f"{m.graph.inputs[0]}={inp}", "-o", str(res)]) == 0
+    got = np.load(res / f"{m.graph.outputs[0]}.npy")
+    np.testing.assert_allclose(got, np.maximum(x @ w, 0), rtol=1e-6)
+    assert main(["check", str(p)]) == 1  # dynamic input without --shape
+    assert "input_shapes" in capsys.readouterr().err
