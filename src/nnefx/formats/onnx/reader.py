@@ -136,7 +136,7 @@ class OnnxReader:
             dims = list(given)
         if any(d is None for d in dims):
             raise NNEFXError(f"input '{vi.name}' has dynamic dims {['?' if d is None else d for d in dims]}; "
-                             "fix them with nnefx.load(path, input_shapes={name: shape})", self.loc(where))
+                             "fix them with nnefx.load(path, input_shapes={name: shape}) or nnefx --shape NAME=D1,D2,...", self.loc(where))
         etype = _etype_code(tt.elem_type, self.loc(where))
         dtype = nnef_dtype(etype)
         name = vi.name
