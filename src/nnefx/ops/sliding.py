@@ -546,9 +546,12 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
 
 
 def _add_bias_f32(y, b, c):
+    """Add the bias in place: ``y`` is the kernel's own fresh float32 product."""
     if b.size == 1:
-        return (y + b.reshape(())).astype(np.float32)
-    return (y + b.reshape((1, c) + (1,) * (y.ndim - 2))).astype(np.float32)
+        y += b.reshape(())
+    else:
+        y += b.reshape((1, c) + (1,) * (y.ndim - 2))
+    return y
 
 
 def _extension(win, k):
@@ -599,7 +602,7 @@ def _deconv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=
                        for k in range(n))
         buf[(slice(None), slice(None)) + region] += contrib.reshape((B, C) + xs)
     y = buf[(slice(None), slice(None)) + tuple(slice(start[k], start[k] + win.X[k]) for k in range(n))]
-    return _add_bias_f32(y, b, C)
+    return _add_bias_f32(np.ascontiguousarray(y), b, C)
 
 
 # --- box / debox ----------------------------------------------------------------------------
