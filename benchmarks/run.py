@@ -6,8 +6,9 @@ For each ResNet and batch size: the torch network is exported to ONNX, converted
 nnef-tools, then the three engines run the same input *interleaved* (one run each per
 round, so machine noise hits them alike), all limited to 2 threads.  Latency is the median
 over rounds after one warm-up run.  Peak memory is measured in a fresh subprocess per engine
-as the growth of peak RSS over the process's RSS after imports (model load + runs), so the
-three numbers are comparable.  Outputs are checked to agree before anything is timed.
+as the growth of peak RSS (VmHWM) over the process's RSS after imports (model load + runs),
+so the three numbers are comparable.  (Not ``ru_maxrss``: Linux carries it across ``exec``,
+so a child would report the benchmark parent's peak.)  Outputs are checked to agree before anything is timed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -82,10 +82,11 @@ def make_runner(engine: str, onnx_path: Path, nnef_path: Path):
     raise ValueError(engine)
 
 
-def _rss_mb() -> float:
+def _status_mb(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmRSS now, VmHWM peak), in MiB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -100,11 +101,11 @@ def memory_child(engine: str, onnx_path: str, nnef_path: str, batch: int, size: 
         import nnef_tools.interpreter.pytorch  # noqa: F401
         import torch  # noqa: F401
     x = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
-    base = _rss_mb()
+    base = _status_mb("VmRSS")
     run = make_runner(engine, Path(onnx_path), Path(nnef_path))
     for _ in range(runs):
         run(x)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _status_mb("VmHWM")
     print(json.dumps({"peak_growth_mb": peak - base}))
 
 
