@@ -147,3 +147,42 @@ def test_cli_convert_check_run(tmp_path, capsys):
     np.testing.assert_allclose(got, np.maximum(x @ w, 0), rtol=1e-6)
     assert main(["check", str(p)]) == 1  # dynamic input without --shape
     assert "input_shapes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("node, message", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[2, 2], name="c"), "kernel_shape"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1], name="c"), "pads"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1], name="c"), "strides"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="c"), "kernel_shape"),
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 0, 1, 2], name="c"), "c"),
+    (helper.make_node("Cast", ["x"], ["y"], to=8, name="c"), "element type"),
+])
+def test_hostile_attributes_are_located(tmp_path, node, message):
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    p = _save(tmp_path, [node], [_vi("x", [1, 1, 5, 5])], [_vi("y", None)], [w])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert f"node 0 'c' ({node.op_type})" in str(e.value) and message in str(e.value)
+
+
+def test_mutated_files_never_crash(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Reshape", ["r", "s"], ["y"])]
+    inits = [numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w"),
+             numpy_helper.from_array(np.array([1, -1], np.int64), "s")]
+    p = _save(tmp_path, nodes, [_vi("x", [1, 1, 4, 4])], [_vi("y", None)], inits)
+    data = p.read_bytes()
+    rng = np.random.default_rng(3)
+    q = tmp_path / "fz.onnx"
+    for i in range(60):
+        b = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+        if i % 3 == 0:
+            b = b[: int(rng.integers(1, len(b)))]
+        q.write_bytes(bytes(b))
+        try:
+            nnefx.load(str(q))
+        except NNEFXError:
+            pass

@@ -304,13 +304,27 @@ def _bias(r, c, ins, idx: int):
     return c.emit1("unsqueeze", {"input": c.tensor_of(b)}, {"axes": [0]})
 
 
+def _kernel(r, attrs, w: Value, n: int) -> list[int]:
+    kernel = list(w.shape[2:])
+    if len(kernel) != n or any(k is None for k in kernel):
+        raise r.error(f"filter shape {list(w.shape)} does not fit a {n}-D convolution")
+    if "kernel_shape" in attrs and list(attrs["kernel_shape"]) != kernel:
+        raise r.error(f"kernel_shape {list(attrs['kernel_shape'])} disagrees with the filter shape {list(w.shape)}")
+    for key in ("strides", "dilations", "output_padding"):
+        if key in attrs and (len(attrs[key]) != n or any(int(v) < (0 if key == "output_padding" else 1)
+                                                         for v in attrs[key])):
+            raise r.error(f"attribute '{key}' = {list(attrs[key])} must have {n} entries "
+                          f"{'>= 0' if key == 'output_padding' else '>= 1'}")
+    return kernel
+
+
 @handles("Conv")
 def _conv(r, attrs, ins):
     x, w = _need(r, ins, 0, "X"), _need(r, ins, 1, "W")
     if x.shape is None or w.shape is None:
         raise r.error("Conv needs known input and filter ranks")
     n = len(x.shape) - 2
-    kernel = list(attrs.get("kernel_shape", w.shape[2:]))
+    kernel = _kernel(r, attrs, w, n)
     strides = list(attrs.get("strides", [1] * n))
     dil = list(attrs.get("dilations", [1] * n))
     pads = _conv_pads(r, attrs, x.shape[2:], kernel, strides, dil)
@@ -329,7 +343,7 @@ def _conv_transpose(r, attrs, ins):
         raise r.error("ConvTranspose needs known input and filter ranks")
     n = len(x.shape) - 2
     g = int(attrs.get("group", 1))
-    kernel = list(attrs.get("kernel_shape", w.shape[2:]))
+    kernel = _kernel(r, attrs, w, n)
     strides = list(attrs.get("strides", [1] * n))
     dil = list(attrs.get("dilations", [1] * n))
     outpad = list(attrs.get("output_padding", [0] * n))

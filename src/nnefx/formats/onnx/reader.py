@@ -107,6 +107,11 @@ class OnnxReader:
                 if exc.location is None or exc.location.field is None:
                     raise NNEFXError(exc.message, self.loc(where)) from None
                 raise
+            except KeyError as exc:  # a required attribute the node does not carry
+                raise NNEFXError(f"missing attribute {exc}", self.loc(where)) from None
+            except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, AttributeError) as exc:
+                # attribute values of the wrong kind or length (e.g. pads=[1] on a 2-D pool)
+                raise NNEFXError(f"invalid node: {exc}", self.loc(where)) from None
             outs = outs if isinstance(outs, list) else [outs]
             for k, name in enumerate(node.output):
                 if name == "":
