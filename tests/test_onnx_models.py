@@ -121,6 +121,35 @@ def test_transformer_block(tmp_path, opset):
     _compare(path, {"input": x}, tmp_path)
 
 
+class _Misc(torch.nn.Module):
+    """Exporter patterns beyond the three networks: pooling corner cases, resampling, indexing."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 6)
+        self.inorm = torch.nn.InstanceNorm2d(1, affine=True)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        a = F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True)
+        b = F.max_pool2d(x, 3, 2, 1, ceil_mode=True)
+        u = F.interpolate(a + b, size=(6, 6), mode="bilinear", align_corners=True)
+        v = F.pixel_shuffle(torch.cat([u, u], 1), 2)[:, :, 1:, ::2]
+        idx = (x[:, 0, 0, :6].abs() * 3).long().clamp(0, 9)
+        e = self.emb(idx).sum(-1)
+        w = torch.where(v > 0, v, v * 0.1).cumsum(-1)
+        return self.inorm(w).mean((2, 3)) + e[:, :1]
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_exporter_patterns(tmp_path, opset):
+    torch.manual_seed(3)
+    x = np.random.default_rng(3).standard_normal((2, 2, 8, 8)).astype(np.float32)
+    path = tmp_path / "misc.onnx"
+    _export(_Misc(), torch.from_numpy(x), path, opset)
+    _compare(path, {"input": x}, tmp_path)
+
+
 def test_corrupt_bytes(tmp_path):
     p = tmp_path / "bad.onnx"
     p.write_bytes(b"\x08\x07\xff\xff\xff garbage \x00\x01")

@@ -95,6 +95,20 @@ CASES = [
     ("AveragePool", [x(1, 2, 7, 7)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
                                       "count_include_pad": 1}),
     ("AveragePool", [x(1, 2, 7, 7)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", [x(1, 2, 8, 8)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                      "ceil_mode": 1, "count_include_pad": 1}),
+    ("AveragePool", [x(1, 2, 7, 6)], {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [1, 0, 1, 2],
+                                      "ceil_mode": 1, "count_include_pad": 1}),
+    ("AveragePool", [x(1, 1, 5, 9)], {"kernel_shape": [3, 2], "strides": [3, 3], "pads": [1, 1, 0, 1],
+                                      "ceil_mode": 1, "count_include_pad": 1}),
+    ("AveragePool", [x(1, 2, 8, 8)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                      "ceil_mode": 1}),
+    ("MaxPool", [x(1, 2, 7, 6)], {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [1, 0, 1, 2],
+                                  "ceil_mode": 1}),
+    ("AveragePool", [x(1, 2, 7, 6)], {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [1, 0, 1, 2],
+                                      "ceil_mode": 1}),
+    ("CumSum", [x(3, 4), c(1, np.int64)], {"exclusive": 1}),
+    ("CumSum", [x(3, 4), c(-2, np.int64)], {"reverse": 1}),
     ("GlobalAveragePool", [x(2, 3, 4, 5)], {}),
     ("GlobalMaxPool", [x(2, 3, 4, 5)], {}),
     ("BatchNormalization", [x(2, 3, 4), c([1.0, 2.0, 0.5], np.float32), c([0.1, 0.2, 0.3], np.float32),
@@ -174,6 +188,7 @@ MORE = [
     ("And", [c([True, False, True]), c([True, True, False])], {}, 17, B),
     ("Or", [c([True, False, False]), c([False, False, True])], {}, 17, B),
     ("ArgMax", [x(2, 3, 4)], {"axis": 1}, 17, I64),
+    ("ArgMax", [x(2, 3, 4)], {"axis": 1}, 11, I64),
     ("ArgMin", [x(2, 3, 4)], {"axis": -1, "keepdims": 0}, 17, I64),
     ("Cast", [x(2, 3)], {"to": I64}, 17, I64),
     ("Upsample", [x(1, 2, 3, 4), c([1, 1, 2, 3], np.float32)], {"mode": "nearest"}, 9, F),
@@ -257,3 +272,22 @@ def test_shape_subgraphs_fold_to_constants(tmp_path):
     ops = {op.op for op in m.graph.operations}
     assert "ir_shape_of" not in ops and "ir_range" not in ops
     np.testing.assert_allclose(Session(m).run(feeds)["y"], want, rtol=1e-6)
+
+
+def test_where_then_argmax_uses_inferred_shapes(tmp_path):
+    """A result whose shape no registry rule gives is filled from ONNX's shape inference."""
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["g"]),
+             helper.make_node("Mul", ["x", "tenth"], ["m"]),
+             helper.make_node("Where", ["g", "x", "m"], ["w"]),
+             helper.make_node("ArgMax", ["w"], ["y"], axis=-1)]
+    inits = [numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "tenth")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 5])],
+                          [helper.make_tensor_value_info("y", I64, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "w.onnx"
+    onnx.save(m, str(p))
+    feeds = {"x": RNG.standard_normal((2, 5)).astype(np.float32)}
+    want = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_array_equal(Session(nnefx.load(str(p))).run(feeds)["y"], want)

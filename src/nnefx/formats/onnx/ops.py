@@ -180,7 +180,13 @@ def _gelu(r, attrs, ins):
 
 @handles("Where")
 def _where(r, attrs, ins):
-    return r.ir1("Select", {"auto_broadcast": "numpy"}, [_need(r, ins, i, "input") for i in range(3)])
+    vals = [_need(r, ins, i, "input") for i in range(3)]
+    y = r.ir1("Select", {"auto_broadcast": "numpy"}, vals)
+    if y.shape is None and all(v.shape is not None and None not in v.shape for v in vals):
+        # the result shape is numpy's broadcast of the three (select's rule may not say)
+        y.shape = tuple(np.broadcast_shapes(*[tuple(v.shape) for v in vals]))
+        r.builder.graph.tensors[y.tensor].shape = y.shape
+    return y
 
 
 @handles("Identity", "Dropout")
@@ -386,7 +392,7 @@ def _pool(r, attrs, ins):
     kernel = list(attrs["kernel_shape"])
     p = list(attrs.get("pads", [0] * (2 * n)))
     data = {"kernel": kernel, "strides": list(attrs.get("strides", [1] * n)), "pads_begin": p[:n],
-            "pads_end": p[n:], "rounding_type": "ceil" if attrs.get("ceil_mode", 0) else "floor",
+            "pads_end": p[n:], "rounding_type": "ceil_torch" if attrs.get("ceil_mode", 0) else "floor",
             "auto_pad": _AUTO.get(attrs.get("auto_pad", "NOTSET"), "?")}
     if r.node.op_type == "MaxPool":
         if attrs.get("storage_order", 0):
@@ -396,8 +402,40 @@ def _pool(r, attrs, ins):
         return r.ir("MaxPool", data, [x], n_out=n_out)
     if any(d != 1 for d in attrs.get("dilations", [1] * n)):
         raise r.error("dilated AveragePool is not supported")
-    data["exclude-pad"] = not attrs.get("count_include_pad", 0)
+    include = bool(attrs.get("count_include_pad", 0))
+    if include and data["rounding_type"] == "ceil_torch" and data["auto_pad"] == "explicit" and any(p):
+        return _avg_pool_ceil_counting_pads(r, x, kernel, data["strides"], p)
+    data["exclude-pad"] = not include
     return r.ir1("AvgPool", data, [x], version="opset1")
+
+
+def _avg_pool_ceil_counting_pads(r, x: Value, kernel, strides, p) -> Value:
+    """AveragePool(ceil_mode=1, count_include_pad=1): pads count as zeros, the ceil overhang
+    beyond the padded input does not (onnxruntime's and torch's divisor).  Expressed as an
+    explicit zero pad followed by a pool whose end overhang is ignored."""
+    n = len(kernel)
+    if x.shape is None or any(d is None for d in x.shape[2:]):
+        raise r.error("AveragePool with ceil_mode needs known spatial extents")
+    c = r.ctx([x])
+    xp = c.emit1("pad", {"input": c.tensor(0)}, {"padding": [(0, 0), (0, 0)] + [(p[i], p[n + i]) for i in range(n)],
+                                                 "border": "constant", "value": 0.0})
+    tails = []
+    for i in range(n):
+        size = x.shape[2 + i] + p[i] + p[n + i]
+        out = -(-(size - kernel[i]) // strides[i]) + 1
+        if (out - 1) * strides[i] >= x.shape[2 + i] + p[i]:
+            out -= 1  # onnxruntime (like torch): no window starts in the end padding
+        tails.append(max(0, (out - 1) * strides[i] + kernel[i] - size))
+    y = c.emit1("avg_pool", {"input": xp}, {"size": [1, 1] + list(kernel), "border": "ignore",
+                                           "padding": [(0, 0), (0, 0)] + [(0, t) for t in tails],
+                                           "stride": [1, 1] + list(strides)})
+    return c.result(y)
+
+
+@handles("CumSum")
+def _cumsum(r, attrs, ins):
+    return r.ir1("CumSum", {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))},
+                 [_need(r, ins, 0, "x"), _need(r, ins, 1, "axis")], version="opset3")
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")

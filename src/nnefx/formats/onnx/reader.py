@@ -75,6 +75,7 @@ class OnnxReader:
         g = self.proto.graph
         if len(g.node) > MAX_NODES:
             raise NNEFXError(f"the graph has {len(g.node)} nodes (more than {MAX_NODES})", self.loc("graph"))
+        self.inferred = self.inferred_shapes()
         for init in g.initializer:
             arr = _tensor_array(init, self.file)
             self.values[init.name] = Value(const=arr, etype=_etype(arr), shape=tuple(arr.shape), label=init.name)
@@ -118,12 +119,61 @@ class OnnxReader:
                     continue
                 if k >= len(outs):
                     outs.append(Value(unsupported=f"output {k} of {where} is not supported"))
-                self.values[name] = outs[k]
+                self.values[name] = self.fill_shape(name, outs[k])
         self.outputs(g)
         graph = self.builder.graph
         graph.validate_structure()
         return Model(graph, format="onnx", source=self.file,
                      extras={"onnx_opset": self.opset, "onnx_producer": self.proto.producer_name})
+
+    def inferred_shapes(self) -> dict[str, tuple]:
+        """Static shapes from ONNX's own shape inference (a pure function of the protobuf).
+
+        They stand in where a registry shape rule cannot tell a result's shape, as declared
+        port dims do for IR files (but only until a computed shape disagrees with them).
+        """
+        onnx, _, _ = _onnx()
+        proto = self.proto
+        if self.input_shapes:
+            proto = type(proto)()
+            proto.CopyFrom(self.proto)
+            for vi in proto.graph.input:
+                if vi.name in self.input_shapes:
+                    dims = vi.type.tensor_type.shape.dim
+                    for d, v in zip(dims, self.input_shapes[vi.name], strict=False):
+                        d.Clear()
+                        d.dim_value = int(v)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        except Exception:  # noqa: BLE001 - inference is only a fallback; mapping errors are reported later
+            return {}
+        shapes: dict[str, tuple] = {}
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+            tt = vi.type.tensor_type
+            if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+                continue
+            dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+            if all(d is not None for d in dims):
+                shapes[vi.name] = tuple(dims)
+        return shapes
+
+    def fill_shape(self, name: str, value: Value) -> Value:
+        declared = self.inferred.get(name)
+        if declared is None or value.unsupported:
+            return value
+        shape = value.shape
+        if shape is None and value.tensor is not None:
+            shape = self.builder.graph.tensors[value.tensor].shape
+        if shape is not None and all(d is not None for d in shape):
+            if tuple(shape) != declared:
+                # ONNX's inference and onnxruntime differ in places (e.g. ceil-mode pooling,
+                # where nnefx follows onnxruntime): from here on its shapes are not trusted
+                self.inferred = {}
+            return value
+        value.shape = declared
+        if value.tensor is not None:
+            self.builder.graph.tensors[value.tensor].shape = declared
+        return value
 
     def external(self, vi: Any) -> None:
         tt = vi.type.tensor_type
