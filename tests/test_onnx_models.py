@@ -150,6 +150,26 @@ def test_exporter_patterns(tmp_path, opset):
     _compare(path, {"input": x}, tmp_path)
 
 
+class _Causal(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 5, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return torch.nn.functional.gelu(y.transpose(1, 2).reshape(2, 5, 16), approximate="tanh")
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_causal_attention(tmp_path, opset):
+    torch.manual_seed(4)
+    x = np.random.default_rng(4).standard_normal((2, 5, 16)).astype(np.float32)
+    path = tmp_path / "causal.onnx"
+    _export(_Causal(), torch.from_numpy(x), path, opset)
+    _compare(path, {"input": x}, tmp_path)
+
+
 def test_corrupt_bytes(tmp_path):
     p = tmp_path / "bad.onnx"
     p.write_bytes(b"\x08\x07\xff\xff\xff garbage \x00\x01")

@@ -756,3 +756,26 @@ def _arg(r, attrs, ins):
     if not attrs.get("keepdims", 1):
         y = c.emit1("squeeze", {"input": y}, {"axes": [axis]}, dtype="integer")
     return c.result(y, "i64")
+
+
+@handles("Trilu")
+def _trilu(r, attrs, ins):
+    """Folded only: exporters use it on constants (causal attention masks)."""
+    x = _need(r, ins, 0, "input")
+    if not x.is_const:
+        raise r.error("Trilu of a tensor computed at run time is not supported (only constant inputs)")
+    k = 0
+    if len(ins) > 1 and ins[1] is not None:
+        k = int(np.asarray(_const(r, ins[1], "k")).reshape(-1)[0])
+    a = np.asarray(x.const)
+    if a.ndim < 2:
+        raise r.error("Trilu needs a tensor of rank 2 or more")
+    return const(np.triu(a, k) if attrs.get("upper", 1) else np.tril(a, k))
+
+
+@handles("Round")
+def _round(r, attrs, ins):
+    x = _need(r, ins, 0, "X")
+    if x.is_const:
+        return const(np.round(x.const).astype(x.const.dtype))  # numpy rounds half to even, as ONNX
+    return r.ir1("Round", {"mode": "half_to_even"}, [x], version="opset5")
