@@ -22,6 +22,11 @@ def x(*shape):
     return ("in", shape)
 
 
+def u(*shape):
+    """A runtime float input with values in (0.1, 0.9) (domains of log, asin, ...)."""
+    return ("unit", shape)
+
+
 def c(arr, dtype=None):
     """A constant input (initializer)."""
     return np.asarray(arr, dtype=dtype)
@@ -38,7 +43,10 @@ def make(op, inputs, attrs=None, opset=17, n_out=1, out_type=F):
         if isinstance(spec, tuple):
             shape = spec[1]
             vis.append(helper.make_tensor_value_info(name, F, list(shape)))
-            feeds[name] = RNG.standard_normal(shape).astype(np.float32)
+            if spec[0] == "unit":
+                feeds[name] = RNG.uniform(0.1, 0.9, shape).astype(np.float32)
+            else:
+                feeds[name] = RNG.standard_normal(shape).astype(np.float32)
         else:
             inits.append(numpy_helper.from_array(spec, name))
     outs = [f"y{k}" for k in range(n_out)]
@@ -153,6 +161,25 @@ CASES = [
     ("Identity", [x(2, 3)], {}),
     ("Dropout", [x(2, 3)], {}),
     ("Sqrt", [c(np.abs(RNG.standard_normal((2, 3))), np.float32)], {}),
+    ("Sqrt", [u(2, 3)], {}),
+    ("Log", [u(2, 3)], {}),
+    ("Asin", [u(2, 3)], {}),
+    ("Acos", [u(2, 3)], {}),
+    ("Atan", [x(2, 3)], {}),
+    ("Sin", [x(2, 3)], {}),
+    ("Cos", [x(2, 3)], {}),
+    ("Tan", [u(2, 3)], {}),
+    ("Sinh", [x(2, 3)], {}),
+    ("Cosh", [x(2, 3)], {}),
+    ("Sign", [x(2, 3)], {}),
+    ("Softplus", [x(2, 3)], {}),
+    ("Softsign", [x(2, 3)], {}),
+    ("Mish", [x(2, 3)], {}, 18),
+    ("HardSwish", [x(2, 3)], {}),
+    ("GatherElements", [x(3, 4), c([[0, 2, 1, 0], [2, 2, 0, 1]], np.int64)], {"axis": 0}),
+    ("SpaceToDepth", [x(1, 2, 4, 6)], {"blocksize": 2}),
+    ("ReduceL1", [x(2, 3, 4)], {"axes": [0, 2]}),
+    ("ReduceProd", [u(2, 3, 4)], {"axes": [1], "keepdims": 0}),
 ]
 
 
@@ -191,6 +218,8 @@ MORE = [
     ("Not", [c([True, False])], {}, 17, B),
     ("And", [c([True, False, True]), c([True, True, False])], {}, 17, B),
     ("Or", [c([True, False, False]), c([False, False, True])], {}, 17, B),
+    ("Xor", [c([True, False, True]), c([[True], [False]])], {}, 17, B),
+    ("Size", [x(2, 3, 4)], {}, 17, I64),
     ("ArgMax", [x(2, 3, 4)], {"axis": 1}, 17, I64),
     ("ArgMax", [x(2, 3, 4)], {"axis": 1}, 11, I64),
     ("ArgMin", [x(2, 3, 4)], {"axis": -1, "keepdims": 0}, 17, I64),
@@ -210,6 +239,7 @@ MORE = [
     ("Split", [x(2, 7), c([3, 4], np.int64)], {"axis": 1}, 17, [F, F]),
     ("Split", [x(6, 3)], {"split": [2, 4]}, 11, [F, F]),
     ("Split", [x(7, 3)], {"num_outputs": 3}, 18, [F, F, F]),
+    ("Split", [x(3, 6)], {"axis": -1}, 13, [F, F, F]),
     ("Gelu", [x(3, 4)], {}, 20, F),
     ("Gelu", [x(3, 4)], {"approximate": "tanh"}, 20, F),
     ("DepthToSpace", [x(1, 8, 2, 3)], {"blocksize": 2, "mode": "CRD"}, 17, F),

@@ -574,7 +574,7 @@ def _split(r, attrs, ins):
     axis = axis + rank if axis < 0 else axis
     k = len(r.node.output)
     lengths = _ints_of(r, ins[1], "split") if len(ins) > 1 and ins[1] is not None else attrs.get("split")
-    if lengths is None:
+    if not lengths:  # absent, or an empty 'split' input: equal parts
         extent = x.shape[axis]
         if extent is None:
             raise r.error("Split needs a known extent on the split axis")

@@ -71,7 +71,9 @@ class OnnxReader:
         return Location(self.file, None, None, field)
 
     def read(self) -> Model:
-        _, helper, numpy_helper = _onnx()
+        from .ops import HANDLERS  # here, not at the top: the handlers import this module
+
+        _, helper, _ = _onnx()
         g = self.proto.graph
         if len(g.node) > MAX_NODES:
             raise NNEFXError(f"the graph has {len(g.node)} nodes (more than {MAX_NODES})", self.loc("graph"))
@@ -367,7 +369,5 @@ def read_model(path: str, *, input_shapes: dict[str, Any] | None = None, **optio
         raise NNEFXError(f"input_shapes= names unknown inputs: {', '.join(sorted(reader.input_shapes))}", loc)
     return model
 
-
-from .ops import HANDLERS  # noqa: E402  (the handler table imports this module's helpers)
 
 __all__ = ["read_model", "OnnxReader", "const"]
