@@ -186,3 +186,12 @@ def test_mutated_files_never_crash(tmp_path):
             nnefx.load(str(q))
         except NNEFXError:
             pass
+
+
+def test_missing_onnx_package_is_explained(tmp_path, monkeypatch):
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    p = _save(tmp_path, nodes, [_vi("x", [2])], [_vi("y", [2])])
+    monkeypatch.setitem(__import__("sys").modules, "onnx", None)
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert "pip install nnefx[onnx]" in str(e.value)
