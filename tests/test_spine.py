@@ -54,3 +54,14 @@ def test_cli_missing_file_exits_1_without_traceback(capsys, tmp_path):
     assert main(["check", str(tmp_path / "nope.xyz")]) == 1
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+
+
+def test_generic_operations_shape_rules_take_the_resolved_dtype():
+    """The registry's calling convention: generic entries get ``dtype=`` in shape rules too."""
+    import inspect
+
+    for op in registry.all_ops():
+        if not op.generic or op.shape_rule is None:
+            continue
+        params = inspect.signature(op.shape_rule).parameters
+        assert "dtype" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()), op.name

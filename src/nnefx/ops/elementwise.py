@@ -224,7 +224,7 @@ for _name in UNARY:
     _make_unary(_name)
 
 
-copy.shape(_unary_shape)
+copy.shape(lambda x, dtype=None: _unary_shape(x))  # generic: takes the resolved dtype
 
 
 @copy.formal
@@ -283,7 +283,7 @@ for _name in ARITHMETIC + COMPARISON + CONNECTIVE:
 
 
 @select.shape
-def _select_shape(condition, true_value, false_value):
+def _select_shape(condition, true_value, false_value, dtype=None):
     return broadcast_shapes("select", condition, true_value, false_value)
 
 

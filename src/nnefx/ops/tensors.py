@@ -98,7 +98,7 @@ constant.fast(_constant_fast)
 
 
 @update.shape
-def _update_shape(variable, value):
+def _update_shape(variable, value, dtype=None):
     if any(a is not None and b is not None and a != b for a, b in zip(variable, value, strict=False)) \
             or len(variable) != len(value):
         raise op_error("update", f"updated shape {tuple(value)} does not equal the variable's shape "

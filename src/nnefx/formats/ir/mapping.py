@@ -637,8 +637,12 @@ def infer_operation(graph: Graph, op: Operation) -> None:
         if dynamic:
             return  # a rule that cannot decide with unknown extents: checked at run time
         raise NNEFXError(f"{op.op}: {exc.message}", op.location) from None
-    except Exception:  # noqa: BLE001 - a rule that cannot handle this case: shape stays unknown
-        return
+    except Exception as exc:  # noqa: BLE001 - a rule that cannot decide with unknown extents
+        if dynamic:
+            return
+        # With every extent known a failing rule is a bug or a bad layer: never leave the
+        # shape silently unknown.
+        raise NNEFXError(f"{op.op}: shape rule failed ({type(exc).__name__}: {exc})", op.location) from None
     results = (res,) if (_is_shape(res) or isinstance(res, list)) else tuple(res)
     outs = list(op.outputs.values())
     for value, shape in zip(outs, results, strict=False):
