@@ -528,20 +528,26 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
     xs = tuple(out_shape[2:])
     F = tuple(w.shape[2:])
     X, K = math.prod(xs), Cg * math.prod(F)
+    wm = w.reshape(G, cg, K)
+    y = np.empty((B, G, cg, X), np.float32)
     if all(f == 1 for f in F) and not any(p or q for p, q in win.pads):
         # Pointwise: the strided input itself is the column matrix.
         picked = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in win.stride)]
         picked = picked[(slice(None), slice(None)) + tuple(slice(0, e) for e in xs)]
-        cols = np.ascontiguousarray(picked).reshape(B, G, K, X)
+        np.matmul(wm, np.ascontiguousarray(picked).reshape(B, G, K, X), out=y)  # float32 BLAS
     else:
         xp = pad_array(x, [(0, 0), (0, 0)] + win.pads, border)
         v = _view(xp, [1, 1] + list(F), [1, 1] + win.stride, [1, 1] + win.dilation, (B, C) + xs)
         # v is (B, C, xs..., 1, 1, F...): bring the filter offsets before the positions.
         v = v.reshape((B, C) + xs + F)
         perm = (0, 1) + tuple(range(2 + n, 2 + 2 * n)) + tuple(range(2, 2 + n))
-        cols = np.ascontiguousarray(v.transpose(perm)).reshape(B, G, K, X)  # the one copy
-    wm = w.reshape(1, G, cg, K)
-    y = np.matmul(wm, cols)  # (B, G, cg, X): float32 BLAS
+        v = v.transpose(perm)
+        # One batch item's columns at a time, in one reused buffer: the buffer stays
+        # cache-sized and is allocated (page-faulted) once instead of B times as large.
+        cols = np.empty((C,) + F + xs, np.float32)
+        for i in range(B):
+            np.copyto(cols, v[i])
+            np.matmul(wm, cols.reshape(G, K, X), out=y[i])  # (G, cg, X): float32 BLAS
     return _add_bias_f32(y.reshape((B, c) + xs), b, c)
 
 
