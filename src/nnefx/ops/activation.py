@@ -233,9 +233,17 @@ def _softplus_formal(x):
 
 @softplus.fast
 def _softplus_fast(x):
+    """log(exp(x) + 1.0) with each step rounded to float32 exactly as the formal body does.
+
+    The float32 ``exp`` of numpy is not always correctly rounded, and near x = -16 one ulp of
+    ``exp(x)`` decides whether ``exp(x) + 1`` rounds to 1 (softplus 0) or to 1 + 2^-23
+    (softplus 1.2e-7): an error no ulp bound covers.  So ``exp`` and ``log`` are evaluated
+    in float64 and rounded once, like the formal primitives.
+    """
     x = scalar(x)
     with np.errstate(over="ignore"):
-        return np.log(np.exp(x) + np.float32(1.0)).astype(np.float32)
+        e = np.exp(x.astype(np.float64)).astype(np.float32)
+        return np.log((e + np.float32(1.0)).astype(np.float64)).astype(np.float32)
 
 
 softabs.formal(lambda x, epsilon: sqrt.formal_kernel(_F["add"](sqr.formal_kernel(x), np.float32(epsilon))))
