@@ -15,7 +15,7 @@ from typing import Any
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation
 from ..syntax import ast
-from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant
+from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant, paused_gc
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
 from .expander import Expander
 from .shapes import infer_shapes
@@ -71,7 +71,7 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
     lowered.  Raises :class:`NNEFXError` with a location for every invalid input.
     """
     try:
-        with deep_recursion():
+        with paused_gc(), deep_recursion():
             doc = parse_document(text, file, dialect)
             table = check_document(doc)
             expander = Expander(table, doc.dialect, lowered=lowered, expand_all=expand_all, atomic=atomic)

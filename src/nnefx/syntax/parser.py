@@ -15,6 +15,7 @@ forced.  Nesting deeper than :data:`MAX_DEPTH` is an error with a location, neve
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,6 +59,24 @@ def deep_recursion(limit: int = 20000) -> Iterator[None]:
     finally:
         if old < limit:
             sys.setrecursionlimit(old)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building large trees.
+
+    WHY: parsing/checking a 100k-operation document allocates millions of small objects
+    that all stay alive; each generational collection rescans them for nothing, which
+    measured as about half of the front-end time.  Nestable: re-enables only if it was on.
+    """
+    was_enabled = gc.isenabled()
+    if was_enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def detect_dialect(text: str | list[Token]) -> str:
@@ -765,9 +784,10 @@ class Parser:
 
 def parse_document(text: str, file: str | None = None, dialect: str | None = None) -> ast.Document:
     """Parse a ``graph.nnef`` document (dialect auto-detected unless given)."""
-    tokens = tokenize(text, file)
-    with deep_recursion():
-        return Parser(tokens, file, dialect or detect_dialect(tokens)).parse_document()
+    with paused_gc():
+        tokens = tokenize(text, file)
+        with deep_recursion():
+            return Parser(tokens, file, dialect or detect_dialect(tokens)).parse_document()
 
 
 def parse_library(text: str, file: str | None = None) -> list[ast.Fragment]:
