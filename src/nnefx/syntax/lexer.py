@@ -20,7 +20,7 @@ NAME, NUMBER, STRING, OP, EOF = "name", "number", "string", "op", "eof"
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     """One lexical element.  ``value`` is the source text (strings: without quotes)."""
 
