@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Location:
     """Where something is: a file plus either a text position or a named field.
 
     ``line``/``column`` are 1-based and used for text documents; ``field`` names a place in
     structured inputs (a binary header field, an XML layer, a JSON node) where lines mean
-    little.
+    little.  Slotted: the parser keeps one per syntax node, so its size matters.
     """
 
     file: str | None = None
