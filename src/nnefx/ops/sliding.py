@@ -913,15 +913,21 @@ def _windows_all_outside(win):
     return masks
 
 
+#: Items smaller than this (elements) are pooled as one batch, larger ones one at a time.
+_ITEMWISE_MIN = 1 << 16
+
+
 @max_pool.fast
 def _max_pool_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
     """Window maximum, one strided slice per window offset; NaN propagates (the arg-max's choice)."""
     x = scalar(input)
     max_pool.shape_rule(x.shape, size, border, padding, stride, dilation)
     win = _down_window("max_pool", x.shape, size, padding, stride, dilation)
-    if x.ndim > 1 and x.shape[0] > 1 and win.size[0] == 1 and win.stride[0] == 1 and win.pads[0] == (0, 0):
+    if (x.ndim > 1 and x.shape[0] > 1 and win.size[0] == 1 and win.stride[0] == 1 and win.pads[0] == (0, 0)
+            and x[0].size >= _ITEMWISE_MIN):
         # Batch items pool independently: one at a time keeps the padded copy and the
-        # running maximum cache-sized (batch 8 of a ResNet stem: 32 -> ~10 ms).
+        # running maximum cache-sized (batch 8 of a ResNet stem: 32 -> ~10 ms).  Small items
+        # (digits: 50 × 16×8×8) pool whole: there the per-item Python loop would dominate.
         item = _Window([1] + win.X[1:], [1] + win.x[1:], win.size, win.pads, win.stride, win.dilation)
         out = np.empty(tuple(win.x), np.float32)
         for i in range(x.shape[0]):
