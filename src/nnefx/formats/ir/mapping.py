@@ -564,37 +564,20 @@ _PARAMS: dict[str, list[str]] = {}
 
 
 def tensor_params(op: str) -> list[str] | None:
-    """Names of the tensor parameters of ``op`` in declaration order (from the registry)."""
+    """Names of the tensor parameters of ``op`` in declaration order (from the registry).
+
+    Read by the runtime's declaration reader, so the importer and the planner agree on the
+    order in which an operation takes its tensors.
+    """
     if op in _PARAMS:
         return _PARAMS[op]
     from ...ops import registry
+    from ...runtime.signature import tensor_params as declared_tensor_params
 
     entry = registry.find(op)
     if entry is None:
         return None
-    m = re.search(r"\(\s*(.*?)\)\s*->", entry.declaration, re.S)
-    params: list[str] = []
-    if m:
-        depth = 0
-        cur = ""
-        parts = []
-        for ch in m.group(1):
-            if ch in "(<[":
-                depth += 1
-            elif ch in ")>]":
-                depth -= 1
-            if ch == "," and depth == 0:
-                parts.append(cur)
-                cur = ""
-            else:
-                cur += ch
-        parts.append(cur)
-        for p in parts:
-            if ":" not in p:
-                continue
-            pname, ptype = p.split(":", 1)
-            if "tensor" in ptype:
-                params.append(pname.strip())
+    params = [p.name for p in declared_tensor_params(entry.declaration) or ()]
     _PARAMS[op] = params
     return params
 
