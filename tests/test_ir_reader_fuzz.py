@@ -140,3 +140,21 @@ def test_transformer_mutations(tmp_path, data):
             continue
         text = text[:a] + value + text[b:]
     load_or_error(tmp_path, text, TB_BIN, run=True)
+
+
+def test_pooling_with_zero_stride_is_a_located_error(tmp_path):
+    """Found by test_number_mutations: a zero stride used to divide by zero while mapping."""
+    import pytest
+
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "ir", "opset")
+    with open(os.path.join(fixtures, "cnn.xml")) as f:
+        text = f.read()
+    pool = re.search(r'<layer[^>]*type="(MaxPool|AvgPool)"[^>]*>\s*<data[^>]*strides="([^"]*)"', text)
+    assert pool is not None
+    start, end = pool.span(2)
+    bad = tmp_path / "cnn.xml"
+    bad.write_text(text[:start] + ",".join("0" for _ in pool.group(2).split(",")) + text[end:])
+    with open(os.path.join(fixtures, "cnn.bin"), "rb") as f:
+        (tmp_path / "cnn.bin").write_bytes(f.read())
+    with pytest.raises(NNEFXError, match="strides"):
+        nnefx.load(bad)

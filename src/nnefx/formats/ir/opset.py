@@ -1402,6 +1402,9 @@ def _pool_common(ctx: LayerContext):
     kernel = _spatial(ctx, "kernel", n, None)
     strides = _spatial(ctx, "strides", n, 1)
     dil = _spatial(ctx, "dilations", n, 1)
+    for key, values in (("kernel", kernel), ("strides", strides), ("dilations", dil)):
+        if any(v < 1 for v in values):
+            raise ctx.error(f"attribute '{key}' = {list(values)} must have items >= 1")
     rounding = ctx.choice("rounding_type", ("floor", "ceil", "ceil_torch"), "floor")
     return xshape, n, kernel, strides, dil, rounding
 
