@@ -123,6 +123,21 @@ for _name in ("and", "or"):
     SAMPLES[_name] = ([b(2, 3, 4), b(2, 3)], {})
 
 
+def nnef_literal(v) -> str:
+    """NNEF source text of an attribute value (the sample tables' Python values)."""
+    if isinstance(v, bool | np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f"'{v}'"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(nnef_literal(x) for x in v) + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(nnef_literal(x) for x in v) + "]"
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    return repr(float(v))
+
+
 def shape_of(value):
     """Shape argument for a shape rule: a tuple, or a list of tuples for tensor arrays."""
     if isinstance(value, list):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from _ops_samples import SAMPLES
+from _ops_samples import nnef_literal as _literal
 from nnefx.ops import registry
 
 compile_document = pytest.importorskip("nnefx.semantics.frontend").compile_document
@@ -21,20 +22,6 @@ Session = pytest.importorskip("nnefx.runtime.session").Session
 HEADER = "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n"
 COMPOUNDS = [op for op in registry.all_ops("nnef") if op.compound and op.name in SAMPLES and op.name != "copy_n"]
 _TYPE = {np.dtype(np.float32): "scalar", np.dtype(np.int64): "integer", np.dtype(np.bool_): "logical"}
-
-
-def _literal(v) -> str:
-    if isinstance(v, bool | np.bool_):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f"'{v}'"
-    if isinstance(v, tuple):
-        return "(" + ", ".join(_literal(x) for x in v) + ")"
-    if isinstance(v, list):
-        return "[" + ", ".join(_literal(x) for x in v) + "]"
-    if isinstance(v, int | np.integer):
-        return str(int(v))
-    return repr(float(v))
 
 
 def _tensor_params(op):

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _ops_samples import SAMPLES
+from _ops_samples import nnef_literal as _literal
 from nnefx.diagnostics import NNEFXError
 from nnefx.ops import registry
 
@@ -30,20 +31,6 @@ TOOLS_REFUSE = {
     "separable_conv": "tools assume groups = 1 in the point-wise filter check",
     "separable_deconv": "tools assume groups = 1 in the point-wise filter check",
 }
-
-
-def _literal(v) -> str:
-    if isinstance(v, bool | np.bool_):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f"'{v}'"
-    if isinstance(v, tuple):
-        return "(" + ", ".join(_literal(x) for x in v) + ")"
-    if isinstance(v, list):
-        return "[" + ", ".join(_literal(x) for x in v) + "]"
-    if isinstance(v, int | np.integer):
-        return str(int(v))
-    return repr(float(v))
 
 
 def document(name, args, attrs, n_results):
