@@ -263,7 +263,7 @@ def test_proposal(tmp_path):
     net.add("Proposal", [a, b, c], [[8, 5]], {"base_size": "16", "feat_stride": "16", "min_size": "4",
                                               "nms_thresh": "0.6", "post_nms_topn": "8", "pre_nms_topn": "40",
                                               "ratio": "2.67", "scale": "4.0,6.0,9.0,16.0,24.0,32.0"}, name="out")
-    upgrade(net, {"cls": cls, "bbox": bbox, "info": info}, tmp_path, roundtrip=False)  # no opset Proposal reader yet
+    upgrade(net, {"cls": cls, "bbox": bbox, "info": info}, tmp_path)
 
 
 def test_sequence_and_quantize_layers(tmp_path):

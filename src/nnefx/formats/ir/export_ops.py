@@ -739,23 +739,38 @@ def _ir_detection_output(ctx: ExportContext, op: Operation) -> None:
                                 out_shape(ctx, op), attrs=attrs))
 
 
-@exporter("ir_proposal")
-def _ir_proposal(ctx: ExportContext, op: Operation) -> None:
-    a = op.attribs
+def _proposal_layer_attrs(a: dict) -> dict:
+    return {"base_size": int(a["base_size"]), "pre_nms_topn": int(a["pre_nms_topn"]),
+            "post_nms_topn": int(a["post_nms_topn"]), "nms_thresh": float(a["nms_thresh"]),
+            "feat_stride": int(a["feat_stride"]), "min_size": int(a["min_size"]),
+            "ratio": [float(v) for v in a["ratio"]], "scale": [float(v) for v in a["scale"]],
+            "clip_before_nms": bool(a.get("clip_before_nms", True)),
+            "clip_after_nms": bool(a.get("clip_after_nms", False)), "normalize": bool(a.get("normalize", False)),
+            "box_size_scale": float(a.get("box_size_scale", 1.0)),
+            "box_coordinate_scale": float(a.get("box_coordinate_scale", 1.0)), "framework": ""}
+
+
+def _proposal_inputs(ctx: ExportContext, op: Operation) -> list:
     info = op.inputs["im_info"]
     n = int(np.prod(ctx.shape(info), dtype=np.int64))
     if ctx.shape(op.inputs["cls_prob"])[0] != 1 or n not in (3, 4):
-        raise ctx.fail("only batch 1 with a 3- or 4-item image info has a Proposal-1 form")
-    attrs = {"base_size": int(a["base_size"]), "pre_nms_topn": int(a["pre_nms_topn"]),
-             "post_nms_topn": int(a["post_nms_topn"]), "nms_thresh": float(a["nms_thresh"]),
-             "feat_stride": int(a["feat_stride"]), "min_size": int(a["min_size"]),
-             "ratio": [float(v) for v in a["ratio"]], "scale": [float(v) for v in a["scale"]],
-             "clip_before_nms": bool(a.get("clip_before_nms", True)), "clip_after_nms": bool(a.get("clip_after_nms",
-                                                                                                   False)),
-             "normalize": bool(a.get("normalize", False)), "box_size_scale": float(a.get("box_size_scale", 1.0)),
-             "box_coordinate_scale": float(a.get("box_coordinate_scale", 1.0)), "framework": ""}
-    ctx.bind(out(op), ctx.layer("Proposal", [op.inputs["cls_prob"], op.inputs["bbox_pred"], reshape(ctx, info, (n,))],
-                                out_shape(ctx, op), attrs=attrs))
+        raise ctx.fail("only batch 1 with a 3- or 4-item image info has a Proposal form")
+    return [op.inputs["cls_prob"], op.inputs["bbox_pred"], reshape(ctx, info, (n,))]
+
+
+@exporter("ir_proposal")
+def _ir_proposal(ctx: ExportContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("Proposal", _proposal_inputs(ctx, op), out_shape(ctx, op),
+                                attrs=_proposal_layer_attrs(op.attribs)))
+
+
+@exporter("ir_proposal_scored")
+def _ir_proposal_scored(ctx: ExportContext, op: Operation) -> None:
+    rois, scores = ctx.layer("Proposal", _proposal_inputs(ctx, op),
+                             outputs=[(out_shape(ctx, op, 0), "f32"), (out_shape(ctx, op, 1), "f32")],
+                             attrs=_proposal_layer_attrs(op.attribs), version="opset4")
+    ctx.bind(out(op, 0), rois)
+    ctx.bind(out(op, 1), scores)
 
 
 @exporter("ir_region_yolo")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .legacy import axis_of, bad, check, fnum, fnums, legacy_layer, reshape, shape_of, x_of
-from .mapping import LayerContext, Value, tensor_params
+from .mapping import LayerContext, Value, layer, tensor_params
 
 
 def _emit(ctx: LayerContext, op: str, n_inputs: int, attrs: dict) -> Value:
@@ -207,6 +207,23 @@ def _rpn_common(ctx: LayerContext, nms_key: str) -> dict:
 
 @legacy_layer("Proposal")
 def _proposal(ctx: LayerContext) -> Value:
+    return _emit(ctx, "ir_proposal", 3, _proposal_attrs(ctx))
+
+
+@layer("Proposal", ("opset1", "opset4"))
+def _proposal_opset(ctx: LayerContext) -> Value | list[Value]:
+    """Proposal-1 is the legacy layer with a 1-D image info ([3] or [4]); Proposal-4 adds a
+    second output, the score of each proposal row, which is ``ir_proposal_scored``'s."""
+    attrs = _proposal_attrs(ctx)
+    if ctx.version == "opset1":
+        return _emit(ctx, "ir_proposal", 3, attrs)
+    ctx.expect_inputs(3)
+    rois, scores = ctx.emit("ir_proposal_scored", {"cls_prob": ctx.tensor(0), "bbox_pred": ctx.tensor(1),
+                                                   "im_info": ctx.tensor(2)}, attrs, outputs=2)
+    return [ctx.result(rois, port=0), ctx.result(scores, port=1)]
+
+
+def _proposal_attrs(ctx: LayerContext) -> dict:
     attrs = _rpn_common(ctx, "nms_thresh")
     framework = ctx.str("framework", "").lower()
     check(ctx, framework in ("", "caffe"), "framework", framework, "is not supported (only the Caffe form)")
@@ -222,7 +239,7 @@ def _proposal(ctx: LayerContext) -> Value:
     check(ctx, attrs["box_size_scale"] > 0, "box_size_scale", attrs["box_size_scale"], "must be > 0")
     check(ctx, attrs["box_coordinate_scale"] > 0, "box_coordinate_scale", attrs["box_coordinate_scale"],
           "must be > 0")
-    return _emit(ctx, "ir_proposal", 3, attrs)
+    return attrs
 
 
 @legacy_layer("SimplerNMS")

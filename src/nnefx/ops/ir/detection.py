@@ -551,6 +551,7 @@ def _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pr
                 clip_before, clip_after, normalize, coord_scale, size_scale, score_floor=None):
     N = cls_prob.shape[0]
     out = np.zeros((N * post, 5), dtype=np.float32)
+    scores = np.zeros((N * post,), dtype=np.float32)
     for n in range(N):
         img_h, img_w, sh, sw = _im_info(im_info, n)
         cands = _proposals_formal(cls_prob, bbox_pred, n, anchors, feat_stride, img_h, img_w, min_size * sw,
@@ -565,15 +566,17 @@ def _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pr
             if normalize:
                 x0, x1, y0, y1 = x0 / img_w, x1 / img_w, y0 / img_h, y1 / img_h
             out[n * post + r] = [n, x0, y0, x1, y1]
+            scores[n * post + r] = cands[i][0]
         if len(kept) < post:
             out[n * post + len(kept), 0] = -1        # end marker, as the layer writes it
-    return out
+    return out, scores
 
 
 def _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre, post, thresh,
               clip_before, clip_after, normalize, coord_scale, size_scale, score_floor=None):
     N = cls_prob.shape[0]
     out = np.zeros((N * post, 5), dtype=np.float32)
+    scores = np.zeros((N * post,), dtype=np.float32)
     for n in range(N):
         img_h, img_w, sh, sw = _im_info(im_info, n)
         score, box = _proposals_fast(cls_prob, bbox_pred, n, anchors, feat_stride, img_h, img_w, min_size * sw,
@@ -588,33 +591,76 @@ def _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre,
             b = b / np.array([img_w, img_h, img_w, img_h])
         out[n * post:n * post + len(kept), 0] = n
         out[n * post:n * post + len(kept), 1:] = b
+        scores[n * post:n * post + len(kept)] = score[kept]
         if len(kept) < post:
             out[n * post + len(kept), 0] = -1
-    return out
+    return out, scores
+
+
+def _proposal_kernel(rpn, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
+                     feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms, normalize,
+                     box_size_scale, box_coordinate_scale):
+    """(proposals, their scores) through ``rpn`` (the formal or the fast pipeline)."""
+    anchors = generate_anchors(base_size, ratio, scale)
+    _check_proposal(cls_prob.shape, bbox_pred.shape, im_info.shape, anchors.shape[0], pre_nms_topn,
+                    post_nms_topn, nms_thresh, feat_stride)
+    return rpn(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre_nms_topn, post_nms_topn,
+               nms_thresh, clip_before_nms, clip_after_nms, normalize, box_coordinate_scale, box_size_scale)
 
 
 @proposal.formal
 def _proposal_formal(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
                      feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
                      normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
-    anchors = generate_anchors(base_size, ratio, scale)
-    _check_proposal(cls_prob.shape, bbox_pred.shape, im_info.shape, anchors.shape[0], pre_nms_topn,
-                    post_nms_topn, nms_thresh, feat_stride)
-    return _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre_nms_topn,
-                       post_nms_topn, nms_thresh, clip_before_nms, clip_after_nms, normalize,
-                       box_coordinate_scale, box_size_scale)
+    return _proposal_kernel(_rpn_formal, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
+                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
+                            normalize, box_size_scale, box_coordinate_scale)[0]
 
 
 @proposal.fast
 def _proposal_fast(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
                    feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
                    normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
-    anchors = generate_anchors(base_size, ratio, scale)
-    _check_proposal(cls_prob.shape, bbox_pred.shape, im_info.shape, anchors.shape[0], pre_nms_topn,
-                    post_nms_topn, nms_thresh, feat_stride)
-    return _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre_nms_topn,
-                     post_nms_topn, nms_thresh, clip_before_nms, clip_after_nms, normalize,
-                     box_coordinate_scale, box_size_scale)
+    return _proposal_kernel(_rpn_fast, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
+                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
+                            normalize, box_size_scale, box_coordinate_scale)[0]
+
+
+proposal_scored = define(
+    "ir_proposal_scored", "ir.detection", """
+fragment ir_proposal_scored( cls_prob: tensor<scalar>, bbox_pred: tensor<scalar>, im_info: tensor<scalar>,
+    base_size: integer, pre_nms_topn: integer, post_nms_topn: integer, nms_thresh: scalar,
+    feat_stride: integer, min_size: integer, ratio: scalar[], scale: scalar[],
+    clip_before_nms: logical = true, clip_after_nms: logical = false, normalize: logical = false,
+    box_size_scale: scalar = 1.0, box_coordinate_scale: scalar = 1.0 )
+    -> ( output: tensor<scalar>, scores: tensor<scalar> );""",
+    domain="ir",
+    doc="ir_proposal plus the foreground score of each proposal row ([N*post_nms_topn], zero after "
+        "each image's last proposal): the two outputs of the opset-4 Proposal layer.")
+
+
+@proposal_scored.shape
+def _proposal_scored_shape(cls_prob, bbox_pred, im_info, **attrs):
+    (rows,) = _proposal_shape(cls_prob, bbox_pred, im_info, **attrs)
+    return rows, (rows[0],)
+
+
+@proposal_scored.formal
+def _proposal_scored_formal(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
+                            feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
+                            normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
+    return _proposal_kernel(_rpn_formal, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
+                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
+                            normalize, box_size_scale, box_coordinate_scale)
+
+
+@proposal_scored.fast
+def _proposal_scored_fast(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
+                          feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
+                          normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
+    return _proposal_kernel(_rpn_fast, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
+                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
+                            normalize, box_size_scale, box_coordinate_scale)
 
 
 simpler_nms = define(
@@ -647,7 +693,7 @@ def _snms(kernel, cls_prob, bbox_pred, im_info, pre_nms_topn, post_nms_topn, iou
     _check_proposal(cls_prob.shape, bbox_pred.shape, im_info.shape, anchors.shape[0], pre_nms_topn,
                     post_nms_topn, iou_threshold, feat_stride)
     return kernel(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_bbox_size, pre_nms_topn,
-                  post_nms_topn, iou_threshold, True, False, False, 1.0, 1.0, score_floor=cls_threshold)
+                  post_nms_topn, iou_threshold, True, False, False, 1.0, 1.0, score_floor=cls_threshold)[0]
 
 
 @simpler_nms.formal
