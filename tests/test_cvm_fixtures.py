@@ -136,3 +136,22 @@ def test_model_api_bytes_match_runtime(name):
             pack_outputs(model, heads)
         return
     assert pack_outputs(model, heads) == api_file.read_bytes()
+
+
+def test_model_api_argmax_packing_follows_the_runtime_loop():
+    """"argmax": one int32 slot per row, heads in order, but only ceil(rows / Y) slots of each
+    head are written (the runtime steps its row counter by Y); values compared as int8."""
+    from nnefx.formats.cvm.api import pack_outputs
+
+    model = _load(NAMES[0])
+    model.extras["cvm"] = dict(model.extras["cvm"], postprocess="argmax")
+    a = np.array([[1, 5, 5], [7, 0, 2], [0, 0, 9], [3, 3, 3], [2, 1, 0]], np.int32)    # 5 rows, Y = 3
+    b = np.array([[300, 2], [-1, 4]], np.int32)     # 300 truncates to int8 44: still the maximum
+    c = np.array([[255, 1]], np.int32)              # 255 truncates to -1: index 1 wins
+    got = np.frombuffer(pack_outputs(model, [a, b, c]), "<i4")
+    assert got.tolist() == [1, 0, 0, 0, 0, 0, 0, 1]
+    before = np.full(8, -7, "<i4").tobytes()
+    kept = np.frombuffer(pack_outputs(model, [a, b, c], buffer=before), "<i4")
+    assert kept.tolist() == [1, 0, -7, -7, -7, 0, -7, 1]
+    with pytest.raises(nnefx.NNEFXError, match="must be 32 bytes"):
+        pack_outputs(model, [a, b, c], buffer=bytes(4))

@@ -10,7 +10,11 @@ The graph API returns int32 tensors; the model API packs them into one byte buff
   is viewed as a (rows, last dim) matrix, all row counts must be equal, and the output is
   row 0 of every head, then row 1 of every head, ...  "detection" with one head fails.
 
-The "argmax" postprocess (whose runtime loop emits only some rows) is not implemented.
+* "argmax": every head is viewed as rows of its last dim Y; each row's index of its first
+  maximum, compared after truncation to int8, is an int32.  The reported length is one slot
+  per row, heads one after another, but the runtime's loop steps its row counter by Y, so
+  only the first ceil(rows / Y) slots of each head are written; the others keep whatever the
+  caller's buffer held (``pack_outputs(..., buffer=)``; zeros when not given).
 """
 
 from __future__ import annotations
@@ -35,12 +39,16 @@ def input_from_bytes(model: Model, data: bytes) -> np.ndarray:
     return np.frombuffer(data, "<i1" if in_type == 1 else "<i4").reshape(shape).astype(np.int32)
 
 
-def pack_outputs(model: Model, outputs: list[np.ndarray]) -> bytes:
-    """The bytes ``CVMAPIInference`` writes for the head tensors ``outputs`` (head order)."""
+def pack_outputs(model: Model, outputs: list[np.ndarray], buffer: bytes | None = None) -> bytes:
+    """The bytes ``CVMAPIInference`` writes for the head tensors ``outputs`` (head order).
+
+    ``buffer`` is the caller's output buffer before the call; it matters only for the
+    "argmax" postprocess, which leaves part of the buffer as it was.
+    """
     info = model.extras["cvm"]
     post = info.get("postprocess", "")
     if post == "argmax":
-        raise NNEFXError("the model API's 'argmax' postprocess is not implemented")
+        return _pack_argmax(outputs, buffer)
     out_type = 4 if post == "detection" or info["output_precision"] > 8 else 1
     dtype = "<i1" if out_type == 1 else "<i4"
 
@@ -57,3 +65,23 @@ def pack_outputs(model: Model, outputs: list[np.ndarray]) -> bytes:
         raise NNEFXError("model API: heads have different row counts "
                          f"({', '.join(str(m.shape[0]) for m in mats)}), the runtime fails")
     return b"".join(cast(m[r]).tobytes() for r in range(mats[0].shape[0]) for m in mats)
+
+
+def _pack_argmax(outputs: list[np.ndarray], buffer: bytes | None) -> bytes:
+    heads = [np.asarray(o, np.int32) for o in outputs]
+    rows = [h.size // h.shape[-1] if h.ndim and h.shape[-1] else 0 for h in heads]
+    length = 4 * sum(rows)
+    if buffer is None:
+        buffer = bytes(length)
+    if len(buffer) != length:
+        raise NNEFXError(f"model API: the 'argmax' output buffer must be {length} bytes, got {len(buffer)}")
+    slots = np.frombuffer(buffer, "<i4").copy()
+    start = 0
+    for head, count in zip(heads, rows, strict=True):
+        if count:
+            y = head.shape[-1]
+            written = -(-count // y)                 # the loop visits i = 0, Y, 2Y, ... < rows
+            mat = head.reshape(count, y)[:written].astype(np.int8)   # compared after int8 truncation
+            slots[start:start + written] = np.argmax(mat, axis=1)    # first maximum wins
+        start += count
+    return slots.astype("<i4").tobytes()
