@@ -1,9 +1,10 @@
-"""ONNX models (read-only): ``nnefx.load("model.onnx")``.
+"""ONNX models: ``nnefx.load("model.onnx")`` and ``nnefx.save(model, "model.onnx")``.
 
 The file is parsed with the optional ``onnx`` package (``pip install nnefx[onnx]``); nothing
 from it is executed.  Nodes are translated one by one onto nnefx registry operations, mostly
 by re-expressing each ONNX node as the equivalent OpenVINO IR opset layer and reusing the IR
-importer's mappings (the two opsets are close relatives), see :mod:`.reader`.
+importer's mappings (the two opsets are close relatives), see :mod:`.reader`.  Writing goes
+the other way, one exporter per nnefx operation, see :mod:`.writer` and :mod:`.export_ops`.
 """
 
 from __future__ import annotations
@@ -23,5 +24,14 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
 
 
 def save(model: Model, path: str | os.PathLike, **options: Any) -> None:
-    """Writing ONNX is not supported: convert to an NNEF folder instead."""
-    raise NNEFXError("writing ONNX is not supported yet (save to an NNEF folder, archive or IR instead)")
+    """Write ``model`` as an ONNX file (opset 18), runnable by onnxruntime.
+
+    Operations without an exact ONNX form, and graphs that update variables (ONNX models
+    have no state), are refused with an error naming the operation and its position (see
+    :mod:`.writer`).  No options are accepted yet.
+    """
+    from .writer import write_onnx
+
+    if options:
+        raise NNEFXError(f"unknown option(s) for writing ONNX models: {', '.join(sorted(options))}")
+    write_onnx(model, path)

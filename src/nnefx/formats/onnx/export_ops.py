@@ -1,0 +1,925 @@
+"""nnefx operation -> ONNX node(s) (opset 18): one small function per operation.
+
+Each exporter gets the :class:`~.writer.ExportContext` and the Operation, emits nodes and
+binds the operation's output tensors to ONNX values.  The rules every exporter follows:
+
+* **Exact or refused.**  Where NNEF and ONNX differ, the exporter reproduces NNEF's result
+  exactly (extra nodes where needed) or raises ``ctx.fallback`` (then a compound operation
+  is written through its NNEF definition) / ``ctx.fail`` — never an approximation.
+* **NNEF broadcasting.**  NNEF aligns shapes from dimension 0 (a ``[1, C]`` bias against
+  ``[N, C, H, W]`` means ``[1, C, 1, 1]``) while ONNX aligns from the right, so operands of
+  lower rank get trailing unit dimensions (:func:`aligned`) before any broadcasting node.
+* **Shapes.**  Unknown dims (``None``) travel as long as an operation does not need them;
+  those that do (automatic padding, slicing, splitting) ask ``ctx.shape`` for static ones.
+
+The traps that matter (all checked by ``tests/test_onnx_export*.py`` against nnefx):
+NNEF ``round`` is floor(x + 0.5) while ONNX Round goes half to even; NNEF ``cast`` of
+scalars to integers floors while ONNX Cast truncates; ONNX reductions drop the reduced
+axes unless ``keepdims=1``; ``Pad`` has no 'symmetric' (NNEF 'reflect-even') mode and its
+'reflect' needs the padding below the extent; pooling 'constant' borders pad with zeros
+that take part in a maximum, while ONNX MaxPool never reads its padding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...graph import Operation
+from .writer import NUMPY, ExportContext, _dims_broadcast
+
+Exporter = Callable[[ExportContext, Operation], None]
+_EXPORTERS: dict[str, Exporter] = {}
+
+F32 = NUMPY["scalar"]
+I64 = NUMPY["integer"]
+BOOL = NUMPY["logical"]
+_INT64_MIN = -(2 ** 63)
+
+
+def exporter(*names: str) -> Callable[[Exporter], Exporter]:
+    def deco(fn: Exporter) -> Exporter:
+        for n in names:
+            _EXPORTERS[n] = fn
+        return fn
+    return deco
+
+
+def find_exporter(op: str) -> Exporter | None:
+    return _EXPORTERS.get(op)
+
+
+def exportable_ops() -> list[str]:
+    """Names of the operations the ONNX writer has an exporter for (compounds without one
+    may still be written through their definitions)."""
+    return sorted(_EXPORTERS)
+
+
+def _elem(dtype: Any) -> int:
+    from onnx import helper
+
+    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def out(op: Operation, k: int = 0) -> str:
+    return op.output_names()[k]
+
+
+def literal_dtype(ctx: ExportContext, op: Operation, values: list[Any]) -> np.dtype:
+    """Element type for literal operands: that of the first tensor operand."""
+    for v in values:
+        if isinstance(v, str):
+            return ctx.dtype(v)
+    return NUMPY.get(op.dtype or "scalar", F32)
+
+
+def aligned(ctx: ExportContext, value: Any, rank: int, dtype: Any = None) -> str:
+    """``value`` with trailing unit dims up to ``rank`` (NNEF broadcasting for ONNX nodes)."""
+    if not (isinstance(value, str) and value in ctx.refs):
+        data = ctx.data(value)
+        if data is not None:
+            arr = np.asarray(data)
+            if dtype is not None:
+                arr = arr.astype(dtype)
+            if isinstance(value, str) and (arr.ndim == 0 or arr.ndim >= rank):
+                return ctx.ref(value)   # the variable's own (named) initializer
+            if 0 < arr.ndim < rank:
+                arr = arr.reshape(arr.shape + (1,) * (rank - arr.ndim))
+            return ctx.const(arr)
+    ref = ctx.ref(value)
+    dims = ctx.dims(ref)
+    if 0 < len(dims) < rank:
+        return ctx.node("Unsqueeze", [ref, ctx.ints(range(len(dims), rank))], dims + (1,) * (rank - len(dims)))
+    return ref
+
+
+def operands(ctx: ExportContext, op: Operation, values: list[Any], dtype: Any = None) -> list[str]:
+    """Tensor/literal operands of one NNEF-broadcasting operation, aligned for ONNX."""
+    rank = max((ctx.rank(v) if isinstance(v, str) else np.ndim(v)) for v in values)
+    dt = dtype if dtype is not None else literal_dtype(ctx, op, values)
+    return [aligned(ctx, v, rank, None if isinstance(v, str) else dt) for v in values]
+
+
+_LOGICAL_NODES = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal", "And", "Or", "Not"}
+
+
+def binop(ctx: ExportContext, kind: str, a: Any, b: Any) -> str:
+    """A numpy-broadcasting binary node on values (shape from numpy's rule)."""
+    ra, rb = ctx.ref(a), ctx.ref(b)
+    shape = _dims_broadcast(ctx.dims(ra), ctx.dims(rb))
+    dt = BOOL if kind in _LOGICAL_NODES else ctx.dtype(ra)
+    return ctx.node(kind, [ra, rb], shape, dtype=dt)
+
+
+def unop(ctx: ExportContext, kind: str, a: Any, **attrs: Any) -> str:
+    ra = ctx.ref(a)
+    dt = BOOL if kind in _LOGICAL_NODES else ctx.dtype(ra)
+    return ctx.node(kind, [ra], ctx.dims(ra), dtype=dt, **attrs)
+
+
+def scalar(ctx: ExportContext, v: float, dtype: Any = F32) -> str:
+    return ctx.const(np.asarray(v, dtype=dtype))
+
+
+def reshape(ctx: ExportContext, value: Any, shape: tuple) -> str:
+    """A static Reshape (data of variables/constants reshaped directly)."""
+    if not (isinstance(value, str) and value in ctx.refs):
+        data = ctx.data(value)
+        if data is not None:
+            return ctx.const(np.asarray(data).reshape(shape))
+    ref = ctx.ref(value)
+    if ctx.dims(ref) == tuple(shape):
+        return ref
+    return ctx.node("Reshape", [ref, ctx.ints(shape)], tuple(shape), allowzero=1)
+
+
+def attr_scalar(ctx: ExportContext, op: Operation, name: str, default: float | None = None) -> float:
+    v = op.attribs.get(name, op.inputs.get(name, default))
+    if v is None or isinstance(v, str):
+        raise ctx.fallback(f"'{name}' is not a literal")
+    return float(v)
+
+
+# --- element-wise ---------------------------------------------------------------------------
+
+_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "min": "Min", "max": "Max",
+           "and": "And", "or": "Or", "lt": "Less", "gt": "Greater", "le": "LessOrEqual",
+           "ge": "GreaterOrEqual", "eq": "Equal", "ne": "Equal"}
+
+
+@exporter(*_BINARY)
+def _binary(ctx: ExportContext, op: Operation) -> None:
+    x, y = op.inputs["x"], op.inputs["y"]
+    a, b = operands(ctx, op, [x, y])
+    r = binop(ctx, _BINARY[op.op], a, b)
+    if op.op == "ne":
+        r = unop(ctx, "Not", r)
+    ctx.bind(out(op), r)
+
+
+_UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos", "tan": "Tan",
+          "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "tanh": "Tanh",
+          "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt", "floor": "Floor",
+          "ceil": "Ceil", "sign": "Sign", "not": "Not", "sigmoid": "Sigmoid", "relu": "Relu",
+          "rcp": "Reciprocal", "copy": "Identity", "ir_erf": "Erf"}
+
+
+@exporter(*_UNARY)
+def _unary(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs.get("x", op.inputs.get("input"))
+    ctx.bind(out(op), unop(ctx, _UNARY[op.op], x))
+
+
+@exporter("sqr", "rsqrt", "rsqr", "log2", "round", "softplus", "gelu", "silu", "softabs")
+def _unary_compound(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    dt = ctx.dtype(x)
+    if op.op == "sqr":
+        y = binop(ctx, "Mul", x, x)
+    elif op.op == "rsqrt":
+        y = unop(ctx, "Reciprocal", unop(ctx, "Sqrt", x))
+    elif op.op == "rsqr":       # x ^ -2
+        y = binop(ctx, "Pow", x, scalar(ctx, -2.0, dt))
+    elif op.op == "log2":       # NNEF defines it as log(x) / log(2)
+        y = binop(ctx, "Div", unop(ctx, "Log", x), scalar(ctx, math.log(2.0), dt))
+    elif op.op == "round":
+        # NNEF: floor(x + 0.5), ties up (ONNX Round: ties to even).  x - floor(x) is exact,
+        # so f + (x - f >= 0.5) never suffers the rounding of x + 0.5
+        f = unop(ctx, "Floor", x)
+        up = binop(ctx, "GreaterOrEqual", binop(ctx, "Sub", x, f), scalar(ctx, 0.5, dt))
+        y = binop(ctx, "Add", f, ctx.node("Cast", [up], ctx.dims(up), dtype=dt, to=_elem(dt)))
+    elif op.op == "softplus":   # log(exp(x) + 1)
+        y = unop(ctx, "Softplus", x)
+    elif op.op == "gelu":       # NNEF's gelu is the sigmoid form x * sigmoid(1.702 x)
+        y = binop(ctx, "Mul", x, unop(ctx, "Sigmoid", binop(ctx, "Mul", x, scalar(ctx, 1.702, dt))))
+    elif op.op == "silu":
+        y = binop(ctx, "Mul", x, unop(ctx, "Sigmoid", x))
+    else:                       # softabs: sqrt(x^2 + epsilon)
+        eps = attr_scalar(ctx, op, "epsilon")
+        y = unop(ctx, "Sqrt", binop(ctx, "Add", binop(ctx, "Mul", x, x), scalar(ctx, eps, dt)))
+    ctx.bind(out(op), y)
+
+
+@exporter("elu", "selu", "leaky_relu")
+def _elu(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["x"]
+    if op.op == "elu":          # select(x < 0, alpha * (exp(x) - 1), x)
+        y = unop(ctx, "Elu", x, alpha=attr_scalar(ctx, op, "alpha", 1.0))
+    elif op.op == "selu":       # lambda * select(x < 0, alpha * (exp(x) - 1), x)
+        y = unop(ctx, "Selu", x, alpha=attr_scalar(ctx, op, "alpha", 1.67326319),
+                 gamma=attr_scalar(ctx, op, "lambda", 1.05070102))
+    else:                       # select(x < 0, alpha * x, x)
+        y = unop(ctx, "LeakyRelu", x, alpha=attr_scalar(ctx, op, "alpha"))
+    ctx.bind(out(op), y)
+
+
+@exporter("prelu")
+def _prelu(ctx: ExportContext, op: Operation) -> None:
+    # select(x < 0, alpha * x, x) with NNEF broadcasting (PRelu's slope may only broadcast
+    # towards x; the definition broadcasts both ways)
+    x, alpha = op.inputs["x"], op.inputs["alpha"]
+    xr, ar = operands(ctx, op, [x, alpha])
+    dt = ctx.dtype(xr)
+    neg = binop(ctx, "Less", xr, scalar(ctx, 0.0, dt))
+    prod = binop(ctx, "Mul", ar, xr)
+    shape = _dims_broadcast(ctx.dims(neg), ctx.dims(prod))
+    ctx.bind(out(op), ctx.node("Where", [neg, prod, xr], shape, dtype=dt))
+
+
+@exporter("clamp")
+def _clamp(ctx: ExportContext, op: Operation) -> None:
+    # max(min(x, b), a); Clip only where it means the same (literal bounds with a <= b)
+    x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
+    if not isinstance(a, str) and not isinstance(b, str) and float(a) <= float(b):
+        dt = ctx.dtype(x)
+        ctx.bind(out(op), ctx.node("Clip", [x, scalar(ctx, float(a), dt), scalar(ctx, float(b), dt)], ctx.dims(x)))
+        return
+    xr, ar, br = operands(ctx, op, [x, a, b])
+    ctx.bind(out(op), binop(ctx, "Max", binop(ctx, "Min", xr, br), ar))
+
+
+@exporter("select")
+def _select(ctx: ExportContext, op: Operation) -> None:
+    c, t, f = op.inputs["condition"], op.inputs["true_value"], op.inputs["false_value"]
+    rank = max((ctx.rank(v) if isinstance(v, str) else 0) for v in (c, t, f))
+    dt = literal_dtype(ctx, op, [t, f])
+    refs = [aligned(ctx, c, rank, BOOL), aligned(ctx, t, rank, dt), aligned(ctx, f, rank, dt)]
+    shape = _dims_broadcast(_dims_broadcast(ctx.dims(refs[0]), ctx.dims(refs[1])), ctx.dims(refs[2]))
+    ctx.bind(out(op), ctx.node("Where", refs, shape, dtype=ctx.dtype(refs[1])))
+
+
+@exporter("cast")
+def _cast(ctx: ExportContext, op: Operation) -> None:
+    target = NUMPY.get(op.dtype or "scalar", F32)
+    x = ctx.ref(op.inputs["input"])
+    src = ctx.dtype(x)
+    if src == target:
+        ctx.bind(out(op), unop(ctx, "Identity", x))
+        return
+    if src.kind == "f" and target.kind in "iu":
+        x = unop(ctx, "Floor", x)   # nnefx's cast floors scalars; Cast truncates toward zero
+    ctx.bind(out(op), ctx.node("Cast", [x], ctx.dims(x), dtype=target, to=_elem(target)))
+
+
+# --- linear algebra -------------------------------------------------------------------------
+
+def _transposed(ctx: ExportContext, value: Any) -> str:
+    ref = ctx.ref(value)
+    dims = ctx.dims(ref)
+    r = len(dims)
+    perm = list(range(r - 2)) + [r - 1, r - 2]
+    return ctx.node("Transpose", [ref], tuple(dims[p] for p in perm), perm=perm)
+
+
+@exporter("matmul")
+def _matmul(ctx: ExportContext, op: Operation) -> None:
+    a, b = op.inputs["A"], op.inputs["B"]
+    if op.attribs.get("transposeA", False):
+        a = _transposed(ctx, a)
+    if op.attribs.get("transposeB", False):
+        b = _transposed(ctx, b)
+    ctx.bind(out(op), ctx.node("MatMul", [a, b], ctx.dims(out(op)), dtype=ctx.dtype(a)))
+
+
+def _is_zero(ctx: ExportContext, value: Any) -> bool:
+    if isinstance(value, str) and value in ctx.refs:
+        return False
+    data = ctx.data(value)
+    return data is not None and not np.any(np.asarray(data) != 0)
+
+
+@exporter("linear")
+def _linear(ctx: ExportContext, op: Operation) -> None:
+    # matmul(input, filter, transposeB = true) + bias
+    x, w = op.inputs["input"], op.inputs["filter"]
+    bias = op.inputs.get("bias", 0.0)
+    shape = ctx.dims(out(op))
+    if ctx.rank(x) != 2 or ctx.rank(w) != 2:
+        raise ctx.fallback("Gemm takes matrices only")
+    if _is_zero(ctx, bias):
+        ctx.bind(out(op), ctx.node("Gemm", [x, w], shape, dtype=ctx.dtype(x), transB=1))
+        return
+    bdims = ctx.dims(bias) if isinstance(bias, str) else ()
+    if len(bdims) <= 2 and all(d == 1 or d == s for d, s in zip(bdims[::-1], shape[::-1], strict=False)):
+        # a bias that broadcasts towards [N, M] (NNEF's [1, M], a scalar) is Gemm's C
+        ctx.bind(out(op), ctx.node("Gemm", [x, w, aligned(ctx, bias, 2, ctx.dtype(x))], shape,
+                                   dtype=ctx.dtype(x), transB=1))
+        return
+    y = ctx.node("Gemm", [x, w], shape, dtype=ctx.dtype(x), transB=1)
+    ctx.bind(out(op), binop(ctx, "Add", y, aligned(ctx, bias, len(shape), ctx.dtype(x))))
+
+
+# --- padding and windows --------------------------------------------------------------------
+
+def _crop(ctx: ExportContext, x: str, pads: list[tuple[int, int]]) -> tuple[str, list[tuple[int, int]]]:
+    """Negative paddings applied as a Slice; returns the value and the positive paddings."""
+    axes, starts, ends = [], [], []
+    for k, (p, q) in enumerate(pads):
+        if p < 0 or q < 0:
+            axes.append(k)
+            starts.append(max(-p, 0))
+            ends.append(-max(-q, 0) if q < 0 else 2 ** 62)
+    if not axes:
+        return x, pads
+    dims = list(ctx.dims(x))
+    for a, s, e in zip(axes, starts, ends, strict=True):
+        if dims[a] is not None:
+            dims[a] = (dims[a] if e > 0 else dims[a] + e) - s
+    y = ctx.node("Slice", [x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes)], tuple(dims))
+    return y, [(max(p, 0), max(q, 0)) for p, q in pads]
+
+
+def _slice_axis(ctx: ExportContext, x: str, axis: int, start: int, end: int, step: int, extent: int) -> str:
+    dims = list(ctx.dims(x))
+    dims[axis] = extent
+    return ctx.node("Slice", [x, ctx.ints([start]), ctx.ints([end]), ctx.ints([axis]), ctx.ints([step])],
+                    tuple(dims))
+
+
+def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border: str, value: float = 0.0) -> str:
+    """A value equal to NNEF ``pad(x, pads, border, value)`` over all dimensions of ``x``."""
+    x = ctx.ref(x)
+    dims = ctx.dims(x)
+    pads = [tuple(int(v) for v in p) for p in pads] + [(0, 0)] * (len(dims) - len(pads))
+    x, pads = _crop(ctx, x, pads)
+    if not any(p or q for p, q in pads):
+        return x
+    dims = ctx.dims(x)
+    if border in ("constant", "ignore"):
+        return _pad_node(ctx, x, pads, "constant", value)
+    if border == "replicate":
+        return _pad_node(ctx, x, pads, "edge")
+    if border not in ("reflect", "reflect-even"):
+        raise ctx.fallback(f"border '{border}' has no ONNX padding form")
+    for k, (p, q) in enumerate(pads):
+        if not (p or q):
+            continue
+        z = dims[k]
+        if z is None:
+            raise ctx.fail(f"border '{border}' needs the static extent of dimension {k}")
+        if border == "reflect" and z == 1:
+            x = _pad_node(ctx, x, [(p, q) if i == k else (0, 0) for i in range(len(dims))], "edge")
+        elif border == "reflect" and p <= z - 1 and q <= z - 1:
+            x = _pad_node(ctx, x, [(p, q) if i == k else (0, 0) for i in range(len(dims))], "reflect")
+        elif border == "reflect-even" and p <= z and q <= z:
+            # mirror with the edge repeated (numpy 'symmetric'), which Pad lacks: reversed slices
+            parts = []
+            if p:
+                parts.append(_slice_axis(ctx, x, k, p - 1, _INT64_MIN, -1, p))
+            parts.append(x)
+            if q:
+                parts.append(_slice_axis(ctx, x, k, z - 1, z - 1 - q, -1, q))
+            shape = list(ctx.dims(x))
+            shape[k] = z + p + q
+            x = ctx.node("Concat", parts, tuple(shape), axis=k)
+        else:
+            raise ctx.fallback(f"border '{border}' with padding ({p}, {q}) beyond the extent {z} of "
+                               f"dimension {k} has no ONNX padding form")
+        dims = ctx.dims(x)
+    return x
+
+
+def _pad_node(ctx: ExportContext, x: str, pads: list[tuple[int, int]], mode: str, value: float = 0.0) -> str:
+    dims = ctx.dims(x)
+    shape = tuple(None if d is None else d + p + q for d, (p, q) in zip(dims, pads, strict=True))
+    inputs = [x, ctx.ints([p for p, _ in pads] + [q for _, q in pads])]
+    if mode == "constant":
+        inputs.append(scalar(ctx, value, ctx.dtype(x)))
+    return ctx.node("Pad", inputs, shape, mode=mode)
+
+
+def _window(ctx: ExportContext, op: Operation, x: Any, n: int, size: list[int], transposed: bool = False
+            ) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Explicit padding, stride and dilation of a windowed op over the last ``n`` dims."""
+    from ...ops._common import resolve_padding_down, resolve_padding_up, window_arrays
+
+    size, pads, stride, dil = window_arrays(op.op, n, size, op.attribs.get("padding", []),
+                                            op.attribs.get("stride", []), op.attribs.get("dilation", []))
+    if pads is None:   # automatic: computed from the (static) extents
+        xs = ctx.shape(x)[-n:]
+        if transposed:
+            pads = resolve_padding_up(xs, ctx.shape(out(op))[-n:], size, stride, dil, pads)
+        else:
+            pads = resolve_padding_down(xs, size, stride, dil, pads)
+    return [tuple(p) for p in pads], stride, dil
+
+
+def _pads_attr(pads: list[tuple[int, int]]) -> list[int]:
+    return [p for p, _ in pads] + [q for _, q in pads]
+
+
+def _bias_add(ctx: ExportContext, op: Operation, y: str) -> str:
+    bias = op.inputs.get("bias", 0.0)
+    if _is_zero(ctx, bias):
+        return y
+    dims = ctx.dims(y)
+    return binop(ctx, "Add", y, aligned(ctx, bias, len(dims), ctx.dtype(y)))
+
+
+def _conv_bias(ctx: ExportContext, op: Operation, channels: int | None) -> str | None:
+    """The bias as Conv's 1-D ``B`` when it is per-channel load-time data, else None."""
+    bias = op.inputs.get("bias", 0.0)
+    if isinstance(bias, str) and bias in ctx.refs:
+        return None
+    data = ctx.data(bias)
+    if data is None or channels is None:
+        return None
+    arr = np.asarray(data, dtype=F32)
+    if arr.size == channels and (arr.ndim <= 1 or arr.shape[:2] in ((1, channels), (channels,))) and \
+            all(d == 1 for d in arr.shape[2:]):
+        return ctx.const(arr.reshape(channels))
+    if arr.size == 1:
+        return ctx.const(np.full((channels,), arr.reshape(-1)[0], F32))
+    return None
+
+
+@exporter("conv")
+def _conv(ctx: ExportContext, op: Operation) -> None:
+    x, f = op.inputs["input"], op.inputs["filter"]
+    xd, fs = ctx.dims(x), ctx.shape(f)
+    n = len(xd) - 2
+    if n < 1:
+        raise ctx.fallback(f"a convolution of a rank-{len(xd)} tensor has no Conv form")
+    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]))
+    border = op.attribs.get("border", "constant")
+    xin = ctx.ref(x)
+    if border != "constant" or any(p < 0 or q < 0 for p, q in pads):
+        xin = explicit_pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
+        pads = [(0, 0)] * n
+    groups = int(op.attribs.get("groups", 1))
+    if groups == 0:
+        groups = ctx.shape(x)[1]
+    shape = ctx.dims(out(op))
+    b = _conv_bias(ctx, op, fs[0])
+    y = ctx.node("Conv", [xin, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(xin),
+                 kernel_shape=list(fs[2:]), pads=_pads_attr(pads), strides=stride, dilations=dil, group=groups)
+    ctx.bind(out(op), y if b is not None else _bias_add(ctx, op, y))
+
+
+@exporter("deconv")
+def _deconv(ctx: ExportContext, op: Operation) -> None:
+    x, f = op.inputs["input"], op.inputs["filter"]
+    xs, fs = ctx.shape(x), ctx.shape(f)
+    n = len(xs) - 2
+    if op.attribs.get("border", "constant") != "constant":
+        raise ctx.fallback(f"border '{op.attribs.get('border')}' of a deconvolution has no ConvTranspose form")
+    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True)
+    shape = ctx.shape(out(op))
+    if any(p < 0 for p, _ in pads):
+        raise ctx.fallback(f"negative padding before {pads} has no ConvTranspose form")
+    # a negative padding after extends the output past the full transposed extent: that is
+    # ConvTranspose's output_padding
+    pads = [(p, max(q, 0)) for p, q in pads]
+    base = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 - pads[i][0] - pads[i][1] for i in range(n)]
+    extra = [shape[2 + i] - base[i] for i in range(n)]
+    if any(e < 0 or e >= max(stride[i], dil[i]) for i, e in enumerate(extra)):
+        raise ctx.fallback(f"output shape {list(shape)} needs output padding {extra} outside ConvTranspose's range")
+    groups = int(op.attribs.get("groups", 1))
+    if groups == 0:
+        groups = shape[1]
+    b = _conv_bias(ctx, op, shape[1])
+    y = ctx.node("ConvTranspose", [x, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(x),
+                 kernel_shape=list(fs[2:]), pads=_pads_attr(pads), strides=stride, dilations=dil, group=groups,
+                 output_padding=extra if any(extra) else None)
+    ctx.bind(out(op), y if b is not None else _bias_add(ctx, op, y))
+
+
+def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
+    """(input, spatial size, pads, stride, dilation, pooled shape, finish) of a pooling op.
+
+    ONNX pools over the dimensions after batch and channel.  A window that also spans
+    those (a box over channels, as in local contrast normalization) is pooled by moving
+    the windowed dimensions last, merging the others into the batch, pooling with one
+    channel, and undoing both; ``finish`` maps the pooled value back to the result.
+    """
+    x = op.inputs["input"]
+    r = ctx.rank(x)
+    size = [int(s) for s in op.attribs["size"]]
+    if r < 1:
+        raise ctx.fallback("pooling a scalar has no ONNX pooling form")
+    pads, stride, dil = _window(ctx, op, x, r, size)
+    od = ctx.dims(out(op))
+    if r >= 3 and size[:2] == [1, 1] and stride[:2] == [1, 1] and dil[:2] == [1, 1] \
+            and pads[:2] == [(0, 0), (0, 0)]:
+        return ctx.ref(x), size[2:], pads[2:], stride[2:], dil[2:], od, lambda y: y
+    windowed = [k for k in range(r) if (size[k], stride[k], dil[k], pads[k]) != (1, 1, 1, (0, 0))]
+    if not 1 <= len(windowed) <= 3:
+        raise ctx.fallback(f"a window over {len(windowed)} dimensions has no ONNX pooling form")
+    xs = ctx.shape(x)
+    kept = [k for k in range(r) if k not in windowed]
+    perm = kept + windowed
+    t = ctx.node("Transpose", [x], tuple(xs[p] for p in perm), perm=perm)
+    merged = int(np.prod([xs[k] for k in kept], dtype=np.int64))
+    t = reshape(ctx, t, (merged, 1) + tuple(xs[k] for k in windowed))
+    pooled = (merged, 1) + tuple(od[k] for k in windowed)
+
+    def finish(y: str) -> str:
+        y = reshape(ctx, y, tuple(od[k] for k in kept) + tuple(od[k] for k in windowed))
+        inv = [perm.index(k) for k in range(r)]
+        return ctx.node("Transpose", [y], od, perm=inv)
+
+    pick = [size[k] for k in windowed], [pads[k] for k in windowed], [stride[k] for k in windowed]
+    return t, pick[0], pick[1], pick[2], [dil[k] for k in windowed], pooled, finish
+
+
+def _avg_pool(ctx: ExportContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
+              border: str, shape: tuple) -> str:
+    """Windowed mean with NNEF's border: 'ignore' divides by the in-range count."""
+    if any(d != 1 for d in dil):
+        raise ctx.fallback(f"dilation {dil} has no AveragePool-18 form")
+    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    pads = full[2:]
+    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
+        xin = explicit_pad(ctx, xin, full, border)
+        pads = [(0, 0)] * len(size)
+    return ctx.node("AveragePool", [xin], shape, kernel_shape=size, pads=_pads_attr(pads), strides=stride,
+                    count_include_pad=0 if border == "ignore" else 1)
+
+
+@exporter("max_pool")
+def _max_pool(ctx: ExportContext, op: Operation) -> None:
+    x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
+    border = op.attribs.get("border", "constant")
+    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    pads = full[2:]
+    if border != "ignore" and any(p or q for p, q in pads):
+        # MaxPool never reads its padding (as 'ignore'); NNEF 'constant' pads with zeros that
+        # take part, the other modes with copies: pad explicitly first
+        xin = explicit_pad(ctx, xin, full, border)
+        pads = [(0, 0)] * len(size)
+    ctx.bind(out(op), finish(ctx.node("MaxPool", [xin], pooled, kernel_shape=size, pads=_pads_attr(pads),
+                                      strides=stride, dilations=dil)))
+
+
+@exporter("avg_pool", "box", "rms_pool")
+def _box(ctx: ExportContext, op: Operation) -> None:
+    # avg_pool = normalized box; box = window sum; rms_pool = sqrt(avg_pool(x^2))
+    x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
+    border = op.attribs.get("border", "constant")
+    normalize = op.op != "box" or bool(op.attribs.get("normalize", False))
+    if border == "ignore" and not normalize:
+        border = "constant"   # a sum over the real values only = a sum with zeros padded
+    xin = ctx.ref(x)
+    if op.op == "rms_pool":
+        xin = binop(ctx, "Mul", xin, xin)
+    y = _avg_pool(ctx, xin, size, pads, stride, dil, border, pooled)
+    if op.op == "rms_pool":
+        y = unop(ctx, "Sqrt", y)
+    elif not normalize:
+        y = binop(ctx, "Mul", y, scalar(ctx, float(np.prod(size)), ctx.dtype(y)))
+    ctx.bind(out(op), finish(y))
+
+
+@exporter("area_downsample")
+def _area_downsample(ctx: ExportContext, op: Operation) -> None:
+    factor = [int(v) for v in op.attribs["factor"]]
+    ctx.bind(out(op), _avg_pool(ctx, op.inputs["input"], factor, [(0, 0)] * len(factor), factor,
+                                [1] * len(factor), "constant", ctx.dims(out(op))))
+
+
+@exporter("nearest_downsample")
+def _nearest_downsample(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    factor = [int(v) for v in op.attribs["factor"]]
+    axes = [2 + i for i, f in enumerate(factor) if f != 1]
+    if not axes:
+        ctx.bind(out(op), unop(ctx, "Identity", x))
+        return
+    steps = [factor[a - 2] for a in axes]
+    ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints([0] * len(axes)), ctx.ints([2 ** 62] * len(axes)),
+                                         ctx.ints(axes), ctx.ints(steps)], ctx.dims(out(op))))
+
+
+@exporter("local_response_normalization")
+def _lrn(ctx: ExportContext, op: Operation) -> None:
+    # input / (bias + alpha * box(sqr(input), size, normalize = true)) ^ beta with automatic
+    # padding: a window [c - floor((n-1)/2), c + ceil((n-1)/2)], LRN's channel window
+    size = [int(s) for s in op.attribs["size"]]
+    x = op.inputs["input"]
+    if ctx.rank(x) < 3 or len(size) != ctx.rank(x) or any(s != 1 for k, s in enumerate(size) if k != 1):
+        raise ctx.fallback(f"window size {size} is not a channel window (LRN's only form)")
+    for name in ("alpha", "beta", "bias"):
+        if isinstance(op.attribs.get(name, op.inputs.get(name)), str):
+            raise ctx.fallback(f"a tensor '{name}' has no LRN form")
+    alpha = float(op.attribs.get("alpha", 1.0))
+    beta = float(op.attribs.get("beta", 0.5))
+    bias = float(op.attribs.get("bias", 1.0))
+    ctx.bind(out(op), unop(ctx, "LRN", x, size=size[1], alpha=alpha, beta=beta, bias=bias))
+
+
+# --- resizing -------------------------------------------------------------------------------
+
+def _resize(ctx: ExportContext, op: Operation, mode: str, transform: str, nearest: str | None = None) -> str:
+    x = ctx.ref(op.inputs["input"])
+    factor = [int(v) for v in op.attribs["factor"]]
+    scales = ctx.const(np.asarray([1.0, 1.0] + [float(f) for f in factor], np.float32))
+    return ctx.node("Resize", [x, "", scales], ctx.dims(out(op)), mode=mode,
+                    coordinate_transformation_mode=transform, nearest_mode=nearest)
+
+
+@exporter("nearest_upsample")
+def _nearest_upsample(ctx: ExportContext, op: Operation) -> None:
+    # output[i] = input[floor(i / factor)]: asymmetric coordinates, floor rounding
+    ctx.bind(out(op), _resize(ctx, op, "nearest", "asymmetric", "floor"))
+
+
+@exporter("multilinear_upsample")
+def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
+    # 'symmetric' = half-pixel centres, 'asymmetric' = i / f, 'aligned' = corners aligned.
+    # Resize clamps source coordinates at the edges = NNEF's 'replicate'; a zero border is
+    # read only by the first two methods, and then Resize has no form for it.
+    method = op.attribs.get("method", "symmetric")
+    border = op.attribs.get("border", "replicate")
+    transform = {"symmetric": "half_pixel", "asymmetric": "asymmetric", "aligned": "align_corners"}.get(method)
+    if transform is None or (border != "replicate" and method != "aligned"):
+        raise ctx.fallback(f"method '{method}' with border '{border}' has no Resize form")
+    ctx.bind(out(op), _resize(ctx, op, "linear", transform))
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+@exporter("reshape")
+def _reshape(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    xd = ctx.dims(x)
+    od = ctx.dims(out(op))
+    if all(d is not None for d in od):
+        ctx.bind(out(op), reshape(ctx, x, od))
+        return
+    # unknown dims: NNEF's 0 ("copy input[axis_start + k]") is ONNX's 0 at the same index as
+    # long as the axes before it are copied too, and the axes after the reshaped range are
+    # at the same index only when the range keeps its length
+    start = int(op.attribs.get("axis_start", 0))
+    count = int(op.attribs.get("axis_count", -1))
+    count = len(xd) - start if count == -1 else count
+    shape = [int(s) for s in op.attribs["shape"]]
+    tail = list(xd[start + count:])
+    target: list[int] = [0] * start + shape
+    if len(shape) == count:
+        target += [0] * len(tail)
+    elif all(d is not None for d in tail):
+        target += [int(d) for d in tail]
+    else:
+        raise ctx.fail("a reshape of a sub-range that changes its length needs static trailing dims")
+    ctx.bind(out(op), ctx.node("Reshape", [x, ctx.ints(target)], od))
+
+
+@exporter("squeeze", "unsqueeze")
+def _squeeze(ctx: ExportContext, op: Operation) -> None:
+    axes = [int(a) for a in op.attribs.get("axes", [])]
+    x = ctx.ref(op.inputs["input"])
+    if not axes:
+        ctx.bind(out(op), unop(ctx, "Identity", x))
+        return
+    kind = "Squeeze" if op.op == "squeeze" else "Unsqueeze"
+    ctx.bind(out(op), ctx.node(kind, [x, ctx.ints(axes)], ctx.dims(out(op))))
+
+
+@exporter("transpose")
+def _transpose(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    axes = [int(a) for a in op.attribs["axes"]]
+    perm = axes + list(range(len(axes), ctx.rank(x)))
+    ctx.bind(out(op), ctx.node("Transpose", [x], ctx.dims(out(op)), perm=perm))
+
+
+@exporter("concat")
+def _concat(ctx: ExportContext, op: Operation) -> None:
+    values = list(op.inputs["values"])
+    dt = literal_dtype(ctx, op, values)
+    refs = [ctx.ref(v, dt) for v in values]
+    ctx.bind(out(op), ctx.node("Concat", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0]),
+                               axis=int(op.attribs["axis"])))
+
+
+@exporter("split")
+def _split(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["value"])
+    axis = int(op.attribs["axis"])
+    names = op.output_names()
+    shapes = [ctx.shape(n) for n in names]
+    refs = ctx.node("Split", [x, ctx.ints([s[axis] for s in shapes])], outputs=[(s, ctx.dtype(x)) for s in shapes],
+                    axis=axis)
+    for n, r in zip(names, refs, strict=True):
+        ctx.bind(n, r)
+
+
+@exporter("stack")
+def _stack(ctx: ExportContext, op: Operation) -> None:
+    axis = int(op.attribs["axis"])
+    parts = []
+    for v in op.inputs["values"]:
+        d = ctx.dims(v)
+        parts.append(ctx.node("Unsqueeze", [v, ctx.ints([axis])], d[:axis] + (1,) + d[axis:]))
+    ctx.bind(out(op), ctx.node("Concat", parts, ctx.dims(out(op)), axis=axis))
+
+
+@exporter("unstack")
+def _unstack(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["value"])
+    xd = ctx.dims(x)
+    axis = int(op.attribs["axis"]) % len(xd)
+    names = op.output_names()
+    piece = xd[:axis] + (1,) + xd[axis + 1:]
+    refs = ctx.node("Split", [x, ctx.ints([1] * len(names))], outputs=[(piece, ctx.dtype(x))] * len(names), axis=axis)
+    for n, r in zip(names, refs, strict=True):
+        ctx.bind(n, ctx.node("Squeeze", [r, ctx.ints([axis])], ctx.dims(n)))
+
+
+@exporter("slice")
+def _slice(ctx: ExportContext, op: Operation) -> None:
+    from ...ops.shape import _slice_plan
+
+    x = ctx.ref(op.inputs["input"])
+    plan = _slice_plan(ctx.dims(x), op.attribs["axes"], op.attribs["begin"], op.attribs["end"],
+                       op.attribs.get("stride", []))
+    if any(b is None for _, b, _, _ in plan):
+        raise ctx.fail(f"slicing needs the static extents of axes {list(op.attribs['axes'])}")
+    axes, starts, ends, steps = [], [], [], []
+    for a, b, s, count in plan:
+        e = b + count * s
+        if s < 0 and e < 0:
+            e = _INT64_MIN   # "through index 0": -1 would wrap to the last element
+        axes.append(a)
+        starts.append(b)
+        ends.append(e)
+        steps.append(s)
+    if not axes:
+        ctx.bind(out(op), unop(ctx, "Identity", x))
+        return
+    ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes), ctx.ints(steps)],
+                               ctx.dims(out(op))))
+
+
+@exporter("pad")
+def _pad(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    value = op.attribs.get("value", op.inputs.get("value", 0.0))
+    if isinstance(value, str):
+        raise ctx.fallback("a tensor padding value has no Pad form")
+    pads = [tuple(int(v) for v in p) for p in op.attribs["padding"]]
+    ctx.bind(out(op), explicit_pad(ctx, x, pads, op.attribs.get("border", "constant"), float(value)))
+
+
+@exporter("tile")
+def _tile(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    ctx.bind(out(op), ctx.node("Tile", [x, ctx.ints(op.attribs["repeats"])], ctx.dims(out(op))))
+
+
+@exporter("gather")
+def _gather(ctx: ExportContext, op: Operation) -> None:
+    x, idx = op.inputs["input"], op.inputs["indices"]
+    iref = ctx.ref(idx, I64)
+    ctx.bind(out(op), ctx.node("Gather", [x, iref], ctx.dims(out(op)), dtype=ctx.dtype(x),
+                               axis=int(op.attribs.get("axis", 0))))
+
+
+# --- reductions and normalizations ----------------------------------------------------------
+
+_REDUCE = {"sum_reduce": "ReduceSum", "mean_reduce": "ReduceMean", "max_reduce": "ReduceMax",
+           "min_reduce": "ReduceMin", "any_reduce": "ReduceMax", "all_reduce": "ReduceMin"}
+
+
+def reduce(ctx: ExportContext, kind: str, x: Any, axes: list[int]) -> str:
+    ref = ctx.ref(x)
+    dims = ctx.dims(ref)
+    axes = [a % len(dims) for a in axes]
+    red = tuple(1 if k in axes else d for k, d in enumerate(dims))
+    return ctx.node(kind, [ref, ctx.ints(axes)], red, keepdims=1)
+
+
+@exporter(*_REDUCE)
+def _reduce(ctx: ExportContext, op: Operation) -> None:
+    kind = _REDUCE[op.op]
+    if op.op == "sum_reduce" and op.attribs.get("normalize", False):
+        kind = "ReduceMean"
+    x = ctx.ref(op.inputs["input"])
+    axes = [int(a) for a in op.attribs["axes"]]
+    if not axes:   # nothing reduced (ONNX would reduce everything)
+        ctx.bind(out(op), unop(ctx, "Identity", x))
+        return
+    if op.op in ("any_reduce", "all_reduce"):
+        # no logical reductions before opset 20: max/min over 0/1 integers
+        xi = ctx.node("Cast", [x], ctx.dims(x), dtype=np.int32, to=_elem(np.int32))
+        r = reduce(ctx, kind, xi, axes)
+        ctx.bind(out(op), ctx.node("Cast", [r], ctx.dims(r), dtype=BOOL, to=_elem(BOOL)))
+        return
+    ctx.bind(out(op), reduce(ctx, kind, x, axes))
+
+
+@exporter("argmax_reduce", "argmin_reduce")
+def _arg_reduce(ctx: ExportContext, op: Operation) -> None:
+    # the first extreme wins (select_last_index = 0); several axes: the index into the
+    # row-major flattening of those axes, so move them last, flatten them, and move back
+    x = ctx.ref(op.inputs["input"])
+    dims = ctx.dims(x)
+    r = len(dims)
+    axes = sorted({int(a) % r for a in op.attribs["axes"]})
+    kind = "ArgMax" if op.op == "argmax_reduce" else "ArgMin"
+    if not axes:
+        ctx.bind(out(op), ctx.const(np.zeros([d for d in ctx.shape(x)], np.int64)))
+        return
+    if len(axes) == 1:
+        red = tuple(1 if k == axes[0] else d for k, d in enumerate(dims))
+        ctx.bind(out(op), ctx.node(kind, [x], red, dtype=I64, axis=axes[0], keepdims=1, select_last_index=0))
+        return
+    kept = [k for k in range(r) if k not in axes]
+    perm = kept + axes
+    t = ctx.node("Transpose", [x], tuple(dims[p] for p in perm), perm=perm)
+    vol = None if any(dims[a] is None for a in axes) else int(np.prod([dims[a] for a in axes]))
+    flat = ctx.node("Reshape", [t, ctx.ints([0] * len(kept) + [-1])], tuple(dims[k] for k in kept) + (vol,))
+    idx = ctx.node(kind, [flat], tuple(dims[k] for k in kept) + (1,), dtype=I64, axis=len(kept), keepdims=1,
+                   select_last_index=0)
+    idx = ctx.node("Unsqueeze", [idx, ctx.ints(range(len(kept) + 1, r))], tuple(dims[k] for k in kept) + (1,) * len(axes))
+    inv = [perm.index(k) for k in range(r)]
+    ctx.bind(out(op), ctx.node("Transpose", [idx], ctx.dims(out(op)), perm=inv))
+
+
+@exporter("softmax")
+def _softmax(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    r = ctx.rank(x)
+    axes = sorted({int(a) % max(r, 1) for a in op.attribs.get("axes", [1])})
+    if len(axes) == 1:
+        ctx.bind(out(op), unop(ctx, "Softmax", x, axis=axes[0]))
+        return
+    # several axes: the definition, max-shifted as NNEF writes it
+    m = reduce(ctx, "ReduceMax", x, axes)
+    e = unop(ctx, "Exp", binop(ctx, "Sub", x, m))
+    ctx.bind(out(op), binop(ctx, "Div", e, reduce(ctx, "ReduceSum", e, axes)))
+
+
+@exporter("moments")
+def _moments(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    axes = [int(a) for a in op.attribs["axes"]]
+    mean = reduce(ctx, "ReduceMean", x, axes)
+    d = binop(ctx, "Sub", x, mean)
+    ctx.bind(out(op, 0), mean)
+    ctx.bind(out(op, 1), reduce(ctx, "ReduceMean", binop(ctx, "Mul", d, d), axes))
+
+
+def _channel_vector(ctx: ExportContext, value: Any, channels: int) -> str | None:
+    """A per-channel parameter as a 1-D ``[C]`` value, or None when it is not per-channel."""
+    if isinstance(value, str) and value in ctx.refs:
+        dims = ctx.dims(value)
+        if len(dims) == 2 and dims[0] == 1 and dims[1] == channels:
+            return reshape(ctx, value, (channels,))
+        return None
+    data = ctx.data(value)
+    if data is None:
+        return None
+    arr = np.asarray(data, dtype=F32)
+    if arr.size == 1:
+        return ctx.const(np.full((channels,), float(arr.reshape(-1)[0]), F32))
+    if arr.size == channels and (arr.ndim == 1 or arr.shape[:2] == (1, channels)):
+        return ctx.const(arr.reshape(channels))
+    return None
+
+
+@exporter("batch_normalization")
+def _batch_norm(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    dims = ctx.dims(x)
+    eps = attr_scalar(ctx, op, "epsilon")
+    names = ("scale", "offset", "mean", "variance")
+    vals = {k: op.inputs.get(k, 1.0 if k == "scale" else 0.0) for k in names}
+    if len(dims) >= 2 and dims[1] is not None:
+        vecs = [_channel_vector(ctx, vals[k], dims[1]) for k in names]
+        if all(v is not None for v in vecs):
+            ctx.bind(out(op), ctx.node("BatchNormalization", [x] + vecs, dims, epsilon=eps))
+            return
+    # general NNEF broadcasting: offset + scale * (x - mean) / sqrt(variance + eps)
+    mean, var, off, sc = operands(ctx, op, [op.inputs["input"], vals["mean"], vals["variance"], vals["offset"],
+                                            vals["scale"]])[1:]
+    xr = aligned(ctx, op.inputs["input"], max(ctx.rank(v) for v in (mean, var, off, sc, x)))
+    den = unop(ctx, "Sqrt", binop(ctx, "Add", var, scalar(ctx, eps)))
+    y = binop(ctx, "Add", off, binop(ctx, "Div", binop(ctx, "Mul", sc, binop(ctx, "Sub", xr, mean)), den))
+    ctx.bind(out(op), y)
+
+
+# --- a few more compounds, written as their definitions -------------------------------------
+
+@exporter("add_n")
+def _add_n(ctx: ExportContext, op: Operation) -> None:
+    values = list(op.inputs["x"])
+    if not values:
+        raise ctx.fallback("no operands")
+    refs = operands(ctx, op, values)
+    y = refs[0]
+    for r in refs[1:]:
+        y = binop(ctx, "Add", y, r)
+    ctx.bind(out(op), y)
+
+
+@exporter("copy_n")
+def _copy_n(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    for n in op.output_names():
+        ctx.bind(n, x)

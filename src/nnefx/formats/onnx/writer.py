@@ -1,0 +1,618 @@
+"""Write an nnefx :class:`~nnefx.graph.Graph` as an ONNX model (default opset 18).
+
+Why: every importer produces the same flat Graph, so an NNEF folder, an IR network or a
+document built with ``GraphBuilder`` can be handed to anything that runs ONNX
+(onnxruntime, TensorRT, ...) by ``nnefx.save(model, "x.onnx")``.
+
+The design mirrors the IR v11 writer (:mod:`nnefx.formats.ir.writer`):
+
+* :class:`Emitter` (this module) knows the format: nodes, initializers, unique value and
+  node names, the (possibly symbolic) shape and element type of every value it made.
+* :mod:`.export_ops` knows the operations: one function per nnefx operation that emits
+  ONNX nodes through :class:`ExportContext`.  Exporters are *exact or refused*: where NNEF
+  and ONNX differ (broadcasting aligned from the left, automatic padding, border modes,
+  round-half-up, integer casts that floor), extra nodes reproduce NNEF's result; where no
+  exact form exists the exporter raises :class:`Fallback`, and a compound operation is then
+  written through its NNEF definition (expanded by the front-end, each piece exported in
+  turn), otherwise the operation is refused with an :class:`NNEFXError` naming it and its
+  source position.  Nothing is dropped or approximated.
+* State is refused: ONNX has no variables that persist between runs, so a graph with
+  ``update`` operations cannot be written (its variables would silently stop changing).
+
+The protobuf is built with the optional ``onnx`` package and checked with
+``onnx.checker`` before it is written to a temporary file beside the target and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...diagnostics import Location, NNEFXError
+from ...graph import Graph, Model, Operation, Tensor
+
+#: The ONNX operator set the writer targets (default domain).
+OPSET = 18
+#: The ONNX IR version written (onnx 1.13+ readers, onnxruntime 1.14+).
+IR_VERSION = 8
+#: nnefx data type -> numpy storage (the runtime's defaults).
+NUMPY = {"scalar": np.dtype(np.float32), "integer": np.dtype(np.int64), "logical": np.dtype(np.bool_)}
+#: Initializer bytes above this are refused: a protobuf message cannot exceed 2 GiB.
+MAX_BYTES = 2 ** 31 - 2 ** 24
+#: Nested definition expansions allowed (a compound exported through a compound ...).
+MAX_DEPTH = 16
+
+
+class Fallback(Exception):
+    """Raised by an exporter for a form it has no exact ONNX nodes for.
+
+    The writer then exports a compound operation through its NNEF definition; for a
+    primitive the message becomes the located error.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:
+        raise NNEFXError("writing ONNX models needs the 'onnx' package: pip install nnefx[onnx]") from None
+    return onnx
+
+
+def _dims_broadcast(a: tuple, b: tuple) -> tuple:
+    """numpy broadcasting of two shapes that may hold ``None`` (unknown) dims."""
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        else:
+            out.append(x if x is not None else y)
+    return tuple(out)
+
+
+class Emitter:
+    """Nodes, initializers and value metadata of one ONNX graph under construction."""
+
+    def __init__(self, reserved: set[str]):
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+        self.meta: dict[str, tuple[tuple, np.dtype]] = {}
+        self.generated: set[str] = set()
+        #: values written by nodes (not initializers or inputs): the ones that may be renamed
+        self.node_outputs: set[str] = set()
+        self.bytes = 0
+        self._reserved = set(reserved)
+        self._used: set[str] = set()
+        self._node_names: set[str] = set()
+        self._const_cache: dict[tuple, str] = {}
+        self._counter = 0
+
+    def fresh(self, hint: str) -> str:
+        """A value name used nowhere else (and never one of the graph's own tensor names)."""
+        while True:
+            self._counter += 1
+            name = f"{hint}:{self._counter}"
+            if name not in self._reserved and name not in self._used:
+                self._used.add(name)
+                self.generated.add(name)
+                return name
+
+    def claim(self, name: str) -> str:
+        self._used.add(name)
+        return name
+
+    def node_name(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self._node_names:
+            k += 1
+            name = f"{hint}_{k}"
+        self._node_names.add(name)
+        return name
+
+    def initializer(self, array: np.ndarray, name: str | None = None, hint: str = "const") -> str:
+        """An initializer holding ``array``; small unnamed ones are shared when equal."""
+        from onnx import numpy_helper
+
+        arr = np.ascontiguousarray(np.asarray(array))
+        key = None
+        if name is None and arr.size <= 64:
+            key = (arr.dtype.str, arr.shape, arr.tobytes())
+            if key in self._const_cache:
+                return self._const_cache[key]
+        self.bytes += arr.nbytes
+        if self.bytes > MAX_BYTES:
+            raise NNEFXError(f"the weights need more than {MAX_BYTES} bytes, beyond the 2 GB limit of an ONNX "
+                             "protobuf (external data is not written by nnefx)")
+        vname = self.claim(name) if name is not None else self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(arr, vname))
+        self.meta[vname] = (tuple(arr.shape), arr.dtype)
+        if key is not None:
+            self._const_cache[key] = vname
+        return vname
+
+    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[tuple[tuple, np.dtype]], hint: str,
+             attrs: dict[str, Any] | None = None) -> list[str]:
+        from onnx import helper
+
+        names = [self.fresh(f"{hint}/{op_type}") for _ in outputs]
+        node = helper.make_node(op_type, list(inputs), names, name=self.node_name(f"{hint}/{op_type}"),
+                                **(attrs or {}))
+        self.nodes.append(node)
+        for n, (shape, dt) in zip(names, outputs, strict=True):
+            self.meta[n] = (tuple(shape), np.dtype(dt))
+        self.node_outputs.update(names)
+        return names
+
+    def rename(self, mapping: dict[str, str]) -> None:
+        """Rename values everywhere (used to give graph tensors their NNEF names)."""
+        if not mapping:
+            return
+        for node in self.nodes:
+            for k, v in enumerate(node.input):
+                if v in mapping:
+                    node.input[k] = mapping[v]
+            for k, v in enumerate(node.output):
+                if v in mapping:
+                    node.output[k] = mapping[v]
+        for init in self.initializers:
+            if init.name in mapping:
+                init.name = mapping[init.name]
+        for old, new in mapping.items():
+            self.meta[new] = self.meta.pop(old)
+            self.generated.discard(old)
+            self.node_outputs.discard(old)
+            self._used.add(new)
+
+
+class ExportContext:
+    """What an operation exporter sees: graph tensors as ONNX values, and a node factory.
+
+    ``variable``/``constant`` data becomes an initializer only when an exporter asks for the
+    tensor as a value (:meth:`ref`); exporters that can use the data directly (a bias made
+    1-D, a filter reshaped) ask :meth:`data` first.
+    """
+
+    def __init__(self, graph: Graph, emitter: Emitter, *, top: bool = True):
+        self.graph = graph
+        self.e = emitter
+        self.top = top
+        self.refs: dict[str, str] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.op: Operation | None = None
+
+    # --- errors -----------------------------------------------------------------------------
+    def fail(self, message: str) -> NNEFXError:
+        op = self.op
+        where = op.location if op is not None and op.location is not None else Location(field=self.graph.name)
+        prefix = f"cannot write operation '{op.op}' as ONNX: " if op is not None else ""
+        return NNEFXError(prefix + message, where)
+
+    def fallback(self, message: str) -> Fallback:
+        return Fallback(message)
+
+    # --- tensors ------------------------------------------------------------------------------
+    def dims(self, value: Any) -> tuple:
+        """Shape of a tensor name, literal or ONNX value; unknown dims are ``None``."""
+        if isinstance(value, str) and value in self.refs:
+            return self.e.meta[self.refs[value]][0]
+        if isinstance(value, str) and value in self.graph.tensors:
+            t = self.graph.tensors[value]
+            if t.shape is None:
+                raise self.fail(f"tensor '{value}' has no known shape (not even its rank)")
+            return tuple(None if d is None else int(d) for d in t.shape)
+        if isinstance(value, str) and value in self.e.meta:
+            return self.e.meta[value][0]
+        if isinstance(value, np.ndarray):
+            return tuple(value.shape)
+        return ()
+
+    def shape(self, value: Any) -> tuple:
+        """Static shape; an unknown dim is an error (the operation needs it)."""
+        shape = self.dims(value)
+        if any(d is None for d in shape):
+            raise self.fail(f"shape {list(shape)} is not static here; give the input shapes when loading")
+        return tuple(int(d) for d in shape)
+
+    def rank(self, value: Any) -> int:
+        return len(self.dims(value))
+
+    def dtype(self, value: Any, default: np.dtype | None = None) -> np.dtype:
+        if isinstance(value, str):
+            if value in self.refs:
+                return self.e.meta[self.refs[value]][1]
+            if value in self.graph.tensors:
+                return NUMPY.get(self.graph.tensors[value].dtype, NUMPY["scalar"])
+            if value in self.e.meta:
+                return self.e.meta[value][1]
+        if isinstance(value, np.ndarray):
+            return value.dtype
+        if isinstance(value, (bool, np.bool_)):
+            return NUMPY["logical"]
+        return default if default is not None else NUMPY["scalar"]
+
+    def data(self, value: Any) -> np.ndarray | None:
+        """Load-time data of a literal or a ``variable``/``constant`` tensor, else None."""
+        if isinstance(value, str):
+            return self.consts.get(value)
+        if isinstance(value, (bool, int, float, np.ndarray, np.generic)):
+            return np.asarray(value)
+        return None
+
+    def ref(self, value: Any, dtype: Any = None) -> str:
+        """The ONNX value holding tensor ``value`` (a graph name or a value name), or an
+        initializer for a literal (of ``dtype``, default float32 / bool)."""
+        if isinstance(value, str):
+            if value in self.refs:
+                return self.refs[value]
+            if value in self.consts:
+                name = value if (self.top and value not in self.graph.outputs) else None
+                ref = self.e.initializer(self.consts[value], name=name, hint="const")
+                self.refs[value] = ref
+                return ref
+            if value in self.e.meta and value not in self.graph.tensors:
+                return value
+            raise self.fail(f"tensor '{value}' is not available")
+        if isinstance(value, (bool, int, float, np.ndarray, np.generic, list)):
+            arr = np.asarray(value)
+            if dtype is None:
+                dtype = NUMPY["logical"] if arr.dtype == np.bool_ else NUMPY["scalar"]
+            return self.e.initializer(arr.astype(dtype))
+        raise self.fail(f"unsupported input value {value!r}")
+
+    def const(self, array: Any, dtype: Any = None) -> str:
+        arr = np.asarray(array)
+        return self.e.initializer(arr.astype(dtype) if dtype is not None else arr)
+
+    def ints(self, values: Sequence[int]) -> str:
+        """An int64 1-D initializer (axes, shapes, pads, ...)."""
+        return self.e.initializer(np.asarray([int(v) for v in values], dtype=np.int64).reshape(-1))
+
+    def node(self, op_type: str, inputs: Sequence[Any], shape: tuple | None = None, *, dtype: Any = None,
+             outputs: Sequence[tuple[tuple, Any]] | None = None, **attrs: Any) -> Any:
+        """Emit one node; returns its only output (or the list when ``outputs`` is given).
+
+        Inputs are graph tensor names, value names or literals; ``""`` is an omitted
+        optional input.  The output's shape defaults to ``shape``, its type to ``dtype`` or
+        that of the first input.
+        """
+        names = [v if isinstance(v, str) and v == "" else self.ref(v) for v in inputs]
+        if outputs is None:
+            dt = dtype if dtype is not None else (self.e.meta[names[0]][1] if names and names[0] else NUMPY["scalar"])
+            outs = [(tuple(shape or ()), np.dtype(dt))]
+        else:
+            outs = [(tuple(s), np.dtype(d)) for s, d in outputs]
+        hint = "n"
+        if self.op is not None and self.op.output_names():
+            hint = self.op.output_names()[0]
+        got = self.e.node(op_type, names, outs, hint, {k: v for k, v in attrs.items() if v is not None})
+        return got if outputs is not None else got[0]
+
+    def bind(self, name: str, ref: str) -> None:
+        """Graph tensor ``name`` is the ONNX value ``ref``."""
+        self.refs[name] = ref
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+def _reachable(graph: Graph) -> set[int]:
+    """Indices of the operations the graph outputs depend on (the rest is not written)."""
+    producer: dict[str, int] = {}
+    for k, op in enumerate(graph.operations):
+        if op.op != "update":
+            for n in op.output_names():
+                producer[n] = k
+    need: set[int] = set()
+    stack = [producer[n] for n in graph.outputs if n in producer]
+    while stack:
+        k = stack.pop()
+        if k in need:
+            continue
+        need.add(k)
+        stack.extend(producer[n] for n in graph.operations[k].input_names() if n in producer)
+    return need
+
+
+def _variable_data(ctx: ExportContext, op: Operation, name: str) -> np.ndarray:
+    from ...runtime.dtypes import dequantize
+
+    t = ctx.graph.tensors[name]
+    label = str(op.attribs.get("label", name))
+    if t.data is None:
+        raise ctx.fail(f"variable '{label}' has no data (load the model with its weights)")
+    arr = np.asarray(t.data)
+    dtype = op.dtype or t.dtype
+    if dtype == "scalar" and arr.dtype.kind in "iu":
+        arr = dequantize(arr, t.quant or {}, f"variable '{label}'", op.location)
+    shape = op.attribs.get("shape", t.shape)
+    if shape is not None and tuple(arr.shape) != tuple(shape):
+        raise ctx.fail(f"variable '{label}' is declared with shape {list(shape)} but its data has shape "
+                       f"{list(arr.shape)}")
+    return arr.astype(NUMPY.get(dtype, NUMPY["scalar"]), copy=False)
+
+
+def _constant_data(ctx: ExportContext, op: Operation, name: str, graph: Graph) -> np.ndarray:
+    t = graph.tensors[name]
+    dtype = NUMPY.get(op.dtype or t.dtype, NUMPY["scalar"])
+    shape = tuple(op.attribs.get("shape", t.shape or ()))
+    if any(d is None for d in shape):
+        raise ctx.fail(f"constant '{name}' has no definite shape")
+    value = np.asarray(op.attribs.get("value", 0.0)).reshape(-1)
+    volume = int(np.prod(shape, dtype=np.int64))
+    if value.size == 1:
+        arr = np.full(shape, value[0])
+    elif value.size == volume:
+        arr = value.reshape(shape)
+    else:
+        raise ctx.fail(f"constant value of {value.size} items does not fill shape {list(shape)}")
+    if dtype.kind in "iu" and arr.dtype.kind == "f":
+        arr = np.floor(arr)
+    return arr.astype(dtype)
+
+
+def export_operation(ctx: ExportContext, op: Operation, depth: int = 0) -> None:
+    """Export one operation: its exporter, else (or on :class:`Fallback`) its definition."""
+    from .export_ops import find_exporter
+
+    ctx.op = op
+    fn = find_exporter(op.op)
+    reason = "no ONNX equivalent is known for this operation"
+    if fn is not None:
+        try:
+            fn(ctx, op)
+            for n in op.output_names():
+                if n not in ctx.refs:
+                    raise ctx.fail(f"exporter did not produce output '{n}'")
+            return
+        except Fallback as exc:
+            reason = exc.message
+        except NNEFXError as exc:
+            if exc.location is None:
+                exc.location = op.location
+            raise
+    if not _is_compound(op.op):
+        raise ctx.fail(reason)
+    if depth >= MAX_DEPTH:
+        raise ctx.fail(f"{reason} (and its definition nests too deeply)")
+    _export_expanded(ctx, op, depth, reason)
+
+
+def _is_compound(name: str) -> bool:
+    from ...ops import registry
+
+    d = registry.find(name)
+    return d is not None and bool(d.compound)
+
+
+def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str) -> None:
+    """Write ``op`` through its fragment body: the one operation is printed as a tiny NNEF
+    document whose externals stand for its tensor inputs, expanded by the front-end down to
+    operations with exporters, and each of those is exported in its place.  Errors name the
+    original operation and its position."""
+    from ...semantics.frontend import compile_document
+    from ...syntax.printer import print_graph
+    from .export_ops import exportable_ops
+
+    local: dict[str, str] = {}
+    sub = Graph(name="g")
+
+    def ident(name: str) -> str:
+        if name not in local:
+            local[name] = f"t{len(local)}"
+        return local[name]
+
+    try:
+        for name in op.input_names():
+            if name in local:
+                continue
+            n = ident(name)
+            dtype = ctx.graph.tensors[name].dtype if name in ctx.graph.tensors else "scalar"
+            shape = ctx.shape(name)
+            sub.inputs.append(n)
+            sub.tensors[n] = Tensor(n, dtype, shape)
+            sub.operations.append(Operation("external", {}, {"output": n}, {"shape": list(shape)}, dtype=dtype))
+    except NNEFXError as exc:
+        raise ctx.fail(f"{reason}; its definition needs static input shapes ({exc.message})") from None
+
+    def rename(v: Any) -> Any:
+        if isinstance(v, str):
+            return ident(v)
+        if isinstance(v, list):
+            return [rename(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(rename(x) for x in v)
+        return v
+
+    outs = {k: rename(v) for k, v in op.outputs.items()}
+    for n in op.output_names():
+        dtype = ctx.graph.tensors[n].dtype if n in ctx.graph.tensors else "scalar"
+        sub.tensors[ident(n)] = Tensor(ident(n), dtype)
+    sub.operations.append(Operation(op.op, {k: rename(v) for k, v in op.inputs.items()}, outs, dict(op.attribs),
+                                    dtype=op.dtype))
+    sub.outputs = [ident(n) for n in op.output_names()]
+    try:
+        expanded = compile_document(print_graph(sub), expand_all=True, atomic=set(exportable_ops()) - {op.op})
+    except NNEFXError as exc:
+        raise ctx.fail(f"{reason}, and its definition cannot be expanded ({exc.message})") from None
+    child = ExportContext(expanded, ctx.e, top=False)
+    back = {v: k for k, v in local.items()}
+    for name in expanded.inputs:
+        child.bind(name, ctx.ref(back[name]))
+    for sop in expanded.operations:
+        if sop.op == "external":
+            continue
+        child.op = sop
+        if sop.op in ("variable", "constant"):
+            (n,) = sop.output_names()
+            child.consts[n] = _constant_data(child, sop, n, expanded)
+            continue
+        try:
+            export_operation(child, sop, depth + 1)
+        except NNEFXError as exc:
+            ctx.op = op
+            raise ctx.fail(f"{reason}; its definition's '{sop.op}' cannot be written: {exc.message}") from None
+    ctx.op = op
+    for n in op.output_names():
+        ctx.bind(n, child.ref(ident(n)))
+
+
+def _value_info(onnx: Any, name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
+    from onnx import helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    if shape is None:
+        return helper.make_tensor_value_info(name, elem, None)
+    dims: list[Any] = []
+    for k, d in enumerate(shape):
+        if d is None:
+            dims.append(f"{symbolic}_{k}" if symbolic else None)
+        else:
+            dims.append(int(d))
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def build(model: Model | Graph, *, opset: int = OPSET) -> Any:
+    """Translate a graph (shapes inferred) into an ``onnx.ModelProto`` (nothing is written)."""
+    onnx = _onnx()
+    from onnx import helper
+
+    graph = model.graph if isinstance(model, Model) else model
+    if opset != OPSET:
+        raise NNEFXError(f"nnefx writes ONNX opset {OPSET} only (asked for {opset})")
+    if isinstance(model, Model):
+        storage = model.extras.get("storage") or {}
+        odd = {k: v for k, v in storage.items() if np.dtype(v) != NUMPY.get(k)}
+        if odd:
+            raise NNEFXError(f"the model stores its data types as {odd} (integer-runtime semantics); ONNX export "
+                             "supports the default float32/int64/bool storage only")
+    for op in graph.operations:
+        if op.op == "update":
+            raise NNEFXError(f"cannot write operation 'update' as ONNX: the graph updates variable "
+                             f"'{op.inputs.get('variable')}' between runs, and ONNX models have no state",
+                             op.location or Location(field=graph.name))
+    e = Emitter(set(graph.tensors))
+    ctx = ExportContext(graph, e)
+    inputs = []
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        if t.shape is None:
+            raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
+        e.claim(name)
+        e.meta[name] = (tuple(None if d is None else int(d) for d in t.shape), NUMPY.get(t.dtype, NUMPY["scalar"]))
+        ctx.bind(name, name)
+        inputs.append(_value_info(onnx, name, e.meta[name][0], e.meta[name][1], name))
+    needed = _reachable(graph)
+    for k, op in enumerate(graph.operations):
+        if k not in needed or op.op == "external":
+            continue
+        ctx.op = op
+        if op.op in ("variable", "constant"):
+            (name,) = op.output_names()
+            if op.op == "variable":
+                ctx.consts[name] = _variable_data(ctx, op, name)
+            else:
+                ctx.consts[name] = _constant_data(ctx, op, name, graph)
+            continue
+        export_operation(ctx, op)
+    ctx.op = None
+    _name_values(ctx, graph)
+    outputs = []
+    for name in graph.outputs:
+        t = graph.tensors[name]
+        shape, dt = e.meta[name]
+        declared = tuple(t.shape) if t.shape is not None else None
+        outputs.append(_value_info(onnx, name, declared if declared is not None else shape, dt, None))
+    g = helper.make_graph(e.nodes, graph.name or "main", inputs, outputs, initializer=e.initializers)
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nnefx",
+                              producer_version=_version())
+    proto.ir_version = IR_VERSION
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:  # a bug in an exporter, never the user's input
+        raise NNEFXError(f"internal error: the ONNX model nnefx built is invalid ({exc})") from None
+    return proto
+
+
+def _name_values(ctx: ExportContext, graph: Graph) -> None:
+    """Give graph outputs (and, where free, other graph tensors) their own names."""
+    e = ctx.e
+    mapping: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in graph.outputs:
+        if name not in ctx.refs:
+            ctx.ref(name)   # an output that is a variable/constant
+        ref = ctx.refs[name]
+        if ref == name:
+            continue
+        if ref in e.node_outputs and ref not in mapping:
+            mapping[ref] = name
+        else:
+            _identity_to(ctx, ref, name)
+        taken.add(name)
+    for name, ref in ctx.refs.items():
+        if name in taken or name in graph.outputs or ref not in e.node_outputs or ref in mapping:
+            continue
+        mapping[ref] = name
+    e.rename(mapping)
+
+
+def _identity_to(ctx: ExportContext, src: str, name: str) -> None:
+    from onnx import helper
+
+    e = ctx.e
+    e.nodes.append(helper.make_node("Identity", [src], [e.claim(name)], name=e.node_name(f"{name}/Identity")))
+    e.meta[name] = e.meta[src]
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("nnefx")
+    except Exception:
+        return "0"
+
+
+def write_onnx(model: Model | Graph, path: str | os.PathLike, **options: Any) -> None:
+    """Write ``model`` as an ONNX file at ``path`` (temporary beside it, then renamed)."""
+    from ...semantics.shapes import infer_shapes
+
+    path = os.fspath(path)
+    graph = model.graph if isinstance(model, Model) else model
+    if any(t.shape is None for t in graph.tensors.values()):
+        graph = infer_shapes(graph)
+        model = Model(graph, model.format, model.source, model.extras) if isinstance(model, Model) else graph
+    proto = build(model, **options)
+    data = proto.SerializeToString()
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise NNEFXError(f"cannot write '{path}': {exc.strerror or exc}", Location(path)) from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
