@@ -3,9 +3,13 @@
     python benchmarks/run.py [--nets 18,50] [--batches 1,8] [--repeats 10] [--size 224]
 
 For each ResNet and batch size: the torch network is exported to ONNX, converted to NNEF by
-nnef-tools, then the three engines run the same input *interleaved* (one run each per
-round, so machine noise hits them alike), all limited to 2 threads.  Latency is the median
-over rounds after one warm-up run.  Peak memory is measured in a fresh subprocess per engine
+nnef-tools, then the three engines run the same input, all limited to 2 threads, in blocks
+of back-to-back runs: engine order A B C, then C B A (so slow drifts of machine load hit them
+alike), each block after one discarded run.  Not one run each in turn: on 2 cores, the
+worker threads an engine leaves spinning after its run (OpenBLAS's, onnxruntime's, OpenMP's)
+steal the CPU from the next engine for its whole run — measured here, a ResNet-18 batch-1
+run took 2–5× longer right after another engine's run than after its own.  Latency is the
+median of all timed runs (``--repeats`` per engine).  Peak memory is measured in a fresh subprocess per engine
 as the growth of peak RSS (VmHWM) over the process's RSS after imports (model load + runs),
 so the three numbers are comparable.  (Not ``ru_maxrss``: Linux carries it across ``exec``,
 so a child would report the benchmark parent's peak.)  Outputs are checked to agree before anything is timed.
@@ -17,6 +21,10 @@ import os
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
+
+# nnefx before numpy: nnefx picks OpenBLAS's kernels on CPUs OpenBLAS may misdetect, which
+# only works before numpy loads the library (see nnefx/_blas.py).
+import nnefx  # noqa: E402, F401, I001  (must come first)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -126,11 +134,17 @@ def bench(depth: int, batch: int, size: int, repeats: int, work: Path) -> dict:
         if err > 1e-3:
             raise SystemExit(f"{name} disagrees with onnxruntime on resnet{depth} b{batch}: rel err {err:.2e}")
     times: dict[str, list[float]] = {e: [] for e in ENGINES}
-    for _ in range(repeats):
-        for name, run in runners.items():
-            t0 = time.perf_counter()
-            run(x)
-            times[name].append(time.perf_counter() - t0)
+    blocks = 2
+    for block in range(blocks):
+        order = ENGINES if block % 2 == 0 else ENGINES[::-1]
+        for name in order:
+            run = runners[name]
+            time.sleep(0.25)  # the previous engine's worker threads stop spinning
+            run(x)  # discarded
+            for _ in range(-(-repeats // blocks)):
+                t0 = time.perf_counter()
+                run(x)
+                times[name].append(time.perf_counter() - t0)
     del runners
     row = {"net": f"ResNet-{depth}", "batch": batch}
     for e in ENGINES:
@@ -153,6 +167,9 @@ def main() -> None:
     args = p.parse_args()
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="nnefx-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    from nnefx._blas import describe
+
+    print(describe())
     print("| net | batch | nnefx ms | onnxruntime ms | nnef-tools ms | nnefx/ort | nnefx MB | ort MB | nnef-tools MB |")
     print("|---|---|---|---|---|---|---|---|---|")
     for depth in (int(d) for d in args.nets.split(",")):

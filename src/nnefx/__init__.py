@@ -7,11 +7,16 @@ operator registry (:mod:`nnefx.ops`) in the middle.
 
 from __future__ import annotations
 
-from typing import Any
+# Before anything imports numpy: pick OpenBLAS kernels on CPUs it misdetects (see _blas.py).
+from ._blas import select as _select_blas
 
-from .api import load, save
-from .diagnostics import Location, NNEFXError
-from .graph import Graph, Model, Operation, Tensor
+_select_blas()
+
+from typing import Any  # noqa: E402
+
+from .api import load, save  # noqa: E402
+from .diagnostics import Location, NNEFXError  # noqa: E402
+from .graph import Graph, Model, Operation, Tensor  # noqa: E402
 
 __version__ = "0.1.0"
 

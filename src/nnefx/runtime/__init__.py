@@ -6,8 +6,14 @@
   variables, resets and saves them;
 * :mod:`.quantize` — simulated quantization of activations from ``graph.quant``;
 * :mod:`.dtypes` — NNEF data types ↔ numpy storage, dequantization of stored codes;
-* :mod:`.profile` — time per operation kind; :mod:`.cli` — ``nnefx run``.
+* :mod:`.profile` — time per operation kind; :mod:`.cli` — ``nnefx run``;
+* :func:`blas_info` — the OpenBLAS kernels numpy uses and what nnefx chose for them
+  (:mod:`nnefx._blas`, which runs before numpy is first imported).
 
 Nothing is imported here eagerly: ``import nnefx`` stays cheap, and ``nnefx.Session`` loads
 this package (and every operator family) on first use.
 """
+
+from .._blas import blas_info  # noqa: E402  (no numpy import: cheap)
+
+__all__ = ["blas_info"]

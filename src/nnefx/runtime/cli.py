@@ -169,6 +169,10 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
                                  Location(path)) from None
             print(f"wrote {path}")
     if profile is not None:
+        from .._blas import describe
+
         print()
         print(profile.table())
+        print()
+        print(describe())
     return 0
