@@ -373,7 +373,8 @@ def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border
                 parts.append(_slice_axis(ctx, x, k, p - 1, _INT64_MIN, -1, p))
             parts.append(x)
             if q:
-                parts.append(_slice_axis(ctx, x, k, z - 1, z - 1 - q, -1, q))
+                end = z - 1 - q   # -1 would wrap to the last element: "through index 0" is INT64_MIN
+                parts.append(_slice_axis(ctx, x, k, z - 1, end if end >= 0 else _INT64_MIN, -1, q))
             shape = list(ctx.dims(x))
             shape[k] = z + p + q
             x = ctx.node("Concat", parts, tuple(shape), axis=k)
@@ -401,9 +402,9 @@ def _window(ctx: ExportContext, op: Operation, x: Any, n: int, size: list[int], 
     size, pads, stride, dil = window_arrays(op.op, n, size, op.attribs.get("padding", []),
                                             op.attribs.get("stride", []), op.attribs.get("dilation", []))
     if pads is None:   # automatic: computed from the (static) extents
-        xs = ctx.shape(x)[-n:]
+        xs = _static(ctx, ctx.dims(x)[-n:])
         if transposed:
-            pads = resolve_padding_up(xs, ctx.shape(out(op))[-n:], size, stride, dil, pads)
+            pads = resolve_padding_up(xs, _static(ctx, ctx.dims(out(op))[-n:]), size, stride, dil, pads)
         else:
             pads = resolve_padding_down(xs, size, stride, dil, pads)
     return [tuple(p) for p in pads], stride, dil
@@ -464,12 +465,14 @@ def _conv(ctx: ExportContext, op: Operation) -> None:
 @exporter("deconv")
 def _deconv(ctx: ExportContext, op: Operation) -> None:
     x, f = op.inputs["input"], op.inputs["filter"]
-    xs, fs = ctx.shape(x), ctx.shape(f)
-    n = len(xs) - 2
+    xd, fs = ctx.dims(x), ctx.shape(f)
+    n = len(xd) - 2
+    xs = (xd[0], xd[1]) + _static(ctx, xd[2:])
     if op.attribs.get("border", "constant") != "constant":
         raise ctx.fallback(f"border '{op.attribs.get('border')}' of a deconvolution has no ConvTranspose form")
     pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True)
-    shape = ctx.shape(out(op))
+    od = ctx.dims(out(op))
+    shape = (od[0],) + _static(ctx, od[1:])
     if any(p < 0 for p, _ in pads):
         raise ctx.fallback(f"negative padding before {pads} has no ConvTranspose form")
     # a negative padding after extends the output past the full transposed extent: that is
@@ -480,13 +483,20 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     if any(e < 0 or e >= max(stride[i], dil[i]) for i, e in enumerate(extra)):
         raise ctx.fallback(f"output shape {list(shape)} needs output padding {extra} outside ConvTranspose's range")
     groups = int(op.attribs.get("groups", 1))
-    if groups == 0:
-        groups = shape[1]
+    if groups == 0:   # as nnefx decides it: the output_shape's channels, else the input's
+        given = list(op.attribs.get("output_shape", []))
+        groups = int(given[1]) if given else _static(ctx, xd[1:2])[0]
     b = _conv_bias(ctx, op, shape[1])
     y = ctx.node("ConvTranspose", [x, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(x),
                  kernel_shape=list(fs[2:]), pads=_pads_attr(pads), strides=stride, dilations=dil, group=groups,
                  output_padding=extra if any(extra) else None)
     ctx.bind(out(op), y if b is not None else _bias_add(ctx, op, y))
+
+
+def _static(ctx: ExportContext, dims: tuple) -> tuple:
+    if any(d is None for d in dims):
+        raise ctx.fail(f"dims {list(dims)} are not static here; give the input shapes when loading")
+    return tuple(int(d) for d in dims)
 
 
 def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
@@ -603,6 +613,8 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     if ctx.rank(x) < 3 or len(size) != ctx.rank(x) or any(s != 1 for k, s in enumerate(size) if k != 1):
         raise ctx.fallback(f"window size {size} is not a channel window (LRN's only form)")
+    if size[1] % 2 == 0:   # the ONNX spec allows it, onnxruntime's LRN does not
+        raise ctx.fallback(f"an even channel window {size[1]} is refused by onnxruntime's LRN")
     for name in ("alpha", "beta", "bias"):
         if isinstance(op.attribs.get(name, op.inputs.get(name)), str):
             raise ctx.fallback(f"a tensor '{name}' has no LRN form")

@@ -1,0 +1,143 @@
+"""ONNX export of whole networks and through the CLI.
+
+* the digits example (``examples/digits/model``) -> ``.onnx`` -> onnxruntime = nnefx;
+* the real networks of ``tests/realnets`` (torch -> ONNX -> nnef-tools -> NNEF, generated
+  here) -> nnefx -> ``.onnx`` -> onnxruntime agrees with torch within 1e-4 relative
+  (max|ort - torch| / max|torch|), as nnefx itself does in ``test_real_networks.py``;
+* ``nnefx convert IN out.onnx``: writes a checked model; unsupported operations and
+  stateful graphs print ``FILE:LINE:COL: error: ...``, exit 1 and leave no file behind.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import nnefx  # noqa: E402
+from nnefx.cli import main  # noqa: E402
+from nnefx.runtime.session import Session  # noqa: E402
+
+DIGITS = "examples/digits/model"
+RTOL = 1e-4
+
+
+def run_ort(path: str, feeds: dict) -> dict:
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    scale = max(float(np.max(np.abs(expected))), 1e-12)
+    return float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64)))) / scale
+
+
+def test_digits_example_exports_and_agrees(tmp_path):
+    model = nnefx.load(DIGITS)
+    path = str(tmp_path / "digits.onnx")
+    nnefx.save(model, path)
+    onnx.checker.check_model(path, full_check=True)
+    proto = onnx.load(path)
+    assert [n.op_type for n in proto.graph.node] == ["Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Reshape",
+                                                     "Gemm", "Softmax"]
+    x = np.random.default_rng(3).uniform(0, 1, (1, 1, 8, 8)).astype(np.float32)
+    want = Session(model, "fast").run({"input": x})["probabilities"]
+    got = run_ort(path, {"input": x})["probabilities"]
+    assert relative_error(got, want) <= 1e-5
+    # the file reads back into nnefx too, with the same result
+    back = Session(nnefx.load(path), "fast").run({"input": x})
+    assert relative_error(next(iter(back.values())), want) <= 1e-5
+
+
+def test_convert_command_writes_onnx(tmp_path, capsys):
+    out = str(tmp_path / "digits.onnx")
+    assert main(["convert", DIGITS, out]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    onnx.checker.check_model(out)
+    out2 = str(tmp_path / "forced.bin")
+    assert main(["convert", DIGITS, out2, "--to", "onnx"]) == 0
+    assert onnx.load(out2).graph.output[0].name == "probabilities"
+
+
+BAD = {
+    "unsupported.nnef": ("""version 1.0;
+graph G( x ) -> ( y )
+{
+    x = external<scalar>(shape = [1, 1, 4, 4]);
+    r = relu(x);
+    y = argmax_pool(r, size = [1, 1, 2, 2], stride = [1, 1, 2, 2]);
+}
+""", "6:9", "cannot write operation 'argmax_pool' as ONNX"),
+    "stateful.nnef": ("""version 1.0;
+graph G( x ) -> ( y, s )
+{
+    x = external<scalar>(shape = [1, 2]);
+    v = variable<scalar>(shape = [1, 2], label = 'acc');
+    y = add(x, v);
+    s = update(v, y);
+}
+""", "7:9", "ONNX models have no state"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_convert_refusals_are_located_and_write_nothing(tmp_path, capsys, name):
+    text, where, message = BAD[name]
+    src = tmp_path / name
+    src.write_text(text)
+    (tmp_path / "graph.dat").write_bytes(b"")   # unrelated file: must survive untouched
+    if name == "stateful.nnef":
+        folder = tmp_path / "model"
+        folder.mkdir()
+        (folder / "graph.nnef").write_text(text)
+        from nnefx.io.binary import write_tensor
+
+        write_tensor(str(folder / "acc.dat"), np.zeros((1, 2), np.float32))
+        src = folder / "graph.nnef"
+        arg = str(folder)
+    else:
+        arg = str(src)
+    out = tmp_path / "out.onnx"
+    before = sorted(os.listdir(tmp_path))
+    assert main(["convert", arg, str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith(f"{src}:{where}: error: ") and message in err[-1]
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == before
+
+
+# --- real networks: torch -> ONNX -> nnef-tools -> NNEF -> nnefx -> ONNX -----------------------
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("nnef_tools")
+
+from realnets import convert, networks  # noqa: E402
+
+
+@pytest.fixture(scope="module", params=networks.NAMES)
+def converted(request, tmp_path_factory):
+    net, x = networks.build(request.param)
+    tmp = tmp_path_factory.mktemp(f"onnx_{request.param}")
+    onnx_path = convert.export_onnx(net, x, tmp / "net.onnx")
+    folder = convert.onnx_to_nnef(onnx_path, tmp / "net.nnef")
+    with torch.no_grad():
+        expected = net(x).numpy()
+    return request.param, folder, x.numpy(), expected, tmp
+
+
+@pytest.mark.slow
+def test_real_network_round_trip_matches_torch(converted):
+    name, folder, x, expected, tmp = converted
+    model = nnefx.load(folder)
+    path = str(tmp / "back.onnx")
+    nnefx.save(model, path)
+    onnx.checker.check_model(path, full_check=True)
+    feed = x.astype(np.int64) if x.dtype.kind == "i" else x
+    (got,) = run_ort(path, {model.graph.inputs[0]: feed}).values()
+    assert got.shape == expected.shape
+    assert relative_error(got, expected) <= RTOL
+    (mine,) = Session(model, "fast").run({model.graph.inputs[0]: feed}).values()
+    assert relative_error(got, mine) <= RTOL
