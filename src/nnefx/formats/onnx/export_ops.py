@@ -935,3 +935,79 @@ def _copy_n(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["x"])
     for n in op.output_names():
         ctx.bind(n, x)
+
+
+# --- IR/ONNX-import extension operations back to their ONNX nodes ----------------------------
+# (an ONNX file read by nnefx keeps a few operations NNEF has no exact counterpart for)
+
+_IR_ARITH = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "maximum": "Max",
+             "minimum": "Min", "power": "Pow", "mod": "Mod"}
+_IR_COMPARE = {"equal": "Equal", "not_equal": "Equal", "less": "Less", "less_equal": "LessOrEqual",
+               "greater": "Greater", "greater_equal": "GreaterOrEqual"}
+
+
+@exporter("ir_arith", "ir_compare")
+def _ir_arith(ctx: ExportContext, op: Operation) -> None:
+    # numpy broadcasting already; integer division truncates in both (Div on integers),
+    # 'mod' is C's fmod (Mod with fmod = 1); floor division/modulo and integer powers are not
+    kind = str(op.attribs["op"])
+    x, y = op.inputs["x"], op.inputs["y"]
+    dt = literal_dtype(ctx, op, [x, y])
+    a, b = ctx.ref(x, dt), ctx.ref(y, dt)
+    if op.op == "ir_compare":
+        if kind not in _IR_COMPARE:
+            raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
+        r = binop(ctx, _IR_COMPARE[kind], a, b)
+        ctx.bind(out(op), unop(ctx, "Not", r) if kind == "not_equal" else r)
+        return
+    integer = ctx.dtype(a).kind in "iu"
+    if kind == "squared_difference":
+        d = binop(ctx, "Sub", a, b)
+        ctx.bind(out(op), binop(ctx, "Mul", d, d))
+        return
+    if kind not in _IR_ARITH or (integer and kind == "power"):
+        raise ctx.fallback(f"'{kind}' on {ctx.dtype(a)} has no exact ONNX node")
+    if kind == "mod":
+        r = ctx.node("Mod", [a, b], _dims_broadcast(ctx.dims(a), ctx.dims(b)), dtype=ctx.dtype(a), fmod=1)
+    else:
+        r = binop(ctx, _IR_ARITH[kind], a, b)
+    ctx.bind(out(op), r)
+
+
+@exporter("ir_gather")
+def _ir_gather(ctx: ExportContext, op: Operation) -> None:
+    # Gather-8 = ONNX Gather (negative indices count from the end) when no batch dims
+    if int(op.attribs.get("batch_dims", 0)) != 0:
+        raise ctx.fallback("batch_dims has no ONNX Gather form")
+    x = op.inputs["input"]
+    ctx.bind(out(op), ctx.node("Gather", [x, ctx.ref(op.inputs["indices"], I64)], ctx.dims(out(op)),
+                               dtype=ctx.dtype(x), axis=int(op.attribs["axis"])))
+
+
+@exporter("ir_reshape")
+def _ir_reshape(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    od = ctx.dims(out(op))
+    if all(d is not None for d in od):
+        ctx.bind(out(op), reshape(ctx, x, od))
+        return
+    special_zero = bool(op.attribs.get("special_zero", True))   # 0 copies = allowzero 0
+    shape = ctx.ref(op.inputs["shape"], I64)
+    ctx.bind(out(op), ctx.node("Reshape", [x, shape], od, allowzero=0 if special_zero else 1))
+
+
+@exporter("ir_shape_of")
+def _ir_shape_of(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    ctx.bind(out(op), ctx.node("Shape", [x], (ctx.rank(x),), dtype=I64))
+
+
+@exporter("ir_broadcast")
+def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
+    # numpy / bidirectional broadcasting to the target = Expand (bidirectional, and equal to
+    # the target whenever numpy mode is valid)
+    mode = str(op.attribs.get("mode", "numpy"))
+    if mode not in ("numpy", "bidirectional"):
+        raise ctx.fallback(f"broadcast mode '{mode}' has no Expand form")
+    x = ctx.ref(op.inputs["input"])
+    ctx.bind(out(op), ctx.node("Expand", [x, ctx.ref(op.inputs["shape"], I64)], ctx.dims(out(op))))
