@@ -51,6 +51,19 @@ def as_dtype(x: Any, dtype: str | None) -> np.ndarray:
     return np.asarray(x, dtype=DTYPE_OF[dtype])
 
 
+def relu_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``relu`` of float32 ``x`` written to ``out`` (may be ``x`` itself): ``fmax(x, 0) + 0``.
+
+    ``fmax`` drops a NaN operand (NaN -> 0) but may keep -0.0 against +0.0; adding +0.0
+    turns any zero into +0.0 and leaves every other value unchanged.  The one definition
+    shared by the ``relu`` fast kernel and the ReLU fused into a convolution's output, so
+    the two cannot drift apart.
+    """
+    np.fmax(x, np.float32(0.0), out=out)
+    out += np.float32(0.0)
+    return out
+
+
 # --- broadcasting ----------------------------------------------------------------------------
 
 def broadcast_shapes(op: str, *shapes: Sequence[int | None]) -> tuple:

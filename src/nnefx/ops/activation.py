@@ -101,7 +101,7 @@ fragment softabs( x: tensor<scalar>, epsilon: scalar ) -> ( y: tensor<scalar> )
 
 import numpy as np  # noqa: E402
 
-from ._common import broadcast_shapes, checked_broadcast, op_error, scalar  # noqa: E402
+from ._common import broadcast_shapes, checked_broadcast, op_error, relu_into, scalar  # noqa: E402
 from .elementwise import BINARY_OPS, UNARY_OPS, sqr, sqrt  # noqa: E402
 from .elementwise import max_ as max_op  # noqa: E402
 from .elementwise import select as select_op  # noqa: E402
@@ -142,9 +142,8 @@ def _relu_fast(x):
     passes without a mask: about 10x faster than ``where`` over a boolean mask, which
     matters because a ReLU follows most convolutions.
     """
-    y = np.fmax(scalar(x), np.float32(0.0))
-    y += np.float32(0.0)
-    return y
+    x = scalar(x)
+    return relu_into(x, np.empty(x.shape, np.float32))
 
 
 @prelu.shape

@@ -188,6 +188,7 @@ fragment separable_deconv(
 # Arg-max over windows (argmax_pool) treats NaN as the largest value (first NaN wins), as
 # argmax_reduce does; ties go to the first position in row-major window order.
 
+import contextvars  # noqa: E402
 import itertools  # noqa: E402
 import math  # noqa: E402
 
@@ -203,6 +204,7 @@ from ._common import (  # noqa: E402
     down_extent,
     op_error,
     pad_array,
+    relu_into,
     resolve_padding_down,
     resolve_padding_up,
     scalar,
@@ -507,18 +509,56 @@ def _view(xp, size, stride, dilation, out_shape):
     return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
 
 
+class ConvEpilogue:
+    """What a fused convolution does to each batch item's output, in place, while it is hot.
+
+    Set by :func:`fused_conv` for the duration of one guarded ``conv`` call (a context
+    variable, so the kernel keeps its ordinary signature and attribute guard).  ``skip``
+    (optional) is added, then ``relu`` applied — the same float32 operations, in the same
+    order, as the ``add`` and ``relu`` fast kernels on the convolution's result.
+    """
+
+    __slots__ = ("skip", "relu", "applied")
+
+    def __init__(self, skip: np.ndarray | None, relu: bool):
+        self.skip = skip
+        self.relu = relu
+        self.applied = False
+
+    def fits(self, out_shape: tuple) -> bool:
+        """Fusable only without broadcasting: ``skip`` has exactly the result's shape."""
+        s = self.skip
+        return s is None or (s.__class__ is np.ndarray and s.dtype == np.float32 and s.shape == tuple(out_shape))
+
+    def apply(self, i: int, yi: np.ndarray) -> None:
+        if self.skip is not None:
+            yi += self.skip[i]
+        if self.relu:
+            relu_into(yi, yi)
+
+
+_EPILOGUE: contextvars.ContextVar[ConvEpilogue | None] = contextvars.ContextVar("conv_epilogue", default=None)
+
+
 @conv.fast
 def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=(), dilation=(), groups=1):
-    """im2col in channel-major order, one batched BLAS product, the result already NCHW.
+    """im2col in channel-major order, one BLAS product per batch item, the result already NCHW.
 
     For each batch item and group, ``cols`` is the (Cg·F, X) matrix of window values (rows:
     input channel and filter offset, columns: output positions) and the filter is the
     (cg, Cg·F) matrix, so ``filter @ cols`` is (cg, X): output channels by positions, the
     layout the result needs — no transposes of the big operands.  A 1×1 filter with unit
-    dilation needs no im2col at all: the (strided) input *is* ``cols``.
+    dilation needs no im2col at all: the (strided) input *is* ``cols``.  Bias (and a fused
+    epilogue, see :class:`ConvEpilogue`) is applied to each item right after its product,
+    while it is still in cache.
     """
     x, w, b = scalar(input), scalar(filter), scalar(bias)
     out_shape = _conv_shape(x.shape, w.shape, b.shape, border, padding, stride, dilation, groups)
+    epilogue = _EPILOGUE.get()
+    if epilogue is not None:
+        epilogue.applied = epilogue.fits(out_shape)
+        if not epilogue.applied:
+            epilogue = None
     B, C = x.shape[:2]
     c = w.shape[0]
     n = x.ndim - 2
@@ -530,11 +570,14 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
     X, K = math.prod(xs), Cg * math.prod(F)
     wm = w.reshape(G, cg, K)
     y = np.empty((B, G, cg, X), np.float32)
+    bias_item = b.reshape(()) if b.size == 1 else b.reshape((c,) + (1,) * n)
     if all(f == 1 for f in F) and not any(p or q for p, q in win.pads):
         # Pointwise: the strided input itself is the column matrix.
         picked = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in win.stride)]
         picked = picked[(slice(None), slice(None)) + tuple(slice(0, e) for e in xs)]
-        np.matmul(wm, np.ascontiguousarray(picked).reshape(B, G, K, X), out=y)  # float32 BLAS
+
+        def columns(i):
+            return np.ascontiguousarray(picked[i]).reshape(G, K, X)
     else:
         xp = pad_array(x, [(0, 0), (0, 0)] + win.pads, border)
         v = _view(xp, [1, 1] + list(F), [1, 1] + win.stride, [1, 1] + win.dilation, (B, C) + xs)
@@ -545,10 +588,48 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
         # One batch item's columns at a time, in one reused buffer: the buffer stays
         # cache-sized and is allocated (page-faulted) once instead of B times as large.
         cols = np.empty((C,) + F + xs, np.float32)
-        for i in range(B):
+
+        def columns(i):
             np.copyto(cols, v[i])
-            np.matmul(wm, cols.reshape(G, K, X), out=y[i])  # (G, cg, X): float32 BLAS
-    return _add_bias_f32(y.reshape((B, c) + xs), b, c)
+            return cols.reshape(G, K, X)
+    for i in range(B):
+        np.matmul(wm, columns(i), out=y[i])  # (G, cg, X): float32 BLAS
+        yi = y[i].reshape((c,) + xs)
+        yi += bias_item
+        if epilogue is not None:
+            epilogue.apply(i, yi)
+    return y.reshape((B, c) + xs)
+
+
+def fused_conv(conv_kernel, add_kernel, relu_kernel, *, residual: bool, relu: bool):
+    """``conv`` followed by ``add`` (residual, optional) and ``relu`` (optional), as one kernel.
+
+    ``conv_kernel`` is the guarded ``conv`` fast kernel (attribute checks included); the
+    result equals ``relu(add(conv(...), skip))`` computed by the separate fast kernels,
+    bit for bit, without the intermediate arrays or passes.  Where ``skip`` would need
+    broadcasting (or is not float32), the separate kernels run instead.  With ``residual``
+    the last positional argument is ``skip`` and ``skip_first`` says whether it was the
+    ``add``'s first operand (addition of two floats is commutative, so it only matters for
+    the fallback call, which keeps the graph's order).
+    """
+
+    def run(*args, skip_first=False, **kwargs):
+        skip = None
+        if residual:
+            *args, skip = args
+        epilogue = ConvEpilogue(skip, relu)
+        token = _EPILOGUE.set(epilogue)
+        try:
+            y = conv_kernel(*args, **kwargs)
+        finally:
+            _EPILOGUE.reset(token)
+        if epilogue.applied:
+            return y
+        if residual:
+            y = add_kernel(skip, y) if skip_first else add_kernel(y, skip)
+        return relu_kernel(y) if relu else y
+
+    return run
 
 
 def _add_bias_f32(y, b, c):

@@ -24,6 +24,7 @@ run loop does nothing but call kernels.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,8 @@ class Step:
     finite_inputs: bool = False
     #: Where the operation is, for error messages.
     where: Location | None = None
+    #: Name the profile files the call under (``kind``, or e.g. ``conv+add+relu`` when fused).
+    label: str = ""
 
 
 @dataclass
@@ -133,14 +136,17 @@ class Plan:
     source: str | None = None
     #: Slots holding constants (never cleared, never handed out again).
     constant_slots: frozenset[int] = field(default_factory=frozenset)
+    #: Operations merged into a preceding ``conv`` (see ``fuse`` of :func:`compile_plan`).
+    fused: int = 0
 
     def summary(self) -> str:
         """One line for ``nnefx run`` and the demo: what the planner did."""
         def count(n: int, word: str) -> str:
             return f"{n} {word}{'' if n == 1 else 's'}"
 
+        fused = f"{self.fused} fused, " if self.fused else ""
         return (f"plan: {count(len(self.steps), 'kernel call')} ({self.backend}), {self.folded} folded, "
-                f"{self.pruned} unused dropped, {count(len(self.variables), 'variable')}, "
+                f"{fused}{self.pruned} unused dropped, {count(len(self.variables), 'variable')}, "
                 f"{count(len(self.updates), 'update')}, "
                 f"{count(self.n_slots - len(self.constant_slots), 'buffer')}")
 
@@ -201,7 +207,8 @@ class _Slots:
 def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, resolve: Resolver | None = None, source: str | None = None,
                  check_shapes: bool = True, release: bool = True,
-                 variables: Mapping[str, Any] | None = None, fetch: Sequence[str] = ()) -> Plan:
+                 variables: Mapping[str, Any] | None = None, fetch: Sequence[str] = (),
+                 fuse: bool = True) -> Plan:
     """Compile ``graph`` for ``backend`` (``"fast"`` or ``"formal"``).
 
     ``resolve`` maps an operation name to its :class:`OpDef` (default: the registry; tests
@@ -213,7 +220,10 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     releasing saves).  ``variables`` gives values by label (case-insensitive) that replace or
     supply the graph's variable data (seed §2.4.1: "pass initial values to the variables").
     ``fetch`` names intermediate tensors to return after the graph's outputs (kept alive and
-    never pruned), e.g. to compare a layer's activations with another tool.
+    never pruned), e.g. to compare a layer's activations with another tool.  ``fuse`` (fast
+    backend only) runs a ``conv`` followed by its only reader ``relu``, or by a residual
+    ``add`` (and that one's only reader ``relu``), as one kernel that finishes each batch
+    item in place (:func:`_fuse_conv_epilogues`); same results, bit for bit.
     """
     if backend not in ("fast", "formal"):
         raise NNEFXError(f"unknown backend '{backend}' (expected 'fast' or 'formal')")
@@ -356,6 +366,11 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
                     needed.add(a)
     kept.reverse()
     pruned = len(pending) - len(kept)
+    labels: dict[int, str] = {}
+    if fuse and backend == "fast":
+        protected = {canon(n) for n in result_names} | {canon(u[4]) for u in updates}
+        kept, labels = _fuse_conv_epilogues(kept, resolve, protected, graph)
+    fused = sum(label.count("+") for label in labels.values())
 
     # ---- 4. slots and lifetimes ----------------------------------------------------------
     template: list[Any] = []
@@ -451,7 +466,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
                           outs=outs, out_names=out_names, out_storage=out_storage,
                           out_shapes=out_shapes, free=tuple(dead),
                           finite_inputs=bool(_opdef.extra.get("finite_inputs", False)),
-                          where=_op_location(op, i, source)))
+                          where=_op_location(op, i, source), label=labels.get(id(op), op.op)))
         for slot in dead:
             slots.give(slot)
 
@@ -466,7 +481,111 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     return Plan(graph=graph, backend=backend, storage=store, steps=steps, inputs=inputs,
                 variables=variables, updates=update_specs, outputs=outputs, template=template,
                 n_slots=slots.count, folded=folded, pruned=pruned, source=source,
-                constant_slots=frozenset(range(n_const)))
+                constant_slots=frozenset(range(n_const)), fused=fused)
+
+
+# ---- fusion -------------------------------------------------------------------------------
+
+Entry = tuple  # (index, Operation, OpDef, kernel, args, kwargs), as built by compile_plan
+
+
+def _fuse_conv_epilogues(kept: list[Entry], resolve: Resolver, protected: set[str],
+                         graph: Graph) -> tuple[list[Entry], dict[int, str]]:
+    """Merge ``conv → relu``, ``conv → add`` and ``conv → add → relu`` chains into one step.
+
+    Why: in a CNN every convolution is followed by a ReLU and, in residual networks, an
+    ``add``; as separate kernels each is a full pass over a fresh array (batch 8 of
+    ResNet-18: 17 % of a run).  The fused kernel (:func:`nnefx.ops.sliding.fused_conv`)
+    applies them to each batch item's output in place, right after its matrix product.
+
+    A link is fused only when the convolution's (or the ``add``'s) result is read by that
+    next operation alone, exactly once, and is not a graph output, a fetched tensor or an
+    ``update`` value (``protected``): nothing else may observe the intermediate value that
+    the fused kernel never materialises.  Only the registry's own ``conv``/``add``/``relu``
+    fast kernels are fused (a test's resolver keeps its own).  The ``add``'s other operand
+    must be computed before the fused step runs: the step takes the ``conv``'s place when
+    it is, else the ``add``'s (the convolution's inputs then live a little longer).
+    Returns the new entry list and, for each fused operation (by ``id``), its profile label.
+    """
+    from ..ops.sliding import fused_conv
+
+    try:
+        defs = {name: resolve(name) for name in ("conv", "add", "relu")}
+    except NNEFXError:
+        return kept, {}
+    registry_defs = {name: registry.get(name) for name in defs}
+    if any(defs[n] is not registry_defs[n] for n in defs):
+        return kept, {}
+    conv_k, add_k, relu_k = (defs[n].fast_kernel for n in ("conv", "add", "relu"))
+
+    readers: dict[str, list[int]] = {}
+    produced_at: dict[str, int] = {}
+    for k, entry in enumerate(kept):
+        for a in _flat(entry[4]):
+            if isinstance(a, str):
+                readers.setdefault(a, []).append(k)
+        for name in entry[1].output_names():
+            produced_at[name] = k
+
+    def sole_reader(name: str) -> int | None:
+        r = readers.get(name, [])
+        return r[0] if len(r) == 1 and name not in protected else None
+
+    def is_op(entry: Entry | None, name: str) -> bool:
+        return entry is not None and entry[2] is defs[name] and entry[3] is defs[name].fast_kernel
+
+    entries: list[Entry | None] = list(kept)
+    labels: dict[int, str] = {}
+    for k1, entry in enumerate(kept):
+        if entries[k1] is not entry or not is_op(entry, "conv") or entry[3] is not conv_k:
+            continue
+        i, op, opdef, _kernel, args, kwargs = entry
+        outs = op.output_names()
+        if len(outs) != 1 or graph.tensors[outs[0]].dtype != "scalar":
+            continue
+        t = outs[0]
+        chain: list[int] = []
+        skip: Any = None
+        skip_first = False
+        at = k1
+        k2 = sole_reader(t)
+        nxt = entries[k2] if k2 is not None else None
+        if is_op(nxt, "add") and len(nxt[4]) == 2 and graph.tensors[nxt[1].output_names()[0]].dtype == "scalar":
+            x_arg, y_arg = nxt[4]
+            if x_arg == t and y_arg != t:
+                skip = y_arg
+            elif y_arg == t and x_arg != t:
+                skip, skip_first = x_arg, True
+            if skip is not None:
+                chain.append(k2)
+                if isinstance(skip, str) and produced_at.get(skip, -1) > k1:
+                    at = k2  # the other operand is computed after the conv: run there
+                k3 = sole_reader(nxt[1].output_names()[0])
+                after = entries[k3] if k3 is not None else None
+                if is_op(after, "relu") and after[4] == [nxt[1].output_names()[0]]:
+                    chain.append(k3)
+        elif is_op(nxt, "relu") and nxt[4] == [t]:
+            chain.append(k2)
+        if not chain:
+            continue
+        last = entries[chain[-1]]
+        kinds = [entries[k][1].op for k in chain]
+        residual = kinds[0] == "add"
+        relu = kinds[-1] == "relu"
+        fused_op = dataclasses.replace(op, outputs=dict(last[1].outputs))
+        new_args = list(args) + ([skip] if residual else [])
+        new_kwargs = dict(kwargs)
+        if residual:
+            new_kwargs["skip_first"] = skip_first
+        kernel = fused_conv(conv_k, add_k, relu_k, residual=residual, relu=relu)
+        for k in [k1] + chain:
+            entries[k] = None
+        entries[at] = (i, fused_op, opdef, kernel, new_args, new_kwargs)
+        labels[id(fused_op)] = "+".join(["conv"] + kinds)
+        # the fused step now reads the skip operand at its own position
+        if isinstance(skip, str):
+            readers[skip] = [at if r == chain[0] else r for r in readers[skip]]
+    return [e for e in entries if e is not None], labels
 
 
 # ---- helpers ------------------------------------------------------------------------------

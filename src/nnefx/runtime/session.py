@@ -49,7 +49,9 @@ class Session:
     ``quantize`` applies the ``graph.quant`` entries of activations (simulated quantization,
     see :mod:`nnefx.runtime.quantize`); by default the graph runs in floating point.
     ``fold=False`` and ``release=False`` turn off constant folding and the early release of
-    intermediate tensors (for debugging and for measuring what they save).  ``variables``
+    intermediate tensors (for debugging and for measuring what they save); ``fuse=False``
+    runs every ``relu``/``add`` after a convolution as its own kernel (the fast backend
+    otherwise fuses them into the convolution, same results).  ``variables``
     gives initial values by label, replacing or supplying the model's data (a lone ``.nnef``
     document has none); :meth:`assign` changes values later.
     """
@@ -58,7 +60,7 @@ class Session:
                  input_shapes: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, check_numerics: bool = False, quantize: bool = False,
                  release: bool = True, variables: Mapping[str, Any] | None = None,
-                 resolve: Resolver | None = None):
+                 resolve: Resolver | None = None, fuse: bool = True):
         if isinstance(model_or_graph, Model):
             model = model_or_graph
         elif isinstance(model_or_graph, Graph):
@@ -81,7 +83,7 @@ class Session:
         same = all(name in graph.tensors and graph.tensors[name].shape is not None
                    and tuple(graph.tensors[name].shape) == shape for name, shape in substitutes.items())
         self._compile_options = dict(storage=merged_storage, fold=fold, resolve=resolve, source=model.source,
-                                     check_shapes=same, release=release)
+                                     check_shapes=same, release=release, fuse=fuse)
         self._graph = graph
         self._initial_values = {str(k).lower(): v for k, v in (variables or {}).items()}
         self._values = dict(self._initial_values)
@@ -325,7 +327,7 @@ def _loop(plan: Plan, regs: list[Any], profile: Profile | None, check_numerics: 
             else:
                 t0 = clock()
                 results = step.kernel(*args, **step.kwargs)
-                profile.add(step.kind, clock() - t0)
+                profile.add(step.label or step.kind, clock() - t0)
         except NNEFXError as exc:
             loc = exc.location if exc.location is not None and (exc.location.line or exc.location.field) \
                 else step.where

@@ -1,0 +1,239 @@
+"""Planner fusion of conv → (add) → relu: same results as the separate kernels, bit for bit.
+
+Every case runs one graph three ways — fused fast backend, unfused fast backend, formal
+backend — and checks fused == unfused exactly and both close to formal.  The cases pin down
+when fusion must NOT happen (an intermediate that is an output, fetched, read twice or read
+by another op), the broadcasting fallback, operand order and late-computed skip operands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nnefx
+from nnefx.runtime.profile import Profile
+from nnefx.semantics.frontend import compile_document
+
+RNG = np.random.default_rng(7)
+
+
+def graph(body: str, outputs: str, externals: dict[str, list[int]], variables: dict[str, list[int]]) -> str:
+    names = ", ".join(externals)
+    lines = [f"    {n} = external<scalar>(shape = {list(s)});" for n, s in externals.items()]
+    lines += [f"    {n} = variable<scalar>(shape = {list(s)}, label = '{n}');" for n, s in variables.items()]
+    return f"version 1.0;\ngraph g( {names} ) -> ( {outputs} )\n{{\n" + "\n".join(lines) + "\n" + body + "\n}\n"
+
+
+def data(shapes: dict[str, list[int]], special: bool = False) -> dict[str, np.ndarray]:
+    out = {}
+    for name, shape in shapes.items():
+        a = RNG.standard_normal(shape).astype(np.float32)
+        if special and a.size > 4:
+            flat = a.reshape(-1)
+            flat[:4] = [np.nan, -0.0, 0.0, -np.inf]
+        out[name] = a
+    return out
+
+
+def sessions(text: str, values: dict[str, np.ndarray], **kw):
+    g = compile_document(text)
+    fused = nnefx.Session(g, variables=values, **kw)
+    plain = nnefx.Session(g, variables=values, fuse=False, **kw)
+    formal = nnefx.Session(g, backend="formal", variables=values, **kw)
+    return fused, plain, formal
+
+
+def check(text, externals, variables, *, expect_labels, special=False, fetch=(), formal=True):
+    values = data(variables)
+    fused, plain, ref = sessions(text, values)
+    labels = [s.label for s in fused.plan.steps]
+    assert labels == expect_labels, labels
+    feeds = data(externals, special)
+    a = fused.run(feeds, fetch=fetch)
+    b = plain.run(feeds, fetch=fetch)
+    assert list(a) == list(b)
+    for name in a:
+        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape
+        # bit for bit, NaN included; -0.0 vs +0.0 distinguished
+        assert np.array_equal(a[name].view(np.uint32), b[name].view(np.uint32)), name
+    if formal:
+        c = ref.run(feeds, fetch=fetch)
+        for name in a:
+            np.testing.assert_allclose(a[name], c[name], rtol=1e-4, atol=1e-4, equal_nan=True)
+    return fused, feeds, a
+
+
+X = {"x": [2, 3, 7, 6]}
+W = {"w": [4, 3, 3, 3], "b": [1, 4]}
+PAD = "padding = [(1, 1), (1, 1)]"
+
+
+def test_conv_relu():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    r = relu(c);", "r", X, W)
+    check(text, X, W, expect_labels=["conv+relu"], special=True)
+
+
+@pytest.mark.parametrize("order", ["c, s", "s, c"])
+def test_conv_add_relu_either_operand_order(order):
+    ext = {**X, "s": [2, 4, 7, 6]}
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add({order});\n    r = relu(a);", "r", ext, W)
+    check(text, ext, W, expect_labels=["conv+add+relu"], special=True)
+
+
+def test_conv_add_without_relu():
+    ext = {**X, "s": [2, 4, 7, 6]}
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, s);\n    r = exp(a);", "r", ext, W)
+    check(text, ext, W, expect_labels=["conv+add", "exp"])
+
+
+@pytest.mark.parametrize("skip_shape", [[1, 4, 1, 1], [2, 4, 1, 1], [1, 4, 7, 6]])
+def test_broadcast_skip_falls_back_to_separate_kernels(skip_shape):
+    ext = {**X, "s": skip_shape}
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, s);\n    r = relu(a);", "r", ext, W)
+    check(text, ext, W, expect_labels=["conv+add+relu"])
+
+
+def test_literal_skip_falls_back():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, 0.5);\n    r = relu(a);", "r", X, W)
+    check(text, X, W, expect_labels=["conv+add+relu"])
+
+
+def test_skip_computed_after_the_conv_moves_the_step():
+    # ResNet's down-sampling blocks: the shortcut conv comes after the main conv.
+    ext = {"x": [2, 3, 8, 8]}
+    var = {"w": [4, 3, 3, 3], "b": [1, 4], "v": [4, 3, 1, 1]}
+    body = (f"    c = conv(x, w, b, {PAD}, stride = [2, 2]);\n"
+            "    s = conv(x, v, 0.0, stride = [2, 2]);\n"
+            "    a = add(c, s);\n    r = relu(a);")
+    check(graph(body, "r", ext, var), ext, var, expect_labels=["conv", "conv+add+relu"])
+
+
+def test_conv_output_that_is_a_graph_output_is_not_fused():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    r = relu(c);", "c, r", X, W)
+    check(text, X, W, expect_labels=["conv", "relu"], special=True)
+
+
+def test_add_output_that_is_a_graph_output_keeps_its_relu_separate():
+    ext = {**X, "s": [2, 4, 7, 6]}
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, s);\n    r = relu(a);", "a, r", ext, W)
+    check(text, ext, W, expect_labels=["conv+add", "relu"])
+
+
+def test_fetched_intermediate_is_not_fused():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    r = relu(c);", "r", X, W)
+    values = data(W)
+    fused, plain, _ = sessions(text, values)
+    feeds = data(X)
+    a = fused.run(feeds, fetch=["c"])
+    b = plain.run(feeds, fetch=["c"])
+    assert np.array_equal(a["c"], b["c"]) and np.array_equal(a["r"], b["r"])
+    assert (a["c"] < 0).any()  # the conv result really was fetched before the ReLU
+    assert [s.label for s in fused.plan.steps] == ["conv+relu"]  # the plain plan still fuses
+
+
+def test_conv_read_by_two_operations_is_not_fused():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    r = relu(c);\n    e = exp(c);\n    o = add(r, e);", "o", X, W)
+    check(text, X, W, expect_labels=["conv", "relu", "exp", "add"])
+
+
+def test_relu_reading_the_add_twice_is_not_fused():
+    ext = {**X, "s": [2, 4, 7, 6]}
+    body = f"    c = conv(x, w, b, {PAD});\n    a = add(c, s);\n    r = relu(a);\n    o = mul(r, a);"
+    check(graph(body, "o", ext, W), ext, W, expect_labels=["conv+add", "relu", "mul"])
+
+
+def test_add_of_a_conv_with_itself_is_not_fused():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, c);\n    r = relu(a);", "r", X, W)
+    check(text, X, W, expect_labels=["conv", "add", "relu"])
+
+
+def test_skip_that_is_an_input_is_not_modified():
+    ext = {**X, "s": [2, 4, 7, 6]}
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, s);\n    r = relu(a);", "r", ext, W)
+    fused, plain, _ = sessions(text, data(W))
+    feeds = data(ext)
+    before = {k: v.copy() for k, v in feeds.items()}
+    fused.run(feeds)
+    for k in feeds:
+        assert np.array_equal(feeds[k], before[k])
+
+
+def test_pointwise_strided_and_grouped_convolutions():
+    ext = {"x": [3, 4, 9, 9], "s": [3, 6, 5, 5]}
+    var = {"w": [6, 2, 1, 1], "b": [1, 6]}
+    body = "    c = conv(x, w, b, stride = [2, 2], groups = 2);\n    a = add(s, c);\n    r = relu(a);"
+    check(graph(body, "r", ext, var), ext, var, expect_labels=["conv+add+relu"], special=True)
+
+
+def test_profile_and_summary_name_fused_steps():
+    ext = {**X, "s": [2, 4, 7, 6]}
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    a = add(c, s);\n    r = relu(a);", "r", ext, W)
+    fused, _, _ = sessions(text, data(W))
+    assert "2 fused" in fused.plan.summary()
+    p = Profile()
+    fused.run(data(ext), profile=p)
+    assert [r[0] for r in p.rows()] == ["conv+add+relu"]
+
+
+def test_formal_backend_never_fuses():
+    text = graph(f"    c = conv(x, w, b, {PAD});\n    r = relu(c);", "r", X, W)
+    _, _, formal = sessions(text, data(W))
+    assert [s.label for s in formal.plan.steps] == ["conv", "relu"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 3), cin=st.integers(1, 4), cout=st.integers(1, 5), size=st.integers(1, 7),
+       k=st.sampled_from([1, 2, 3]), stride=st.integers(1, 2), pad=st.integers(0, 1),
+       residual=st.booleans(), relu=st.booleans(), skip_first=st.booleans(),
+       border=st.sampled_from(["constant", "replicate"]))
+def test_fused_equals_unfused(batch, cin, cout, size, k, stride, pad, residual, relu, skip_first, border):
+    if not residual and not relu:
+        relu = True
+    out = (size + 2 * pad - k) // stride + 1
+    if out < 1:
+        return
+    ext = {"x": [batch, cin, size, size]}
+    var = {"w": [cout, cin, k, k], "b": [1, cout]}
+    body = f"    c = conv(x, w, b, border = '{border}', padding = [({pad}, {pad}), ({pad}, {pad})], stride = [{stride}, {stride}]);\n"
+    last = "c"
+    if residual:
+        ext["s"] = [batch, cout, out, out]
+        body += "    a = add(s, c);\n" if skip_first else "    a = add(c, s);\n"
+        last = "a"
+    if relu:
+        body += f"    r = relu({last});\n"
+        last = "r"
+    labels = ["conv" + ("+add" if residual else "") + ("+relu" if relu else "")]
+    check(graph(body, last, ext, var), ext, var, expect_labels=labels, special=True, formal=False)
+
+
+def test_fused_kernel_falls_back_only_when_the_skip_needs_broadcasting():
+    from nnefx.ops import registry
+    from nnefx.ops.sliding import fused_conv
+
+    calls: list[str] = []
+    add, relu = registry.get("add").fast_kernel, registry.get("relu").fast_kernel
+
+    def counted(name, fn):
+        def run(*args):
+            calls.append(name)
+            return fn(*args)
+        return run
+
+    kernel = fused_conv(registry.get("conv").fast_kernel, counted("add", add), counted("relu", relu),
+                        residual=True, relu=True)
+    x = RNG.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal((1, 4)).astype(np.float32)
+    full = RNG.standard_normal((2, 4, 5, 5)).astype(np.float32)  # default padding: same size
+    expect = relu(add(registry.get("conv").fast_kernel(x, w, b), full))
+    assert np.array_equal(kernel(x, w, b, full), expect) and calls == []
+    col = RNG.standard_normal((1, 4, 1, 1)).astype(np.float32)
+    expect = relu(add(col, registry.get("conv").fast_kernel(x, w, b)))
+    assert np.array_equal(kernel(x, w, b, col, skip_first=True), expect) and calls == ["add", "relu"]
+    # the context is reset: a plain conv call afterwards applies no epilogue
+    plain = registry.get("conv").fast_kernel(x, w, b)
+    assert (plain < 0).any()
