@@ -473,23 +473,29 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True)
     od = ctx.dims(out(op))
     shape = (od[0],) + _static(ctx, od[1:])
-    if any(p < 0 for p, _ in pads):
-        raise ctx.fallback(f"negative padding before {pads} has no ConvTranspose form")
-    # a negative padding after extends the output past the full transposed extent: that is
-    # ConvTranspose's output_padding
-    pads = [(p, max(q, 0)) for p, q in pads]
-    base = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 - pads[i][0] - pads[i][1] for i in range(n)]
-    extra = [shape[2 + i] - base[i] for i in range(n)]
-    if any(e < 0 or e >= max(stride[i], dil[i]) for i, e in enumerate(extra)):
-        raise ctx.fallback(f"output shape {list(shape)} needs output padding {extra} outside ConvTranspose's range")
+    # output index i is index i + p of the full transposed result (extent F): a negative p
+    # puts positions before it (zeros padded on); the end padding is whatever makes the
+    # output X long: a crop where X < F - p, else positions past the full extent, which
+    # receive nothing either (ConvTranspose's output_padding, or zeros padded on)
+    full = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 for i in range(n)]
+    lead = [max(-p, 0) for p, _ in pads]
+    want = [shape[2 + i] - lead[i] for i in range(n)]
+    if any(w < 1 for w in want):
+        raise ctx.fallback(f"padding {pads} leaves no position of the transposed result")
+    pads = [(max(p, 0), max(full[i] - max(p, 0) - want[i], 0)) for i, (p, _) in enumerate(pads)]
+    extra = [want[i] - (full[i] - pads[i][0] - pads[i][1]) for i in range(n)]
+    inside = not any(lead) and all(e < stride[i] for i, e in enumerate(extra))   # onnxruntime: < stride
     groups = int(op.attribs.get("groups", 1))
     if groups == 0:   # as nnefx decides it: the output_shape's channels, else the input's
         given = list(op.attribs.get("output_shape", []))
         groups = int(given[1]) if given else _static(ctx, xd[1:2])[0]
-    b = _conv_bias(ctx, op, shape[1])
-    y = ctx.node("ConvTranspose", [x, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(x),
+    b = _conv_bias(ctx, op, shape[1]) if inside else None
+    partial = shape if inside else shape[:2] + tuple(want[i] - extra[i] for i in range(n))
+    y = ctx.node("ConvTranspose", [x, f] + ([b] if b is not None else []), partial, dtype=ctx.dtype(x),
                  kernel_shape=list(fs[2:]), pads=_pads_attr(pads), strides=stride, dilations=dil, group=groups,
-                 output_padding=extra if any(extra) else None)
+                 output_padding=extra if inside and any(extra) else None)
+    if not inside:
+        y = _pad_node(ctx, y, [(0, 0), (0, 0)] + list(zip(lead, extra, strict=True)), "constant")
     ctx.bind(out(op), y if b is not None else _bias_add(ctx, op, y))
 
 
