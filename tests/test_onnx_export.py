@@ -216,6 +216,11 @@ def test_shapes_slices_reductions(tmp_path):
         "rev": b.op("slice", x, axes=[3], begin=[-1], end=[-6], stride=[-2]),
         "pad": b.op("pad", x, padding=[(0, 0), (1, -1), (2, 0), (-2, 3)], border="reflect-even"),
         "padc": b.op("pad", x, padding=[(0, 0), (0, 0), (1, 1), (0, 2)], value=1.5),
+        # beyond the extent the reflections repeat periodically
+        "padr": b.op("pad", x, padding=[(0, 0), (2, 7), (9, 4), (0, 1)], border="reflect"),
+        "pade": b.op("pad", x, padding=[(3, 0), (0, 0), (5, 13), (6, 0)], border="reflect-even"),
+        "pad1": b.op("pad", b.op("slice", x, axes=[2], begin=[0], end=[1]), padding=[(0, 0), (0, 0), (2, 3), (0, 0)],
+                     border="reflect"),
         "sum": b.op("sum_reduce", x, axes=[1, 3]),
         "mean": b.op("mean_reduce", x, axes=[3]),
         "amax": b.op("argmax_reduce", x, axes=[1, 3]),

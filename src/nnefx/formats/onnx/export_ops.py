@@ -364,25 +364,36 @@ def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border
             raise ctx.fail(f"border '{border}' needs the static extent of dimension {k}")
         if border == "reflect" and z == 1:
             x = _pad_node(ctx, x, [(p, q) if i == k else (0, 0) for i in range(len(dims))], "edge")
-        elif border == "reflect" and p <= z - 1 and q <= z - 1:
-            x = _pad_node(ctx, x, [(p, q) if i == k else (0, 0) for i in range(len(dims))], "reflect")
-        elif border == "reflect-even" and p <= z and q <= z:
-            # mirror with the edge repeated (numpy 'symmetric'), which Pad lacks: reversed slices
-            parts = []
-            if p:
-                parts.append(_slice_axis(ctx, x, k, p - 1, _INT64_MIN, -1, p))
-            parts.append(x)
-            if q:
-                end = z - 1 - q   # -1 would wrap to the last element: "through index 0" is INT64_MIN
-                parts.append(_slice_axis(ctx, x, k, z - 1, end if end >= 0 else _INT64_MIN, -1, q))
-            shape = list(ctx.dims(x))
-            shape[k] = z + p + q
-            x = ctx.node("Concat", parts, tuple(shape), axis=k)
-        else:
-            raise ctx.fallback(f"border '{border}' with padding ({p}, {q}) beyond the extent {z} of "
-                               f"dimension {k} has no ONNX padding form")
+            continue
+        # Beyond the extent the reflections repeat periodically (period 2z - 2, or 2z with
+        # the edge repeated); padding in chunks of z - 1 (z) keeps every new edge on a mirror
+        # point of that periodic extension, so reflecting the grown tensor again continues it
+        chunk = z - 1 if border == "reflect" else z
+        while p or q:
+            pc, qc = min(p, chunk), min(q, chunk)
+            if border == "reflect":
+                x = _pad_node(ctx, x, [(pc, qc) if i == k else (0, 0) for i in range(len(dims))], "reflect")
+            else:
+                x = _mirror_even(ctx, x, k, pc, qc)
+            p, q = p - pc, q - qc
         dims = ctx.dims(x)
     return x
+
+
+def _mirror_even(ctx: ExportContext, x: str, k: int, p: int, q: int) -> str:
+    """Pad axis ``k`` by mirroring with the edge repeated (numpy 'symmetric', which Pad
+    lacks): reversed slices of the first ``p`` and last ``q`` elements (both <= extent)."""
+    z = ctx.dims(x)[k]
+    parts = []
+    if p:
+        parts.append(_slice_axis(ctx, x, k, p - 1, _INT64_MIN, -1, p))
+    parts.append(x)
+    if q:
+        end = z - 1 - q   # -1 would wrap to the last element: "through index 0" is INT64_MIN
+        parts.append(_slice_axis(ctx, x, k, z - 1, end if end >= 0 else _INT64_MIN, -1, q))
+    shape = list(ctx.dims(x))
+    shape[k] = z + p + q
+    return ctx.node("Concat", parts, tuple(shape), axis=k)
 
 
 def _pad_node(ctx: ExportContext, x: str, pads: list[tuple[int, int]], mode: str, value: float = 0.0) -> str:
