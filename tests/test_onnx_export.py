@@ -342,3 +342,47 @@ def test_unknown_save_option(tmp_path):
     b.output(b.op("relu", b.external("x", shape=(1, 2))), name="y")
     with pytest.raises(NNEFXError, match="unknown option"):
         nnefx.save(b.build(), str(tmp_path / "m.onnx"), compress_to_fp16=True)
+
+
+# --- recurrent sequences from IR / ONNX imports ------------------------------------------------
+
+SEQUENCES = [("ir_lstm_sequence", "forward", False), ("ir_lstm_sequence", "reverse", False),
+             ("ir_lstm_sequence", "bidirectional", False), ("ir_gru_sequence", "forward", False),
+             ("ir_gru_sequence", "reverse", True), ("ir_gru_sequence", "bidirectional", True),
+             ("ir_rnn_sequence", "forward", False), ("ir_rnn_sequence", "bidirectional", False)]
+
+
+@pytest.mark.parametrize("kind, direction, lbr", SEQUENCES)
+@pytest.mark.parametrize("weights", ["variables", "inputs"])
+def test_recurrent_sequences(tmp_path, kind, direction, lbr, weights):
+    """IR LSTM/GRU/RNNSequence-5 (batch first, LSTM gates f,i,c,o) -> ONNX LSTM/GRU/RNN (time
+    first, gates i,o,f,c): shorter sequences, reversed directions, clipping, the GRU's
+    linear_before_reset bias and run-time weights all agree with nnefx."""
+    n, t, i, h = 3, 5, 4, 3
+    d = 2 if direction == "bidirectional" else 1
+    gates = {"ir_lstm_sequence": 4, "ir_gru_sequence": 3, "ir_rnn_sequence": 1}[kind]
+    params = {"W": rand(d, gates * h, i), "R": rand(d, gates * h, h), "B": rand(d, (gates + lbr) * h)}
+    data = {"x": rand(n, t, i), "h": rand(n, d, h)}
+    if kind == "ir_lstm_sequence":
+        data["c"] = rand(n, d, h)
+    lens = np.array([5, 3, 1], np.int64)
+    lines = [f"{k} = external<scalar>(shape = {list(v.shape)});" for k, v in data.items()]
+    lines.append("lens = variable<integer>(shape = [3], label = 'lens');")
+    for k, v in params.items():
+        lines.append(f"{k} = external<scalar>(shape = {list(v.shape)});" if weights == "inputs" else
+                     f"{k} = variable<scalar>(shape = {list(v.shape)}, label = '{k}');")
+    args = ", ".join(list(data) + ["lens", "W", "R", "B"])
+    extra = {"ir_lstm_sequence": "", "ir_gru_sequence": f", linear_before_reset = {'true' if lbr else 'false'}",
+             "ir_rnn_sequence": ", activation = 'relu'" if direction == "forward" else ""}[kind]
+    clip = 1.5 if direction == "reverse" else 0.0
+    outs = ["y", "yh", "yc"][: 3 if kind == "ir_lstm_sequence" else 2]
+    lines.append(f"{', '.join(outs)} = {kind}({args}, direction = '{direction}', clip = {clip}{extra});")
+    feeds = dict(data) | (params if weights == "inputs" else {})
+    text = (f"version 1.0;\nextension nnefx_ir;\ngraph G({', '.join(feeds)}) -> ({', '.join(outs)})\n{{\n"
+            + "\n".join(lines) + "\n}\n")
+    graph = compile_document(text, file="seq.nnef")
+    for op, tensor in graph.variables():
+        tensor.data = lens if op.attribs["label"] == "lens" else params[op.attribs["label"]]
+    path = check(nnefx.Model(graph), feeds, tmp_path)
+    kinds = {n.op_type for n in onnx.load(path).graph.node}
+    assert {"ir_lstm_sequence": "LSTM", "ir_gru_sequence": "GRU", "ir_rnn_sequence": "RNN"}[kind] in kinds

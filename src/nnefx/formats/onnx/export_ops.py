@@ -1028,3 +1028,99 @@ def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
         raise ctx.fallback(f"broadcast mode '{mode}' has no Expand form")
     x = ctx.ref(op.inputs["input"])
     ctx.bind(out(op), ctx.node("Expand", [x, ctx.ref(op.inputs["shape"], I64)], ctx.dims(out(op))))
+
+
+# --- recurrent sequences (IR LSTM/GRU/RNNSequence-5) -> ONNX LSTM / GRU / RNN -----------------
+# IR is batch-first ([N, T, I], states [N, D, H], output [N, D, T, H]); ONNX is time-first
+# ([T, N, I], states [D, N, H], output [T, D, N, H]).  Both reverse a 'reverse' direction
+# within each sequence's length, leave zeros past it and return the last active state.
+# Gate blocks: IR LSTM f,i,c,o vs ONNX i,o,f,c; GRU z,r,h in both.  ONNX adds a second bias
+# (Wb + Rb): IR's bias goes to Wb, Rb is zero except GRU's linear_before_reset term.
+
+def _swap01(ctx: ExportContext, value: Any) -> str:
+    ref = ctx.ref(value)
+    d = ctx.dims(ref)
+    return ctx.node("Transpose", [ref], (d[1], d[0]) + tuple(d[2:]), perm=[1, 0] + list(range(2, len(d))))
+
+
+def _gate_blocks(ctx: ExportContext, value: Any, order: list[int], hs: int) -> str:
+    """``value`` ([D, G*H, ...]) with its gate blocks along axis 1 reordered."""
+    idx = np.concatenate([np.arange(g * hs, (g + 1) * hs) for g in order])
+    if order == list(range(len(order))):
+        return ctx.ref(value)
+    data = None if (isinstance(value, str) and value in ctx.refs) else ctx.data(value)
+    if data is not None:
+        return ctx.const(np.take(np.asarray(data, F32), idx, axis=1))
+    ref = ctx.ref(value)
+    return ctx.node("Gather", [ref, ctx.ints(idx)], ctx.dims(ref), axis=1)
+
+
+def _sequence_lengths(ctx: ExportContext, value: Any, n: int | None) -> str:
+    data = None if (isinstance(value, str) and value in ctx.refs) else ctx.data(value)
+    if data is not None:
+        arr = np.asarray(data, dtype=np.int64).reshape(-1)
+        if arr.size == 1 and n is not None:
+            arr = np.repeat(arr, n)
+        if n is None or arr.size != n or np.any(arr < 0) or np.any(arr > np.iinfo(np.int32).max):
+            raise ctx.fallback(f"sequence lengths {arr.tolist()} do not give one length per batch item")
+        return ctx.const(arr.astype(np.int32))
+    ref = ctx.ref(value)
+    if len(ctx.dims(ref)) != 1:
+        raise ctx.fallback(f"run-time sequence lengths of shape {list(ctx.dims(ref))} have no ONNX form")
+    return ctx.node("Cast", [ref], ctx.dims(ref), dtype=np.int32, to=_elem(np.int32))
+
+
+@exporter("ir_lstm_sequence", "ir_gru_sequence", "ir_rnn_sequence")
+def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
+    x = op.inputs["input"]
+    n, t, _ = ctx.dims(x)
+    w, r, b = op.inputs["W"], op.inputs["R"], op.inputs["B"]
+    hs = _static(ctx, ctx.dims(op.inputs["initial_hidden"])[2:3])[0]
+    dirs = _static(ctx, ctx.dims(w)[:1])[0]
+    direction = str(op.attribs.get("direction", "forward"))
+    clip = float(op.attribs.get("clip", 0.0))
+    attrs: dict[str, Any] = {"hidden_size": hs, "direction": direction, "clip": clip if clip else None}
+    if op.op == "ir_lstm_sequence":
+        kind, order, gates = "LSTM", [1, 3, 0, 2], 4
+    elif op.op == "ir_gru_sequence":
+        kind, order, gates = "GRU", [0, 1, 2], 3
+        attrs["linear_before_reset"] = int(bool(op.attribs.get("linear_before_reset", False)))
+    else:
+        kind, order, gates = "RNN", [0], 1
+        act = str(op.attribs.get("activation", "tanh"))
+        names = {"tanh": "Tanh", "sigmoid": "Sigmoid", "relu": "Relu"}
+        if act not in names:
+            raise ctx.fallback(f"activation '{act}' has no ONNX RNN form")
+        attrs["activations"] = [names[act]] * dirs
+    W, R = _gate_blocks(ctx, w, order, hs), _gate_blocks(ctx, r, order, hs)
+    # the bias: [D, G*H] (+ GRU's recurrent h-bias as a 4th block) -> [D, 2*G*H]
+    bdata = None if (isinstance(b, str) and b in ctx.refs) else ctx.data(b)
+    lbr = kind == "GRU" and attrs["linear_before_reset"]
+    if bdata is not None:
+        arr = np.asarray(bdata, F32).reshape(dirs, -1)
+        wb = np.take(arr[:, :gates * hs], np.concatenate([np.arange(g * hs, (g + 1) * hs) for g in order]), axis=1)
+        rb = np.zeros_like(wb)
+        if lbr:
+            rb[:, 2 * hs:] = arr[:, 3 * hs:4 * hs]
+        B = ctx.const(np.concatenate([wb, rb], axis=1))
+    else:
+        bref = ctx.ref(b)
+        if lbr:
+            zeros = ctx.const(np.zeros((dirs, 2 * hs), F32))
+            wb = _slice_axis(ctx, bref, 1, 0, 3 * hs, 1, 3 * hs)
+            rbh = _slice_axis(ctx, bref, 1, 3 * hs, 4 * hs, 1, hs)
+            B = ctx.node("Concat", [wb, zeros, rbh], (dirs, 6 * hs), axis=1)
+        else:
+            wb = _gate_blocks(ctx, bref, order, hs)
+            B = ctx.node("Concat", [wb, ctx.const(np.zeros((dirs, gates * hs), F32))], (dirs, 2 * gates * hs), axis=1)
+    inputs = [_swap01(ctx, x), W, R, B, _sequence_lengths(ctx, op.inputs["sequence_lengths"], n),
+              _swap01(ctx, op.inputs["initial_hidden"])]
+    outs = [((t, dirs, n, hs), F32), ((dirs, n, hs), F32)]
+    if kind == "LSTM":
+        inputs.append(_swap01(ctx, op.inputs["initial_cell"]))
+        outs.append(((dirs, n, hs), F32))
+    refs = ctx.node(kind, inputs, outputs=outs, **attrs)
+    names = op.output_names()
+    ctx.bind(names[0], ctx.node("Transpose", [refs[0]], (n, dirs, t, hs), perm=[2, 1, 0, 3]))
+    for name, ref in zip(names[1:], refs[1:], strict=True):
+        ctx.bind(name, _swap01(ctx, ref))
