@@ -386,3 +386,27 @@ def test_recurrent_sequences(tmp_path, kind, direction, lbr, weights):
     path = check(nnefx.Model(graph), feeds, tmp_path)
     kinds = {n.op_type for n in onnx.load(path).graph.node}
     assert {"ir_lstm_sequence": "LSTM", "ir_gru_sequence": "GRU", "ir_rnn_sequence": "RNN"}[kind] in kinds
+
+
+def test_extension_operations_without_an_onnx_reader_form(tmp_path):
+    """ir_top_k (ties keep the lower index), ir_gather_nd, ir_range, ir_round away from zero:
+    written from NNEF text with the nnefx_ir extension, checked against nnefx."""
+    text = """version 1.0;
+extension nnefx_ir;
+graph G( a, idx ) -> ( tv, ti, sv, si, nd, rg, rz )
+{
+    a = external<scalar>(shape = [3, 4]);
+    idx = external<integer>(shape = [2, 2]);
+    tv, ti = ir_top_k(a, k = 2, axis = 1);
+    sv, si = ir_top_k(a, k = 1, axis = 0, mode = 'min', sort = 'index');
+    nd = ir_gather_nd<scalar>(a, idx);
+    rg = ir_range<scalar>(0.5, 3.0, 0.75);
+    rz = ir_round(a, mode = 'half_away_from_zero');
+}
+"""
+    graph = compile_document(text, file="ext.nnef")
+    a = rand(3, 4, lo=-3, hi=3)
+    a[0, :3] = [0.5, -1.5, 2.5]
+    a[1, 1] = a[1, 3]
+    a[2, 0] = a[0, 0]
+    check(nnefx.Model(graph), {"a": a, "idx": np.array([[2, 1], [0, 3]], np.int64)}, tmp_path)

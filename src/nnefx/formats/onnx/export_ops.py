@@ -1124,3 +1124,76 @@ def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(names[0], ctx.node("Transpose", [refs[0]], (n, dirs, t, hs), perm=[2, 1, 0, 3]))
     for name, ref in zip(names[1:], refs[1:], strict=True):
         ctx.bind(name, _swap01(ctx, ref))
+
+
+@exporter("ir_top_k")
+def _ir_top_k(ctx: ExportContext, op: Operation) -> None:
+    # values sorted, ties keep the lower index: ONNX TopK's own rule
+    if str(op.attribs.get("sort", "value")) != "value" and int(op.attribs["k"]) != 1:
+        raise ctx.fallback(f"sort '{op.attribs.get('sort')}' has no TopK form")
+    x = ctx.ref(op.inputs["input"])
+    names = op.output_names()
+    vals, idx = ctx.node("TopK", [x, ctx.ints([int(op.attribs["k"])])],
+                         outputs=[(ctx.dims(names[0]), ctx.dtype(x)), (ctx.dims(names[1]), I64)],
+                         axis=int(op.attribs["axis"]), largest=int(op.attribs.get("mode", "max") == "max"), sorted=1)
+    ctx.bind(names[0], vals)
+    ctx.bind(names[1], idx)
+
+
+@exporter("ir_cumsum")
+def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    axis = ctx.const(np.asarray(int(op.attribs["axis"]), np.int64))
+    ctx.bind(out(op), ctx.node("CumSum", [x, axis], ctx.dims(x), exclusive=int(bool(op.attribs.get("exclusive"))),
+                               reverse=int(bool(op.attribs.get("reverse")))))
+
+
+@exporter("ir_reduce_prod")
+def _ir_reduce_prod(ctx: ExportContext, op: Operation) -> None:
+    axes = [int(a) for a in op.attribs["axes"]]
+    x = ctx.ref(op.inputs["input"])
+    ctx.bind(out(op), reduce(ctx, "ReduceProd", x, axes) if axes else unop(ctx, "Identity", x))
+
+
+@exporter("ir_round")
+def _ir_round(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    mode = str(op.attribs.get("mode", "half_to_even"))
+    if mode == "half_to_even":
+        ctx.bind(out(op), unop(ctx, "Round", x))
+        return
+    if mode != "half_away_from_zero":
+        raise ctx.fallback(f"mode '{mode}' has no ONNX form")
+    # sign(x) * floor(|x| + 0.5), in the same float32 steps as nnefx
+    mag = unop(ctx, "Floor", binop(ctx, "Add", unop(ctx, "Abs", x), scalar(ctx, 0.5, ctx.dtype(x))))
+    ctx.bind(out(op), binop(ctx, "Mul", unop(ctx, "Sign", x), mag))
+
+
+@exporter("ir_einsum")
+def _ir_einsum(ctx: ExportContext, op: Operation) -> None:
+    refs = [ctx.ref(v) for v in op.inputs["inputs"]]
+    ctx.bind(out(op), ctx.node("Einsum", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0]),
+                               equation=str(op.attribs["equation"])))
+
+
+@exporter("ir_gather_elements", "ir_gather_nd")
+def _ir_gather_elements(ctx: ExportContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["input"])
+    idx = ctx.ref(op.inputs["indices"], I64)
+    if op.op == "ir_gather_elements":
+        y = ctx.node("GatherElements", [x, idx], ctx.dims(out(op)), dtype=ctx.dtype(x), axis=int(op.attribs["axis"]))
+    else:
+        y = ctx.node("GatherND", [x, idx], ctx.dims(out(op)), dtype=ctx.dtype(x),
+                     batch_dims=int(op.attribs.get("batch_dims", 0)))
+    ctx.bind(out(op), y)
+
+
+@exporter("ir_range")
+def _ir_range(ctx: ExportContext, op: Operation) -> None:
+    dt = NUMPY.get(op.dtype or "scalar", F32)
+    refs = [ctx.ref(op.inputs[k], dt) for k in ("start", "stop", "step")]
+    if any(len(ctx.dims(r)) != 0 for r in refs):
+        refs = [reshape(ctx, r, ()) if ctx.dims(r) in ((1,), ()) else r for r in refs]
+    if any(len(ctx.dims(r)) != 0 for r in refs):
+        raise ctx.fallback("Range takes scalars")
+    ctx.bind(out(op), ctx.node("Range", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0])))
