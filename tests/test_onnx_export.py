@@ -341,7 +341,7 @@ def test_unknown_save_option(tmp_path):
     b = GraphBuilder("g")
     b.output(b.op("relu", b.external("x", shape=(1, 2))), name="y")
     with pytest.raises(NNEFXError, match="unknown option"):
-        nnefx.save(b.build(), str(tmp_path / "m.onnx"), compress_to_fp16=True)
+        nnefx.save(b.build(), str(tmp_path / "m.onnx"), external_data=True)
 
 
 # --- recurrent sequences from IR / ONNX imports ------------------------------------------------
@@ -410,3 +410,30 @@ graph G( a, idx ) -> ( tv, ti, sv, si, nd, rg, rz )
     a[1, 1] = a[1, 3]
     a[2, 0] = a[0, 0]
     check(nnefx.Model(graph), {"a": a, "idx": np.array([[2, 1], [0, 3]], np.int64)}, tmp_path)
+
+
+def test_compress_to_fp16_stores_half_weights_behind_cast(tmp_path):
+    model = nnefx.load("examples/digits/model")
+    path16, path32 = str(tmp_path / "m16.onnx"), str(tmp_path / "m32.onnx")
+    nnefx.save(model, path16, compress_to_fp16=True)
+    nnefx.save(model, path32)
+    onnx.checker.check_model(path16, full_check=True)
+    m = onnx.load(path16)
+    floats = {i.data_type for i in m.graph.initializer if len(i.dims) and np.prod(i.dims) > 1} - {
+        onnx.TensorProto.INT64}   # (the Reshape's target shape)
+    assert floats == {onnx.TensorProto.FLOAT16}
+    assert [n.op_type for n in m.graph.node].count("Cast") >= 4
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    assert os.path.getsize(path16) < 0.6 * os.path.getsize(path32)
+    x = np.random.default_rng(2).uniform(0, 1, (1, 1, 8, 8)).astype(np.float32)
+    want = Session(model, "fast").run({"input": x})["probabilities"]
+    close(run_ort(path16, {"input": x})["probabilities"], want, rtol=1e-2)   # weights rounded to f16
+
+
+def test_model_with_integer_runtime_storage_is_refused(tmp_path):
+    b = GraphBuilder("g")
+    b.output(b.op("relu", b.external("x", shape=(1, 2))), name="y")
+    model = b.build()
+    model.extras["storage"] = {"integer": "int32"}
+    with pytest.raises(NNEFXError, match="storage"):
+        nnefx.save(model, str(tmp_path / "m.onnx"))

@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("output", help="target path (folder, .nnef, .tgz, .xml, .onnx)")
     p.add_argument("--to", dest="output_format", help="force the output format")
     p.add_argument("--fp16", action="store_true",
-                   help="IR output: store float weights as FP16 behind Convert layers")
+                   help="IR/ONNX output: store float weights as FP16 (behind Convert layers / Cast nodes)")
     _add_load_options(p)
     p.set_defaults(func=cmd_convert)
 

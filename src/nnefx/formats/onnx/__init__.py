@@ -28,10 +28,12 @@ def save(model: Model, path: str | os.PathLike, **options: Any) -> None:
 
     Operations without an exact ONNX form, and graphs that update variables (ONNX models
     have no state), are refused with an error naming the operation and its position (see
-    :mod:`.writer`).  No options are accepted yet.
+    :mod:`.writer`).  Options: ``compress_to_fp16=True`` stores float weights as float16
+    behind ``Cast`` nodes (``nnefx convert --fp16``).
     """
     from .writer import write_onnx
 
-    if options:
-        raise NNEFXError(f"unknown option(s) for writing ONNX models: {', '.join(sorted(options))}")
-    write_onnx(model, path)
+    unknown = set(options) - {"compress_to_fp16"}
+    if unknown:
+        raise NNEFXError(f"unknown option(s) for writing ONNX models: {', '.join(sorted(unknown))}")
+    write_onnx(model, path, **options)

@@ -86,7 +86,8 @@ def _dims_broadcast(a: tuple, b: tuple) -> tuple:
 class Emitter:
     """Nodes, initializers and value metadata of one ONNX graph under construction."""
 
-    def __init__(self, reserved: set[str]):
+    def __init__(self, reserved: set[str], *, compress_to_fp16: bool = False):
+        self.compress_to_fp16 = compress_to_fp16
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
         self.meta: dict[str, tuple[tuple, np.dtype]] = {}
@@ -132,16 +133,31 @@ class Emitter:
             key = (arr.dtype.str, arr.shape, arr.tobytes())
             if key in self._const_cache:
                 return self._const_cache[key]
-        self.bytes += arr.nbytes
-        if self.bytes > MAX_BYTES:
-            raise NNEFXError(f"the weights need more than {MAX_BYTES} bytes, beyond the 2 GB limit of an ONNX "
-                             "protobuf (external data is not written by nnefx)")
         vname = self.claim(name) if name is not None else self.fresh(hint)
-        self.initializers.append(numpy_helper.from_array(arr, vname))
+        if (self.compress_to_fp16 and arr.dtype == np.float32 and arr.size > 1
+                and bool(np.all(np.abs(arr[np.isfinite(arr)]) <= 65504.0))):
+            # half-precision storage, widened by a Cast where it is read (what
+            # onnxconverter-common's float16 conversion with keep_io_types writes)
+            from onnx import TensorProto, helper
+
+            half = self.fresh(f"{vname}/f16")
+            self._add_bytes(arr.size * 2)
+            self.initializers.append(numpy_helper.from_array(arr.astype(np.float16), half))
+            self.nodes.append(helper.make_node("Cast", [half], [vname], name=self.node_name(f"{vname}/Cast"),
+                                               to=TensorProto.FLOAT))
+        else:
+            self._add_bytes(arr.nbytes)
+            self.initializers.append(numpy_helper.from_array(arr, vname))
         self.meta[vname] = (tuple(arr.shape), arr.dtype)
         if key is not None:
             self._const_cache[key] = vname
         return vname
+
+    def _add_bytes(self, n: int) -> None:
+        self.bytes += n
+        if self.bytes > MAX_BYTES:
+            raise NNEFXError(f"the weights need more than {MAX_BYTES} bytes, beyond the 2 GB limit of an ONNX "
+                             "protobuf (external data is not written by nnefx)")
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[tuple[tuple, np.dtype]], hint: str,
              attrs: dict[str, Any] | None = None) -> list[str]:
@@ -483,8 +499,12 @@ def _value_info(onnx: Any, name: str, shape: tuple | None, dtype: np.dtype, symb
     return helper.make_tensor_value_info(name, elem, dims)
 
 
-def build(model: Model | Graph, *, opset: int = OPSET) -> Any:
-    """Translate a graph (shapes inferred) into an ``onnx.ModelProto`` (nothing is written)."""
+def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = False) -> Any:
+    """Translate a graph (shapes inferred) into an ``onnx.ModelProto`` (nothing is written).
+
+    ``compress_to_fp16`` stores float32 initializers as float16 followed by a ``Cast`` to
+    float32 (inputs, outputs and computation stay float32), as ``--fp16`` does for IR.
+    """
     onnx = _onnx()
     from onnx import helper
 
@@ -502,7 +522,7 @@ def build(model: Model | Graph, *, opset: int = OPSET) -> Any:
             raise NNEFXError(f"cannot write operation 'update' as ONNX: the graph updates variable "
                              f"'{op.inputs.get('variable')}' between runs, and ONNX models have no state",
                              op.location or Location(field=graph.name))
-    e = Emitter(set(graph.tensors))
+    e = Emitter(set(graph.tensors), compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, e)
     inputs = []
     for name in graph.inputs:
