@@ -18,6 +18,7 @@ from ..syntax import ast
 from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant, paused_gc
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
 from .expander import Expander
+from .fastpath import compile_if_flat
 from .shapes import infer_shapes
 from .stdlib import KNOWN_EXTENSIONS, visible_fragments
 from .types import can_cast
@@ -72,6 +73,15 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
     """
     try:
         with paused_gc(), deep_recursion():
+            fast = compile_if_flat(text, file=file, dialect=dialect, lowered=lowered, expand_all=expand_all,
+                                   atomic=atomic, input_shapes=input_shapes, shapes=shapes)
+            if fast is not None:
+                # the same graph and table as below, so the same quantization result or error
+                graph, table = fast
+                check_variables(graph)
+                if quant:
+                    attach_quant(graph, quant, table, file=quant_file or "<quant>", dialect=FINAL)
+                return graph
             doc = parse_document(text, file, dialect)
             table = check_document(doc)
             expander = Expander(table, doc.dialect, lowered=lowered, expand_all=expand_all, atomic=atomic)

@@ -1,0 +1,644 @@
+"""Fast path of the NNEF front-end for flat graph documents (what exporters write).
+
+WHY: the general pipeline (tokens → syntax tree → checker → expander → shape pass) costs
+about 120 µs per operation in pure Python, six times the official C++ parser.  Real
+documents are flat and very repetitive: ``lhs = op(args);`` statements whose arguments
+differ only in the tensor names and string literals (labels) they mention, while the rest
+(``padding = [(1, 1), (1, 1)], stride = [1, 1]``) repeats thousands of times.
+
+How: one compiled regular expression cuts the document into statements.  Each statement's
+argument text is split (also by a regular expression, i.e. at C speed) into a *template*
+(everything but identifiers and plain string literals) and its *slots* (the identifiers and
+strings).  The first statement of each template — together with the types of the tensors
+its slots name — is compiled by the very same parser, checker and expander as the general
+pipeline, on a copy whose slots are replaced by unique markers; the single operation this
+emits becomes a *plan* saying where each slot goes.  Every later statement with the same
+key just fills its slots into the plan.  Shape rules are pure functions of the input
+shapes and the attributes, so their results are memoised per (plan, input shapes, string
+slots) the same way, computed by the ordinary :func:`~nnefx.semantics.shapes.infer_operation`.
+
+Exactness: the fast path produces the same :class:`~nnefx.graph.Graph` as the general
+pipeline (same tensors, dtypes, shapes, attributes with the same Python types, operation
+order and source locations); ``tests/test_frontend_fastpath.py`` compares the two field by
+field over the whole fixture corpus and generated documents.  Anything it does not fully
+understand — the provisional dialect, fragment definitions, comments inside a statement,
+string escapes, expressions around identifiers, expansions, and *every* error — makes it
+give up (:class:`Bail`), and the caller runs the general pipeline from the start, so
+diagnostics are exactly those of the general pipeline.
+
+Switch: ``nnefx.semantics.fastpath.ENABLED = False`` (or ``with disabled():``) forces the
+general pipeline, for differential tests and for bisecting a suspected fast-path bug.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..diagnostics import Location, NNEFXError
+from ..graph import Graph, Operation, Tensor
+from ..syntax import ast
+from ..syntax.lexer import EOF, tokenize
+from ..syntax.parser import EXT_OPERATORS, FINAL, KEYWORDS, Parser
+from .checker import Checker, Scope
+from .evaluator import TensorRef
+from .expander import MAX_OPERATIONS, Expander, _graph_target
+from .shapes import infer_operation
+from .stdlib import KNOWN_EXTENSIONS, visible_fragments
+from .types import TensorT
+
+#: Global switch: False forces the general pipeline everywhere.
+ENABLED = True
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Run the enclosed code with the fast path switched off (tests, bisecting)."""
+    global ENABLED
+    old = ENABLED
+    ENABLED = False
+    try:
+        yield
+    finally:
+        ENABLED = old
+
+
+class Bail(Exception):
+    """The fast path does not handle this document; run the general pipeline."""
+
+
+_KEYWORDS = KEYWORDS[FINAL]
+
+# --- the regular expressions -----------------------------------------------------------
+#
+# Whitespace is what the lexer skips: blanks and newlines (``\r`` is normalised away
+# first) and ``#`` comments.  Everything the expressions accept is re-validated by the real
+# parser the first time a template is seen, so they only need to be no more lenient than
+# the grammar about *where statements end* and *what a slot is*.
+
+_B = r"[ \t\n\v\f]"
+# A comment always runs to the end of its line (the lookahead stops backtracking into it).
+# No nested repetition anywhere (``(?:[ ]+)*`` backtracks exponentially on a failing match).
+_WS = r"(?:[ \t\n\v\f]|\#[^\n]*(?![^\n]))*"
+_ID = r"[A-Za-z_][A-Za-z0-9_]*"
+_END_ID = r"(?![A-Za-z0-9_])"
+# Plain string literals: printable ASCII (and tab), no quote of their kind, no backslash.
+_STR = r"""'[\t -&(-\[\]-~]*'|"[\t !#-\[\]-~]*\""""
+
+_HEADER = re.compile(
+    rf"{_WS}version{_END_ID}{_WS}(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?![A-Za-z0-9_.]){_WS}(?P<semi>;)?"
+    rf"(?P<exts>(?:{_WS}extension{_END_ID}[^;'\"#]*;)*)"
+    rf"{_WS}graph{_END_ID}{_WS}(?P<name>{_ID}){_WS}\((?P<ins>[^;'\"#()]*)\){_WS}->{_WS}"
+    rf"\((?P<outs>[^;'\"#()]*)\){_WS}\{{", re.ASCII)
+_NAME_LIST = re.compile(rf"{_B}*{_ID}{_END_ID}(?:{_B}*,{_B}*{_ID}{_END_ID})*{_B}*\Z", re.ASCII)
+_EXT_LIST = re.compile(rf"{_B}*{_ID}{_END_ID}(?:{_B}*(?:,{_B}*)?{_ID}{_END_ID})*{_B}*\Z", re.ASCII)
+_IDS = re.compile(_ID, re.ASCII)
+
+_STATEMENT = re.compile(
+    rf"{_WS}(?:(?P<one>{_ID}){_B}*|(?P<many>[\[(A-Za-z_][A-Za-z0-9_ \t\n\v\f,\[\]()]*))=(?!=)"
+    rf"{_WS}(?P<op>{_ID}){_B}*(?:<{_B}*(?P<gen>{_ID}){_B}*>{_B}*)?"
+    rf"\((?P<args>(?:[^;'\"#]|{_STR})*)\){_WS};", re.ASCII)
+_CLOSE = re.compile(rf"{_WS}\}}{_WS}\Z", re.ASCII)
+
+# Slots: plain string literals, and identifiers that are not named-argument names, not the
+# logical literals and not the tail of a number (``1e5``).
+_SLOTS = re.compile(
+    rf"({_STR}|(?<![A-Za-z0-9_.])(?!(?:true|false){_END_ID}){_ID}{_END_ID}(?!{_B}*=(?!=)))", re.ASCII)
+
+
+# --- plans ---------------------------------------------------------------------------------
+
+_SLOT_MARK, _STR_MARK, _OUT_MARK = "\x00i", "\x00s", "\x00o"
+
+# Instantiation of a value: (kind, payload); kind 0 = slot index, 1 = immutable constant,
+# 2 = list constant (copied per operation), 3 = tuple constant, 4 = list tree,
+# 5 = tuple tree (payload: list of item instantiations).
+_SLOT, _CONST, _LIST, _DEEP, _LTREE, _TTREE = 0, 1, 2, 3, 4, 5
+
+
+class _Plan:
+    """What one template compiles to; filled by :func:`_make_plan`."""
+
+    __slots__ = ("op", "dtype", "inputs", "attribs", "attr_copies", "attr_fills", "outputs", "tensors",
+                 "out_types", "ref_pos", "attr_str_pos", "is_external", "is_variable", "update_slot",
+                 "shape_kind", "shape", "nout", "out_flat")
+
+
+def _encode(v: Any) -> tuple[int, Any]:
+    """How to rebuild ``v`` (which may contain markers) for another statement."""
+    if isinstance(v, str):
+        if v.startswith(_SLOT_MARK) or v.startswith(_STR_MARK):
+            return (_SLOT, int(v[2:]))
+        if "\x00" in v:
+            raise Bail("a slot was combined into another value")
+        return (_CONST, v)
+    if isinstance(v, (list, tuple)):
+        items = [_encode(x) for x in v]
+        if all(k == _CONST for k, _ in items):
+            if isinstance(v, tuple):
+                return (_CONST, v) if not _has_list(v) else (_DEEP, v)
+            return (_DEEP, v) if any(_has_list(x) for x in v) else (_LIST, v)
+        return (_LTREE if isinstance(v, list) else _TTREE, items)
+    if isinstance(v, (bool, int, float)) or v is None:
+        return (_CONST, v)
+    raise Bail(f"unexpected value {v!r} in an operation")
+
+
+def _has_list(v: Any) -> bool:
+    if isinstance(v, list):
+        return True
+    if isinstance(v, tuple):
+        return any(_has_list(x) for x in v)
+    return False
+
+
+def _clone(v: Any) -> Any:
+    """A fresh copy of a constant made of lists/tuples (the general pipeline builds new
+    lists for every operation; sharing them would let one operation's edits leak)."""
+    if isinstance(v, list):
+        return [_clone(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_clone(x) for x in v)
+    return v
+
+
+def _build(kind: int, payload: Any, slots: list[str]) -> Any:
+    if kind == _SLOT:
+        s = slots[payload]
+        return s[1:-1] if s[0] in "'\"" else s
+    if kind == _CONST:
+        return payload
+    if kind == _LIST:
+        return payload.copy()
+    if kind == _DEEP:
+        return _clone(payload)
+    items = [_build(k, p, slots) for k, p in payload]
+    return items if kind == _LTREE else tuple(items)
+
+
+def _leaves(node: ast.Node, out: list[tuple[str, str]]) -> None:
+    """Identifier and string leaves under argument/lvalue ``node`` in source order; bails
+    when one sits under anything but array/tuple literals (its value could matter)."""
+    if isinstance(node, ast.Identifier):
+        out.append(("i", node.name))
+    elif isinstance(node, ast.Literal):
+        if node.kind == "string":
+            out.append(("s", node.value))
+    elif isinstance(node, (ast.ArrayExpr, ast.TupleExpr)):
+        for item in node.items:
+            _leaves(item, out)
+    elif _has_leaf(node):
+        raise Bail("an identifier or string inside an expression")
+
+
+def _has_leaf(node: ast.Node) -> bool:
+    if isinstance(node, ast.Identifier) or isinstance(node, ast.Literal) and node.kind == "string":
+        return True
+    return any(_has_leaf(c) for c in ast.iter_children(node))
+
+
+def _rename(node: ast.Node, marks: Iterator[str]) -> None:
+    """Replace the leaves found by :func:`_leaves` (same order) by unique markers."""
+    if isinstance(node, ast.Identifier):
+        node.name = next(marks)
+    elif isinstance(node, ast.Literal):
+        if node.kind == "string":
+            node.value = next(marks)
+    elif isinstance(node, (ast.ArrayExpr, ast.TupleExpr)):
+        for item in node.items:
+            _rename(item, marks)
+
+
+class _Compiler:
+    """Per-document state: the fragment table, the type interning and the plan caches."""
+
+    def __init__(self, text: str, file: str | None, table: dict[str, ast.Fragment], compositional: bool,
+                 extensions: set[str], graph_name: str, expander_factory: Callable[..., Expander],
+                 shapes: bool):
+        self.text = text
+        self.file = file
+        self.table = table
+        self.compositional = compositional
+        self.extensions = extensions
+        self.graph_name = graph_name
+        self.expander_factory = expander_factory
+        self.shapes = shapes
+        #: type id -> (checker type, TensorRef dtype); ids are small ints for cheap keys
+        self.type_info: list[tuple[Any, str]] = []
+        self.type_ids: dict[tuple[Any, str], int] = {}
+        self.shape_memo: dict[tuple, Any] = {}
+
+    def type_id(self, checker_type: Any, dtype: str) -> int:
+        key = (checker_type, dtype)
+        tid = self.type_ids.get(key)
+        if tid is None:
+            tid = self.type_ids[key] = len(self.type_info)
+            self.type_info.append(key)
+        return tid
+
+    # --- compiling one template ---------------------------------------------------------
+
+    def make_plan(self, start: int, end: int, op_offset: int, slots: list[str], type_ids: tuple,
+                  lhs_names: list[str]) -> _Plan:
+        """Compile the statement ``text[start:end]`` with the general pipeline's parser,
+        checker and expander; ``slots``/``lhs_names`` are what the regular expressions
+        found, verified here against the syntax tree."""
+        source = self.text[start:end]
+        parser = Parser(tokenize(source, self.file), self.file, FINAL)
+        parser.extensions = self.extensions
+        parser.compositional = self.compositional
+        parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
+        assign = parser.parse_assignment()
+        if parser.tok.kind != EOF:
+            raise Bail("statement boundary differs")
+        rhs = assign.rhs
+        if not isinstance(rhs, ast.Invocation):
+            raise Bail("right-hand side is not an invocation")
+        found: list[tuple[str, str]] = []
+        for arg in rhs.args:
+            _leaves(arg.value, found)
+        expected = [("s", s[1:-1]) if s[0] in "'\"" else ("i", s) for s in slots]
+        if found != expected:
+            raise Bail("slots differ from the syntax tree")
+        lhs_found: list[tuple[str, str]] = []
+        _leaves(assign.lhs, lhs_found)
+        if lhs_found != [("i", n) for n in lhs_names]:
+            raise Bail("left-hand side differs from the syntax tree")
+        # where the invocation is, relative to the statement, to check the emitted location
+        before = source[:op_offset - start]
+        op_line = before.count("\n") + 1
+        op_col = op_offset - start - (before.rfind("\n") + 1) + 1
+
+        marks = [(_STR_MARK if s[0] in "'\"" else _SLOT_MARK) + str(i) for i, s in enumerate(slots)]
+        out_marks = [_OUT_MARK + str(j) for j in range(len(lhs_names))]
+        it = iter(marks)
+        for arg in rhs.args:
+            _rename(arg.value, it)
+        _rename(assign.lhs, iter(out_marks))
+
+        # checker, exactly as Checker.check_graph does for one assignment
+        checker = Checker(self.table, FINAL)
+        checker.in_graph = True
+        checker.generic = None
+        scope = Scope()
+        ref_marks = [m for m in marks if m.startswith(_SLOT_MARK)]
+        env: dict[str, Any] = {}
+        for m, tid in zip(ref_marks, [t for t in type_ids if t >= 0], strict=True):
+            ctype, dtype = self.type_info[tid]
+            scope.types[m] = ctype
+            scope.assigned.add(m)
+            env[m] = TensorRef(m, dtype)
+        checker.variables = set(ref_marks)  # 'update' is re-checked per statement below
+        rt = checker.type_of(rhs, scope)
+        checker.bind_lhs(assign.lhs, rt, scope, {})
+        out_types = []
+        for m in out_marks:
+            t = scope.types[m]
+            if not isinstance(t, TensorT):
+                raise Bail("graph identifiers must be single tensors")
+            out_types.append(t)
+
+        # expander, exactly as Expander.expand_graph does for one assignment
+        expander = self.expander_factory(self.table)
+        graph = Graph(name=self.graph_name)
+        expander.graph = graph
+        expander.reserved.update(out_marks)
+        expander.doc_loc = rhs.loc
+        target = _graph_target(assign.lhs)
+        value = expander.eval(rhs, env, target)
+        expander.bind(assign.lhs, value, env, target, tensor=True)
+        if len(graph.operations) != 1:
+            raise Bail("the statement expands to several operations")
+        op = graph.operations[0]
+        if op.location != Location(self.file, op_line, op_col):
+            raise Bail("unexpected operation location")
+        if list(graph.tensors) != [m for m in _flat_names(op.outputs)] or sorted(graph.tensors) != sorted(out_marks):
+            raise Bail("results are not exactly the left-hand side identifiers")
+
+        plan = _Plan()
+        plan.op = op.op
+        plan.dtype = op.dtype
+        plan.nout = len(out_marks)
+        plan.inputs = [(k, *_encode(v)) for k, v in op.inputs.items()]
+        plan.attribs = {}
+        plan.attr_copies = []
+        plan.attr_fills = []
+        attr_str_pos = []
+        for k, v in op.attribs.items():
+            kind, payload = _encode(v)
+            if kind == _CONST:
+                plan.attribs[k] = payload
+            else:
+                plan.attribs[k] = None  # keeps the key order
+                if kind in (_LIST, _DEEP):
+                    plan.attr_copies.append((k, kind, payload))
+                else:
+                    plan.attr_fills.append((k, kind, payload))
+                    attr_str_pos.extend(_slot_indexes(kind, payload))
+        plan.attr_str_pos = sorted(set(attr_str_pos))
+        for kind, payload in (enc for _, *enc in plan.inputs):
+            for i in _slot_indexes(kind, payload):
+                if not marks[i].startswith(_SLOT_MARK):
+                    raise Bail("a string in a tensor parameter")
+        plan.ref_pos = [i for i, m in enumerate(marks) if m.startswith(_SLOT_MARK)]
+        plan.outputs = [(k, *_encode_out(v)) for k, v in op.outputs.items()]
+        plan.out_flat = [int(name[2:]) for name in op.output_names()]
+        index = {m: j for j, m in enumerate(out_marks)}
+        plan.tensors = [(index[name], t.dtype) for name, t in graph.tensors.items()]
+        plan.out_types = [0] * len(out_marks)
+        for j, m in enumerate(out_marks):
+            ref = env[m]
+            if not isinstance(ref, TensorRef) or ref.name != m or graph.tensors[m].dtype != ref.dtype:
+                raise Bail("left-hand side not bound to its own tensor")
+            plan.out_types[j] = self.type_id(out_types[j], ref.dtype)
+        plan.is_external = op.op == "external"
+        plan.is_variable = op.op == "variable"
+        plan.update_slot = None
+        if rhs.name == "update":
+            first = checker_first_arg(self.table, rhs)
+            if not isinstance(first, ast.Identifier) or not first.name.startswith(_SLOT_MARK):
+                raise Bail("update's first argument")
+            plan.update_slot = int(first.name[2:])
+        plan.shape_kind = 0
+        plan.shape = None
+        if self.shapes:
+            if op.op in ("variable", "constant", "external"):
+                # their shape depends on the 'shape' (and 'value') attribute only, which the
+                # template fixes: compute it once
+                infer_operation(graph, op, None)
+                plan.shape_kind = 1
+                plan.shape = graph.tensors[out_marks[0]].shape
+            else:
+                plan.shape_kind = 2
+        return plan
+
+    def shape_of(self, op: Operation, refs: list[str], shapes_in: tuple) -> list:
+        """Result shapes of ``op`` (in output order), by the ordinary shape pass on a scratch
+        graph holding just its inputs; memoised by the caller."""
+        graph = Graph(name=self.graph_name)
+        for name, shape in zip(refs, shapes_in, strict=True):
+            graph.tensors[name] = Tensor(name=name, shape=shape)
+        for name in op.output_names():
+            graph.tensors[name] = Tensor(name=name)
+        attribs_before = _clone(op.attribs)
+        probe = Operation(op=op.op, inputs=op.inputs, outputs=op.outputs, attribs=_clone(op.attribs), dtype=op.dtype,
+                          location=op.location)
+        infer_operation(graph, probe, None)
+        if not _same(probe.attribs, attribs_before):
+            raise Bail("a shape rule changed its attributes")
+        return [graph.tensors[name].shape for name in op.output_names()]
+
+
+def _flat_names(outputs: dict[str, Any]) -> list[str]:
+    out = []
+    for v in outputs.values():
+        if isinstance(v, list):
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def _encode_out(v: Any) -> tuple[int, Any]:
+    if isinstance(v, str) and v.startswith(_OUT_MARK):
+        return (_SLOT, int(v[2:]))
+    if isinstance(v, list):
+        return (_LTREE, [_encode_out(x) for x in v])
+    raise Bail("unexpected result")
+
+
+def _slot_indexes(kind: int, payload: Any) -> list[int]:
+    if kind == _SLOT:
+        return [payload]
+    if kind in (_LTREE, _TTREE):
+        return [i for k, p in payload for i in _slot_indexes(k, p)]
+    return []
+
+
+def checker_first_arg(table: dict[str, ast.Fragment], inv: ast.Invocation) -> ast.Expr:
+    from .checker import match_arguments
+
+    frag = table[inv.name]
+    return match_arguments(frag, inv, FINAL)[frag.params[0].name].value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of the same Python types, recursively (``1 == 1.0 == True`` is not enough)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+class _TypeIds(dict):
+    """Tensor name -> type id; string slots map to -1, unknown identifiers bail."""
+
+    def __missing__(self, key: str) -> int:
+        if key[0] in "'\"":
+            return -1
+        raise Bail(f"identifier '{key}' is not defined before use")
+
+
+# --- the document ----------------------------------------------------------------------
+
+
+def compile_flat(text: str, *, file: str | None = None, dialect: str | None = None,
+                 expander_factory: Callable[..., Expander] | None = None,
+                 input_shapes: dict[str, tuple] | None = None, shapes: bool = True,
+                 ) -> tuple[Graph, dict[str, ast.Fragment]]:
+    """Compile a flat final-dialect document; raises :class:`Bail` when the general pipeline
+    must run instead (unsupported form or any error).  Returns the graph (shaped unless
+    ``shapes`` is False, quantization not attached) and the fragment table."""
+    if dialect not in (None, FINAL):
+        raise Bail("only the final dialect")
+    if file is not None and file.startswith("<stdlib"):
+        raise Bail("file name reserved for the standard library")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            raise Bail("lone carriage returns")
+    head = _HEADER.match(text)
+    if head is None:
+        raise Bail("header")
+    if head.group("semi") is None or int(head.group("major")) != 1:
+        raise Bail("version statement")
+    ext_names: list[str] = []
+    exts = head.group("exts")
+    if exts:
+        for part in re.findall(r"extension(?![A-Za-z0-9_])([^;]*);", _strip_comments(exts)):
+            if not _EXT_LIST.match(part):
+                raise Bail("extension list")
+            ext_names.extend(_IDS.findall(part))
+    for name in ext_names:
+        if name not in KNOWN_EXTENSIONS or name in _KEYWORDS:
+            raise Bail("extension")
+    gname = head.group("name")
+    ins, outs = head.group("ins"), head.group("outs")
+    if not _NAME_LIST.match(ins) or not _NAME_LIST.match(outs):
+        raise Bail("graph parameter list")
+    inputs, outputs = _IDS.findall(ins), _IDS.findall(outs)
+    if (gname in _KEYWORDS or any(n in _KEYWORDS for n in inputs) or any(n in _KEYWORDS for n in outputs)
+            or len(set(inputs)) != len(inputs) or len(set(outputs)) != len(outputs)
+            or set(inputs) & set(outputs)):
+        raise Bail("graph parameters")
+    table = visible_fragments(FINAL, ext_names)
+    if expander_factory is None:
+        def expander_factory(t: dict[str, ast.Fragment]) -> Expander:
+            return Expander(t, FINAL)
+    compiler = _Compiler(text, file, table, EXT_OPERATORS in ext_names, set(ext_names), gname, expander_factory,
+                         shapes)
+    graph = Graph(name=gname, inputs=list(inputs), outputs=list(outputs))
+    _body(compiler, graph, head.end(), set(inputs), input_shapes if shapes else None)
+    if shapes and input_shapes:
+        externals = {n for op in graph.operations if op.op == "external" for n in op.output_names()}
+        for name in input_shapes:
+            if name not in externals:
+                raise Bail("input_shapes names a non-input")
+    return graph, table
+
+
+def _strip_comments(s: str) -> str:
+    return re.sub(r"#[^\n]*", " ", s)
+
+
+def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
+          input_shapes: dict[str, tuple] | None) -> None:
+    """The statement loop; kept in one function with local names because it runs once per
+    operation."""
+    text, file = c.text, c.file
+    match = _STATEMENT.match
+    split = _SLOTS.split
+    findall = _IDS.findall
+    count, rfind = text.count, text.rfind
+    plans: dict[tuple, _Plan] = {}
+    types = _TypeIds()
+    tensors = graph.tensors
+    operations = graph.operations
+    append = operations.append
+    keywords = _KEYWORDS
+    variables: set[str] = set()
+    externals: set[str] = set()
+    shape_memo = c.shape_memo
+    shapes = c.shapes
+    line, line_start, last = 1, 0, 0
+    make_plan = c.make_plan
+    n = 0
+    while True:
+        m = match(text, pos)
+        if m is None:
+            break
+        one, op_name, gen, args = m.group("one", "op", "gen", "args")
+        parts = split(args)
+        slots = parts[1::2]
+        type_ids = tuple(map(types.__getitem__, slots))
+        if one is not None:
+            lhs = [one]
+            key = (op_name, gen, tuple(parts[0::2]), None, type_ids)
+        else:
+            many = m.group("many")
+            lhs = findall(many)
+            key = (op_name, gen, tuple(parts[0::2]), _IDS.sub("", many), type_ids)
+        op_start = m.start("op")
+        nl = count("\n", last, op_start)
+        if nl:
+            line += nl
+            line_start = rfind("\n", last, op_start) + 1
+        last = op_start
+        plan = plans.get(key)
+        if plan is None:
+            stmt_start = m.start("one") if one is not None else m.start("many")
+            plan = plans[key] = make_plan(stmt_start, m.end(), op_start, slots, type_ids, lhs)
+        pos = m.end()
+        # per-statement rules of Checker.check_graph
+        for name in lhs:
+            if name in types or name in keywords:
+                raise Bail(f"'{name}' assigned twice or a keyword")
+            if (name in graph_inputs) is not plan.is_external:
+                raise Bail("graph inputs must be (exactly) the externals")
+        if len(lhs) > 1 and len(set(lhs)) != len(lhs):
+            raise Bail("left-hand side repeats a name")
+        if plan.update_slot is not None and slots[plan.update_slot] not in variables:
+            raise Bail("update of a non-variable")
+        if plan.is_variable:
+            variables.update(lhs)
+        elif plan.is_external:
+            externals.update(lhs)
+        # the operation
+        inputs = {}
+        for pname, kind, payload in plan.inputs:
+            inputs[pname] = slots[payload] if kind == 0 else payload if kind == 1 else _build(kind, payload, slots)
+        attribs = plan.attribs.copy()
+        for k, kind, payload in plan.attr_copies:
+            attribs[k] = payload.copy() if kind == 2 else _clone(payload)
+        for k, kind, payload in plan.attr_fills:
+            attribs[k] = _build(kind, payload, slots)
+        outputs = {}
+        for rname, kind, payload in plan.outputs:
+            outputs[rname] = lhs[payload] if kind == 0 else [lhs[p] for _, p in payload]
+        op = Operation(plan.op, inputs, outputs, attribs, plan.dtype, Location(file, line, op_start - line_start + 1))
+        append(op)
+        for j, dtype in plan.tensors:
+            name = lhs[j]
+            tensors[name] = Tensor(name, dtype)
+        out_types = plan.out_types
+        for j, name in enumerate(lhs):
+            types[name] = out_types[j]
+        n += 1
+        if not shapes:
+            continue
+        kind = plan.shape_kind
+        if kind == 1:
+            if input_shapes and plan.is_external and lhs[0] in input_shapes:
+                infer_operation(graph, op, input_shapes)
+            else:
+                tensors[lhs[0]].shape = plan.shape
+            continue
+        refs = [slots[i] for i in plan.ref_pos]
+        skey = (id(plan), tuple([tensors[r].shape for r in refs]),
+                tuple([slots[i] for i in plan.attr_str_pos]) if plan.attr_str_pos else None)
+        result = shape_memo.get(skey)
+        if result is None:
+            result = shape_memo[skey] = (plan, c.shape_of(op, refs, skey[1]))
+        for j, shape in zip(plan.out_flat, result[1], strict=True):
+            tensors[lhs[j]].shape = shape
+    if n == 0:
+        raise Bail("empty body")
+    if n >= MAX_OPERATIONS:
+        raise Bail("too many operations")
+    if _CLOSE.match(text, pos) is None:
+        raise Bail("not a flat statement, or text after the graph")
+    for name in graph_inputs:
+        if name not in externals:
+            raise Bail("graph input never defined")
+    for name in graph.outputs:
+        if name not in types:
+            raise Bail("graph output never assigned")
+
+
+def compile_if_flat(text: str, *, file: str | None, dialect: str | None, lowered: Iterable[str] | None,
+                    expand_all: bool, atomic: Iterable[str] | None, input_shapes: dict[str, tuple] | None,
+                    shapes: bool, expander_class: type[Expander] = Expander,
+                    ) -> tuple[Graph, dict[str, ast.Fragment]] | None:
+    """:func:`compile_flat` with the expansion options of ``compile_document``; None when
+    the general pipeline must run (the fast path is switched off, or it bailed)."""
+    if not ENABLED:
+        return None
+    low = list(lowered or ())
+    atom = list(atomic or ())
+
+    def factory(table: dict[str, ast.Fragment]) -> Expander:
+        return expander_class(table, FINAL, lowered=low, expand_all=expand_all, atomic=atom)
+
+    try:
+        return compile_flat(text, file=file, dialect=dialect, expander_factory=factory, input_shapes=input_shapes,
+                            shapes=shapes)
+    except (Bail, NNEFXError, RecursionError):
+        return None
+
+
+__all__ = ["Bail", "ENABLED", "compile_flat", "compile_if_flat", "disabled"]

@@ -1,0 +1,410 @@
+"""The flat-document fast path must be invisible: same graph, same errors as the general pipeline.
+
+For every document (the whole NNEF fixture corpus, the generated differential corpus, one
+document per registered operation, and hypothesis-built flat documents with syntactic
+noise and mutations) ``compile_document`` runs twice, with the fast path on and forced
+off, and the two outcomes are compared field by field with Python types (``1 == 1.0 ==
+True`` is not equal here), dict orders and source locations included; errors must have the
+same message and location.  Separate checks make sure the fast path is actually *taken*
+for the flat documents (otherwise the comparison would be vacuous).
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nnefx.diagnostics import NNEFXError
+from nnefx.graph import Graph
+from nnefx.ops import registry
+from nnefx.semantics import fastpath
+from nnefx.semantics.frontend import compile_document
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def _same(a: Any, b: Any, where: str) -> None:
+    assert type(a) is type(b), f"{where}: {type(a).__name__} vs {type(b).__name__} ({a!r} vs {b!r})"
+    if isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{where}: length {len(a)} vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), f"{where}: keys {list(a)} vs {list(b)}"
+        for k in a:
+            _same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), where
+    else:
+        assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+def assert_same_graph(fast: Graph, full: Graph) -> None:
+    _same(fast.name, full.name, "name")
+    _same(fast.inputs, full.inputs, "inputs")
+    _same(fast.outputs, full.outputs, "outputs")
+    assert list(fast.tensors) == list(full.tensors)
+    for name, t in full.tensors.items():
+        u = fast.tensors[name]
+        for field in ("name", "dtype", "shape", "data", "quant"):
+            _same(getattr(u, field), getattr(t, field), f"tensor {name}.{field}")
+    assert len(fast.operations) == len(full.operations)
+    for i, (p, q) in enumerate(zip(fast.operations, full.operations, strict=True)):
+        for field in ("op", "inputs", "outputs", "attribs", "dtype", "location"):
+            _same(getattr(p, field), getattr(q, field), f"operation {i} ({q.op}).{field}")
+
+
+def outcome(text: str, **kw: Any) -> tuple[str, Any]:
+    try:
+        return "ok", compile_document(text, **kw)
+    except NNEFXError as exc:
+        return "error", (type(exc), str(exc), exc.location)
+
+
+def took_fast_path(text: str, **kw: Any) -> bool:
+    options = dict(file=None, dialect=None, lowered=None, expand_all=False, atomic=None, input_shapes=None,
+                   shapes=True)
+    options.update({k: v for k, v in kw.items() if k in options})
+    return fastpath.compile_if_flat(text, **options) is not None
+
+
+def check(text: str, **kw: Any) -> str:
+    """Compare the fast and the forced general pipeline; returns the verdict."""
+    fast = outcome(text, **kw)
+    with fastpath.disabled():
+        full = outcome(text, **kw)
+    assert fast[0] == full[0], f"fast path: {fast[1]!r}; general pipeline: {full[1]!r}"
+    if fast[0] == "ok":
+        assert_same_graph(fast[1], full[1])
+    else:
+        assert fast[1] == full[1]
+    return fast[0]
+
+
+# --- corpus ---------------------------------------------------------------------------------
+
+def _corpus() -> list[tuple[str, str]]:
+    docs = [(f"{p.parent.name}/{p.name}", p.read_text()) for p in sorted(FIXTURES.glob("*/*.nnef"))]
+    docs += [(f"{p.parent.parent.name}/{p.parent.name}", p.read_text()) for p in sorted(FIXTURES.glob("*/*/graph.nnef"))]
+    return docs
+
+
+CORPUS = _corpus()
+
+
+def _generated() -> list[tuple[str, str]]:
+    try:
+        from test_differential_corpus import generated_cases
+    except Exception:  # the official package is missing: the generators live with its tests
+        return []
+    return generated_cases()
+
+
+GENERATED = _generated()
+
+
+@pytest.mark.parametrize("case_id,text", CORPUS, ids=[c for c, _ in CORPUS])
+def test_fixture_corpus_same_as_general_pipeline(case_id: str, text: str) -> None:
+    check(text)
+    check(text, file="model/graph.nnef")
+
+
+@pytest.mark.parametrize("case_id,text", CORPUS, ids=[c for c, _ in CORPUS])
+def test_fixture_corpus_with_options(case_id: str, text: str) -> None:
+    check(text, shapes=False)
+    check(text, expand_all=True)
+    check(text, lowered=["linear", "batch_normalization", "max_pool", "avg_pool", "softmax"])
+
+
+@pytest.mark.skipif(not GENERATED, reason="differential generators need the official nnef package")
+def test_generated_differential_corpus_same_as_general_pipeline() -> None:
+    taken = 0
+    for _, text in GENERATED:
+        if check(text) == "ok":
+            taken += took_fast_path(text)
+    assert taken > 0.9 * len(GENERATED) * 0.5
+
+
+def test_fast_path_is_taken_for_every_valid_flat_fixture() -> None:
+    flat = 0
+    for case_id, text in CORPUS:
+        if "fragment" in text or not re.match(r"\s*version\s+1\.0\s*;", text):
+            continue
+        with fastpath.disabled():
+            if outcome(text)[0] != "ok":
+                continue
+        assert took_fast_path(text), case_id
+        flat += 1
+    assert flat >= 40
+
+
+# --- one document per registered operation ---------------------------------------------------
+
+HEADER = "version 1.0;\nextension nnefx_cvm, nnefx_ir, nnefx_ops;\n"
+
+
+def _literal(v: Any) -> str:
+    import numpy as np
+
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f"'{v}'"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_literal(x) for x in v) + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return repr(float(v))
+
+
+def _op_document(op: registry.OpDef) -> str | None:
+    import numpy as np
+
+    from _ops_samples import SAMPLES
+
+    if op.name not in SAMPLES or op.name in ("update", "constant"):
+        return None
+    args, attrs = SAMPLES[op.name]
+    kinds = {np.dtype(np.float32): "scalar", np.dtype(np.float64): "scalar", np.dtype(np.int64): "integer",
+             np.dtype(np.int32): "integer", np.dtype(np.bool_): "logical"}
+    lines, refs, inputs = [], [], []
+    for value in args:
+        items = value if isinstance(value, list) else [value]
+        names = []
+        for item in items:
+            arr = np.asarray(item)
+            shape = list(arr.shape) or [1]
+            name = f"t{len(inputs)}"
+            inputs.append(name)
+            lines.append(f"{name} = external<{kinds.get(arr.dtype, 'scalar')}>(shape = {shape});")
+            names.append(name)
+        refs.append("[" + ", ".join(names) + "]" if isinstance(value, list) else names[0])
+    kwargs = [f"{k} = {_literal(v)}" for k, v in attrs.items() if k != "dtype"]
+    results = op.declaration.split("->", 1)[1].split("{")[0]
+    outs = [f"r{k}" for k in range(results.count(":"))]
+    if "[]" in results:  # a tensor-array result: unpack it into as many names as the sample gives
+        return None
+    call = f"{op.name}({', '.join(refs + kwargs)})"
+    # the same statement twice with other names: the second one runs from the plan
+    again = [f"s{k}" for k in range(len(outs))]
+    lines.append(f"{', '.join(outs)} = {call};")
+    lines.append(f"{', '.join(again)} = {call};")
+    return (HEADER + f"graph G( {', '.join(inputs)} ) -> ( {', '.join(outs + again)} )\n{{\n    "
+            + "\n    ".join(lines) + "\n}\n")
+
+
+OP_DOCS = [(op.name, doc) for op in registry.all_ops() if (doc := _op_document(op)) is not None]
+
+
+def test_every_registered_operation_same_as_general_pipeline() -> None:
+    assert len(OP_DOCS) > 100
+    verdicts = {name: check(doc) for name, doc in OP_DOCS}
+    ok = [name for name, v in verdicts.items() if v == "ok"]
+    assert len(ok) > 0.8 * len(OP_DOCS)
+    for name, doc in OP_DOCS:
+        if verdicts[name] == "ok":
+            assert took_fast_path(doc), name
+
+
+# --- targeted cases ---------------------------------------------------------------------------
+
+def _doc(body: str, inputs: str = "x", outputs: str = "y", header: str = "version 1.0;\n") -> str:
+    return f"{header}graph G( {inputs} ) -> ( {outputs} )\n{{\n{body}\n}}\n"
+
+
+SAME_TEMPLATE = _doc("""    x = external(shape = [2, 3]);
+    z = external(shape = [2, 3]);
+    a = add(x, x);
+    b = add(x, z);
+    c = add(z, b);
+    y = concat([a, b, c, a], axis = 0);""", "x, z")
+
+
+def test_repeated_slots_do_not_alias() -> None:
+    assert check(SAME_TEMPLATE) == "ok"
+    assert took_fast_path(SAME_TEMPLATE)
+    g = compile_document(SAME_TEMPLATE)
+    assert g.operations[2].inputs == {"x": "x", "y": "x"}
+    assert g.operations[3].inputs == {"x": "x", "y": "z"}
+    assert g.operations[-1].inputs == {"values": ["a", "b", "c", "a"]}
+    assert g.tensors["y"].shape == (8, 3)
+
+
+def test_attribute_lists_are_not_shared_between_operations() -> None:
+    text = _doc("""    x = external(shape = [1, 2, 8, 8]);
+    a = max_pool(x, size = [1, 1, 3, 3], padding = [(0, 0), (0, 0), (1, 1), (1, 1)], border = 'ignore');
+    y = max_pool(a, size = [1, 1, 3, 3], padding = [(0, 0), (0, 0), (1, 1), (1, 1)], border = 'ignore');""")
+    g = compile_document(text)
+    assert took_fast_path(text)
+    first, second = g.operations[1].attribs, g.operations[2].attribs
+    assert first == second
+    assert first["size"] is not second["size"] and first["padding"] is not second["padding"]
+
+
+@pytest.mark.parametrize("body", [
+    # layout: comments, newlines inside statements, several statements on a line
+    "  # leading comment\n  x = external(shape = [4]);  # trailing\n  y\n   =\n  relu(\n x\n );",
+    "x = external(shape = [4]); t = relu(x); y = sigmoid(t);",
+    # named tensor arguments in another order, literal tensor arguments
+    "x = external(shape = [2, 4]);\n t = add(y = x, x = 1.5);\n y = select(true, t, x);",
+    # generic externals, logical tensors
+    "x = external<logical>(shape = [3]);\n t = not(x);\n y = select(t, 1.0, 2.0);",
+    # tuple and array left-hand sides
+    "x = external(shape = [4, 6]);\n [a, b] = split(x, axis = 1, ratios = [1, 2]);\n y = concat([b, a], axis = 1);",
+    "x = external(shape = [4, 6]);\n (a, b) = moments(x, axes = [1]);\n y = add(a, b);",
+    "x = external(shape = [4, 6]);\n a, b = moments(x, axes = [1]);\n y = add(a, b);",
+    # string escapes and strings with odd characters
+    "x = external(shape = [1]);\n v = variable(shape = [1], label = 'a\\\\b');\n y = add(x, v);",
+    "x = external(shape = [1]);\n v = variable(shape = [1], label = \"it's\");\n y = add(x, v);",
+    "x = external(shape = [1]);\n v = variable(shape = [1], label = 'w#1;)');\n y = add(x, v);",
+    # errors: each must be the general pipeline's
+    "x = external(shape = [4]);\n y = relu(q);",
+    "x = external(shape = [4]);\n y = relu(x);\n y = relu(x);",
+    "x = external(shape = [4]);\n y = relu(x, alpha = 1.0);",
+    "x = external(shape = [4]);\n y = add(x, external);",
+    "x = external(shape = [4]);\n y = conv(x, x);",
+    "x = external(shape = [0]);\n y = relu(x);",
+    "x = external(shape = [4]);\n v = variable(shape = [4], label = '');\n y = add(x, v);",
+    "x = external(shape = [4]);\n v = variable(shape = [4], label = 'a');\n w = variable(shape = [5], label = 'A');"
+    "\n y = add(x, v);",
+    "x = external(shape = [4]);\n t = relu(x);\n y = update(t, x);",
+    "x = external(shape = [4]);\n v = variable(shape = [4], label = 'v');\n y = update(v, x);",
+    "x = external(shape = [4]);\n y = relu(x)",
+    "x = external(shape = [4]);\n y = relu(x);\n}",
+    "x = external(shape = [4]);\n y = relu(x);\n z = relu(x);",
+    "x = external(shape = [4]);\n x = relu(x);",
+    "y = external(shape = [4]);\n x = relu(y);",
+    "x = external(shape = [4]);\n y = relu(1e5x);",
+    "x = external(shape = [4]);\n y = mul(x, 1.e5);",
+    "x = external(shape = [4]);\n y = mul(x, -2);",
+    "x = external(shape = [4]);\n y = mul(x, 2.0) ;  # the end",
+    "x = external(shape = [4]);\n yield = relu(x);\n y = relu(x);",
+    "x = external(shape = [4]);\n y = relu(x) + 1.0;",
+    "x = external(shape = [4]);\n y = relu(relu(x));",
+    "x = external(shape = [2, 2]);\n [a, b, c] = split(x, axis = 0, ratios = [1, 1]);\n y = relu(a);",
+])
+def test_targeted_documents(body: str) -> None:
+    text = _doc(body)
+    check(text)
+    check(text, file="net.nnef")
+    check(text.replace("\n", "\r\n"))
+
+
+def test_operator_expressions_extension() -> None:
+    header = "version 1.0;\nextension KHR_enable_operator_expressions;\n"
+    for body in ("x = external(shape = [4]);\n y = mul(x, -2.0);", "x = external(shape = [4]);\n y = x * 2.0;",
+                 "x = external(shape = [4]);\n y = relu(x + x);",
+                 "x = external(shape = [4]);\n y = pad(x, padding = [(1 + 1, 2)]);"):
+        check(_doc(body, header=header))
+    assert took_fast_path(_doc("x = external(shape = [4]);\n y = mul(x, -2.0);", header=header))
+
+
+def test_input_shapes_and_quantization() -> None:
+    text = _doc("    x = external(shape = [0, 3]);\n    w = variable(shape = [4, 3], label = 'w');\n"
+                "    y = linear(x, w);")
+    assert took_fast_path(text)
+    check(text)
+    check(text, input_shapes={"x": (5, 3)})
+    check(text, input_shapes={"x": (5, 3, 1)})
+    check(text, input_shapes={"w": (4, 3)})
+    quant = "\"x\": linear_quantize(min = 0.0, max = 1.0, bits = 8);\n\"w\": zero_point_linear_quantize(" \
+            "zero_point = 0, scale = 0.5, bits = 8, signed = true, symmetric = false);"
+    check(text, quant=quant)
+    check(text, quant="\"q\": linear_quantize(min = 0.0, max = 1.0, bits = 8);")
+
+
+def test_provisional_and_fragment_documents_use_the_general_pipeline() -> None:
+    prov = "version 1.0\ngraph G( x ) -> ( y )\n{\n  x = external(shape = [2]);\n  y = relu(x)\n}\n"
+    assert not took_fast_path(prov)
+    check(prov)
+    frag = ("version 1.0;\nextension KHR_enable_fragment_definitions;\n"
+            "fragment f( a: tensor<scalar> ) -> ( b: tensor<scalar> ) { b = relu(a); }\n"
+            "graph G( x ) -> ( y )\n{\n  x = external(shape = [2]);\n  y = f(x);\n}\n")
+    assert not took_fast_path(frag)
+    check(frag)
+
+
+def test_switch_forces_the_general_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(fastpath, "compile_flat", lambda *a, **k: calls.append(1) or (_ for _ in ()).throw(
+        fastpath.Bail("x")))
+    with fastpath.disabled():
+        compile_document(SAME_TEMPLATE)
+    assert calls == []
+    compile_document(SAME_TEMPLATE)
+    assert calls == [1]
+
+
+# --- hypothesis: flat documents with noise and mutations ---------------------------------------
+
+_UNARY = ["relu", "sigmoid", "exp", "abs", "neg", "copy", "tanh"]
+_BINARY = ["add", "mul", "sub", "max", "min"]
+_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda s: s not in {"version", "graph", "fragment", "tensor", "integer", "scalar", "logical", "string",
+                        "shape_of", "length_of", "range_of", "for", "in", "yield", "if", "else", "true", "false",
+                        "extension"})
+_GAPS = st.sampled_from([" ", "", "  ", "\n", "\t", " # note\n", "\n\n    "])
+
+
+@st.composite
+def flat_documents(draw: st.DrawFn) -> str:
+    names = draw(st.lists(_NAMES, min_size=4, max_size=14, unique=True))
+    gap = lambda: draw(_GAPS)  # noqa: E731
+    c = draw(st.sampled_from([1, 2, 4]))
+    statements = [f"{names[0]}{gap()}={gap()}external(shape = [2, {c}, 4, 4])",
+                  f"{names[1]} = variable{gap()}(shape = [{c}, {c}, 1, 1], label = "
+                  f"{draw(st.sampled_from(['w', 'conv/w', 'a b', '', 'x.y-z']))!r})"]
+    defined = [names[0], names[1]]
+    for name in names[2:]:
+        a = draw(st.sampled_from(defined))
+        b = draw(st.sampled_from(defined))
+        kind = draw(st.integers(0, 6))
+        if kind == 0:
+            rhs = f"{draw(st.sampled_from(_UNARY))}({gap()}{a}{gap()})"
+        elif kind == 1:
+            rhs = f"{draw(st.sampled_from(_BINARY))}({a},{gap()}{b})"
+        elif kind == 2:
+            rhs = f"mul({a}, {draw(st.sampled_from(['0.5', '2', '-1.0', 'true', '1e-3']))})"
+        elif kind == 3:
+            rhs = (f"max_pool({a}, size = [1, 1, {draw(st.sampled_from([1, 3]))}, 3], "
+                   f"padding = [(0, 0), (0, 0), (1, 1), (1, 1)], border = {draw(st.sampled_from(['ignore', 'x']))!r})")
+        elif kind == 4:
+            rhs = f"conv({a}, {names[1]}, 0.0, stride = [{draw(st.sampled_from([1, 2]))}, 1])"
+        elif kind == 5:
+            rhs = f"concat([{a}, {b}], axis = {draw(st.sampled_from([0, 1, 4]))})"
+        else:
+            rhs = f"{'add'}(y = {a}, x = {b})"
+        statements.append(f"{name} = {rhs}")
+        defined.append(name)
+    body = "".join(f"    {s};{draw(_GAPS)}" for s in statements)
+    text = f"version 1.0;\ngraph Net( {names[0]} ) -> ( {names[-1]} )\n{{\n{body}\n}}\n"
+    if draw(st.booleans()):
+        text = text.replace("\n", "\r\n")
+    mutation = draw(st.integers(0, 3))
+    if mutation == 1 and len(text) > 1:  # delete a character
+        i = draw(st.integers(0, len(text) - 1))
+        text = text[:i] + text[i + 1:]
+    elif mutation == 2:  # insert a character
+        i = draw(st.integers(0, len(text)))
+        text = text[:i] + draw(st.sampled_from(list("(),;=[]'\"#x1 .-"))) + text[i:]
+    return text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flat_documents())
+def test_generated_flat_documents_same_as_general_pipeline(text: str) -> None:
+    check(text)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flat_documents())
+def test_generated_flat_documents_without_shapes(text: str) -> None:
+    check(text, shapes=False)
