@@ -237,3 +237,69 @@ def test_fused_kernel_falls_back_only_when_the_skip_needs_broadcasting():
     # the context is reset: a plain conv call afterwards applies no epilogue
     plain = registry.get("conv").fast_kernel(x, w, b)
     assert (plain < 0).any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 2), cin=st.integers(1, 5), cout=st.integers(1, 6), h=st.integers(1, 9),
+       w=st.integers(1, 16), fh=st.integers(1, 4), fw=st.integers(1, 4), dil=st.integers(1, 2),
+       pads=st.tuples(*[st.integers(0, 3)] * 4), groups=st.sampled_from([1, "depthwise"]),
+       bias=st.booleans(), relu=st.booleans(), stride=st.tuples(st.integers(1, 3), st.integers(1, 3)))
+def test_wide_row_convolution_matches_the_classic_path_and_formal(batch, cin, cout, h, w, fh, fw, dil, pads,
+                                                                  groups, bias, relu, stride):
+    """The 'wide rows' im2col (phases for strides) against the classic gather (forced either way) and formal."""
+    import nnefx.ops.sliding as sliding
+    from nnefx.ops import registry
+
+    if groups == "depthwise":
+        groups, cout = cin, cin
+    else:
+        groups = 1
+    pt, pb, pl, pr = pads
+    if h + pt + pb - (fh - 1) * dil < 1 or w + pl + pr - (fw - 1) * dil < 1:
+        return
+    x = RNG.standard_normal((batch, cin, h, w)).astype(np.float32)
+    x.reshape(-1)[0] = np.nan if x.size > 3 else x.reshape(-1)[0]
+    f = RNG.standard_normal((cout, cin // groups, fh, fw)).astype(np.float32)
+    b = RNG.standard_normal((1, cout)).astype(np.float32) if bias else np.float32(0.0)
+    attrs = dict(padding=[(pt, pb), (pl, pr)], dilation=[dil, dil], groups=groups, stride=list(stride))
+    conv = registry.get("conv")
+    old = sliding._WIDE_MIN_WIDTH
+    try:
+        sliding._WIDE_MIN_WIDTH = 1
+        wide = conv.fast_kernel(x, f, b, **attrs)
+        fused = sliding.fused_conv(conv.fast_kernel, None, registry.get("relu").fast_kernel,
+                                   residual=False, relu=True)(x, f, b, **attrs) if relu else None
+        sliding._WIDE_MIN_WIDTH = 10 ** 9
+        classic = conv.fast_kernel(x, f, b, **attrs)
+    finally:
+        sliding._WIDE_MIN_WIDTH = old
+    np.testing.assert_allclose(wide, classic, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert np.array_equal(np.isnan(wide), np.isnan(classic))
+    if relu:
+        assert np.array_equal(fused.view(np.uint32), registry.get("relu").fast_kernel(wide).view(np.uint32))
+    if x.size <= 400:
+        np.testing.assert_allclose(wide, conv.formal_kernel(x, f, b, **attrs), rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2), (3, 2), (2, 3), (3, 3)])
+@pytest.mark.parametrize("filt", [(3, 3), (2, 3), (7, 7)])
+def test_wide_rows_every_phase_and_padding(stride, filt):
+    """Exhaustive over paddings 0..2 on each side: every phase/offset mapping is exercised."""
+    import nnefx.ops.sliding as sliding
+    from nnefx.ops import registry
+
+    conv = registry.get("conv").fast_kernel
+    x = RNG.standard_normal((2, 3, 11, 13)).astype(np.float32)
+    f = RNG.standard_normal((4, 3) + filt).astype(np.float32)
+    b = RNG.standard_normal((1, 4)).astype(np.float32)
+    old = sliding._WIDE_MIN_WIDTH
+    try:
+        for pads in np.ndindex(3, 3, 3, 3):
+            attrs = dict(padding=[pads[:2], pads[2:]], stride=list(stride))
+            sliding._WIDE_MIN_WIDTH = 1
+            wide = conv(x, f, b, **attrs)
+            sliding._WIDE_MIN_WIDTH = 10 ** 9
+            classic = conv(x, f, b, **attrs)
+            np.testing.assert_allclose(wide, classic, rtol=1e-5, atol=1e-5, err_msg=str(attrs))
+    finally:
+        sliding._WIDE_MIN_WIDTH = old
