@@ -277,6 +277,7 @@ def test_attribute_lists_are_not_shared_between_operations() -> None:
     "\n y = add(x, v);",
     "x = external(shape = [4]);\n t = relu(x);\n y = update(t, x);",
     "x = external(shape = [4]);\n v = variable(shape = [4], label = 'v');\n y = update(v, x);",
+    "x = external(shape = [4]);\n v = variable(shape = [4], label = 'v');\n u = update(v, x);\n y = relu(u);",
     "x = external(shape = [4]);\n y = relu(x)",
     "x = external(shape = [4]);\n y = relu(x);\n}",
     "x = external(shape = [4]);\n y = relu(x);\n z = relu(x);",

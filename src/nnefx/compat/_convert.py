@@ -33,12 +33,24 @@ from ._types import Graph, Identifier, Operation, Tensor
 ParamKinds = Mapping[str, Mapping[str, "str | None"]]
 
 
+_float32 = np.float32
+
+
 def _real(value: float) -> float:
-    return float(np.float32(value))
+    return float(_float32(value))
 
 
 def literal(value: Any) -> Any:
     """A parameter value with reals rounded to single precision, containers preserved."""
+    t = type(value)  # exact-type dispatch first: this runs for every attribute of every operation
+    if t is int or t is str or t is bool:
+        return value
+    if t is float:
+        return float(_float32(value))
+    if t is list:
+        return [v if type(v) is int else literal(v) for v in value]
+    if t is tuple:
+        return tuple([v if type(v) is int else literal(v) for v in value])
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, np.bool_):
@@ -56,6 +68,8 @@ def literal(value: Any) -> Any:
 
 def tensor_arg(value: Any) -> Any:
     """A tensor argument: names become :class:`Identifier`, literals keep their value."""
+    if type(value) is str:
+        return Identifier(value)
     if isinstance(value, str):
         return Identifier(value)
     if isinstance(value, list):
@@ -72,9 +86,9 @@ def convert_operation(op: nx.Operation) -> Operation:
     order, tensor parameters in ``inputs`` and the others in ``attribs``, which is the
     official layout; only value representations change here.
     """
-    attribs = OrderedDict((k, literal(v)) for k, v in op.attribs.items())
-    inputs = OrderedDict((k, tensor_arg(v)) for k, v in op.inputs.items())
-    outputs = OrderedDict((k, tensor_arg(v)) for k, v in op.outputs.items())
+    attribs = OrderedDict(zip(op.attribs, map(literal, op.attribs.values()), strict=True))
+    inputs = OrderedDict(zip(op.inputs, map(tensor_arg, op.inputs.values()), strict=True))
+    outputs = OrderedDict(zip(op.outputs, map(tensor_arg, op.outputs.values()), strict=True))
     return Operation(op.op, attribs, inputs, outputs, op.dtype)
 
 
@@ -101,6 +115,6 @@ def convert_quant(quant: dict[str, Any] | None, kinds: ParamKinds) -> dict[str, 
 def convert_graph(g: nx.Graph, kinds: ParamKinds) -> Graph:
     """The official-layout graph of ``g`` (shapes and data left for later passes)."""
     operations = [convert_operation(op) for op in g.operations]
-    tensors = {name: Tensor(name, t.dtype, None, None, convert_quant(t.quant, kinds))
+    tensors = {name: Tensor(name, t.dtype, None, None, convert_quant(t.quant, kinds) if t.quant else {})
                for name, t in sorted(g.tensors.items())}
     return Graph(g.name, tensors, operations, list(g.inputs), list(g.outputs))

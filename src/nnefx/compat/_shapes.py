@@ -72,6 +72,57 @@ def _handled_by_nnefx(name: str) -> bool:
     return entry is not None and entry.shape_rule is not None
 
 
+def _freeze(v: Any) -> Any:
+    """A hashable, type-exact image of an attribute value (``1``, ``1.0`` and ``True`` differ;
+    so do ``0.0`` and ``-0.0``); TypeError for values it cannot vouch for."""
+    t = type(v)
+    if t is int or t is str or v is None:
+        return v if t is not str else ("s", v)
+    if t is list or t is tuple:
+        return (t, *[_freeze(x) for x in v])
+    if t is float:
+        return (t, v.hex())
+    if t is bool or isinstance(v, np.generic):
+        return (t, v.item() if t is not bool else v)
+    raise TypeError("no memo key")
+
+
+def _input_key(v: Any, tensors: dict[str, nx.Tensor]) -> Any:
+    if isinstance(v, str):
+        return tensors[v].shape
+    if isinstance(v, (list, tuple)):
+        return (type(v), *[_input_key(x, tensors) for x in v])
+    return ("literal",)  # any literal stands for a rank-0 tensor
+
+
+def _memo_key(op: Any, tensors: dict[str, nx.Tensor]) -> Any:
+    """What the shape pass of a standard operation depends on, or None when that cannot be
+    stated (then the operation is not memoised).
+
+    WHY: large documents repeat the same operation on the same shapes thousands of times,
+    and shape rules (plus their attribute checks) are pure functions of the input shapes,
+    the attributes and the data type.  ``external`` is excluded (its result depends on the
+    caller's ``external_shapes``); a variable's shape depends on its ``shape`` attribute only
+    (see :func:`nnefx.semantics.shapes.infer_operation`), so its ``label`` is left out.
+    """
+    name = op.name
+    if name == "external":
+        return None
+    try:
+        attribs = op.attribs
+        if name == "variable":
+            frozen: Any = _freeze(attribs.get("shape"))
+        else:
+            frozen = tuple([(k, _freeze(v)) for k, v in attribs.items()])
+        ins = tuple([tensors[v].shape if isinstance(v, str) else _input_key(v, tensors) for v in op.inputs.values()])
+        outs = tuple([len(v) if isinstance(v, (list, tuple)) else -1 for v in op.outputs.values()])
+        key = (name, op.dtype, outs, ins, frozen)
+        hash(key)
+    except (TypeError, KeyError, AttributeError):
+        return None
+    return key
+
+
 def _names(values: Any) -> list[str]:
     out: list[str] = []
     for v in values:
@@ -100,17 +151,31 @@ def _infer(graph: Graph, external_shapes: Mapping[str, Any] | None,
     for name, t in graph.tensors.items():
         shape = None if t.shape is None else tuple(t.shape) if all(isinstance(d, int) for d in t.shape) else None
         shadow.tensors[name] = nx.Tensor(name, t.dtype or "scalar", shape)
+    handled: dict[str, bool] = {}
+    memo: dict[Any, list] = {}
     for op in graph.operations:
         results = list(op.outputs.values())
         try:
-            if _handled_by_nnefx(op.name):
-                nx_op = nx.Operation(op.name, {k: _plain(v) for k, v in op.inputs.items()},
-                                     {k: _plain(v) for k, v in op.outputs.items()}, dict(op.attribs), op.dtype)
-                infer_operation(shadow, nx_op, overrides)
-                for name in _names(results):
+            h = handled.get(op.name)
+            if h is None:
+                h = handled[op.name] = _handled_by_nnefx(op.name)
+            if h:
+                key = _memo_key(op, shadow.tensors)
+                shapes = memo.get(key) if key is not None else None
+                names = _names(results)
+                if shapes is None:
+                    nx_op = nx.Operation(op.name, {k: _plain(v) for k, v in op.inputs.items()},
+                                         {k: _plain(v) for k, v in op.outputs.items()}, dict(op.attribs), op.dtype)
+                    infer_operation(shadow, nx_op, overrides)
+                    shapes = [shadow.tensors[name].shape for name in names]
+                    if key is not None and key == _memo_key(op, shadow.tensors):
+                        memo[key] = shapes
+                else:
+                    for name, shape in zip(names, shapes, strict=True):
+                        shadow.tensors[name].shape = shape
+                for name, shape in zip(names, shapes, strict=True):
                     t = graph.tensors[name]
-                    graph.tensors[name] = Tensor(t.name, t.dtype, _as_list(shadow.tensors[name].shape), t.data,
-                                                 t.quantization)
+                    graph.tensors[name] = Tensor(t.name, t.dtype, _as_list(shape), t.data, t.quantization)
                 continue
             func = custom_shapes.get(op.name)
             if func is None:

@@ -36,6 +36,7 @@ from ..diagnostics import NNEFXError
 from ..io import binary as _binary
 from ..ops import registry as _registry
 from ..semantics.expander import Expander
+from ..semantics.fastpath import compile_if_flat
 from ..semantics.frontend import attach_quant, check_document
 from ..semantics.types import TensorT
 from ..syntax import ast
@@ -101,11 +102,19 @@ def _build(text: str, quant: str | None, lowered: Iterable[str] | None, source: 
            file: str | None) -> tuple[Any, dict[str, ast.Fragment]]:
     """nnefx graph plus fragment table; the syntax tree is garbage once this returns."""
     with no_gc(), deep_recursion():
+        low = [n for n in lowered or () if n]
+        fast = compile_if_flat(text, file=file or source, dialect=FINAL, lowered=low, expand_all=False, atomic=None,
+                               input_shapes=None, shapes=False, expander_class=_OfficialExpander)
+        if fast is not None:  # a flat document: the same graph, built without a syntax tree
+            graph, table = fast
+            if quant:
+                attach_quant(graph, quant, table, file="quantization", dialect=FINAL)
+            return graph, table
         doc = parse_document(text, file or source, FINAL)
         table = check_document(doc)
         if doc.graph is None:
             raise NNEFXError("the document defines no graph", doc.loc)
-        expander = _OfficialExpander(table, doc.dialect, lowered=[n for n in lowered or () if n])
+        expander = _OfficialExpander(table, doc.dialect, lowered=low)
         graph = expander.expand_graph(doc.graph)
         graph.validate_structure()
         if quant:

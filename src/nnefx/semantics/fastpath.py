@@ -229,6 +229,8 @@ class _Compiler:
         self.type_info: list[tuple[Any, str]] = []
         self.type_ids: dict[tuple[Any, str], int] = {}
         self.shape_memo: dict[tuple, Any] = {}
+        #: operations the plans emit
+        self.emitted: set[str] = set()
 
     def type_id(self, checker_type: Any, dtype: str) -> int:
         key = (checker_type, dtype)
@@ -318,6 +320,7 @@ class _Compiler:
             raise Bail("results are not exactly the left-hand side identifiers")
 
         plan = _Plan()
+        self.emitted.add(op.op)
         plan.op = op.op
         plan.dtype = op.dtype
         plan.nout = len(out_marks)
@@ -618,6 +621,10 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
     for name in graph.outputs:
         if name not in types:
             raise Bail("graph output never assigned")
+    if "update" in c.emitted:
+        # the general pipeline's structure check: results of 'update' are not readable
+        # tensors (the statement loop lets later statements read them)
+        graph.validate_structure()
 
 
 def compile_if_flat(text: str, *, file: str | None, dialect: str | None, lowered: Iterable[str] | None,
