@@ -303,3 +303,41 @@ def test_wide_rows_every_phase_and_padding(stride, filt):
             np.testing.assert_allclose(wide, classic, rtol=1e-5, atol=1e-5, err_msg=str(attrs))
     finally:
         sliding._WIDE_MIN_WIDTH = old
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(2, 7), cin=st.integers(1, 6), cout=st.integers(1, 6), h=st.integers(1, 8),
+       w=st.integers(1, 8), k=st.sampled_from([1, 2, 3]), stride=st.integers(1, 2), pad=st.integers(0, 1),
+       depthwise=st.booleans(), relu=st.booleans(), border=st.sampled_from(["constant", "reflect"]))
+def test_grouped_batch_items_match_item_by_item_and_formal(batch, cin, cout, h, w, k, stride, pad, depthwise,
+                                                          relu, border):
+    """Small images: several batch items share one product (forced on and off)."""
+    import nnefx.ops.sliding as sliding
+    from nnefx.ops import registry
+
+    if depthwise:
+        cout = cin
+    if border == "reflect" and (pad >= h or pad >= w):
+        return
+    x = RNG.standard_normal((batch, cin, h, w)).astype(np.float32)
+    f = RNG.standard_normal((cout, 1 if depthwise else cin, k, k)).astype(np.float32)
+    b = RNG.standard_normal((1, cout)).astype(np.float32)
+    attrs = dict(padding=[(pad, pad), (pad, pad)], stride=[stride, stride], groups=cin if depthwise else 1,
+                 border=border)
+    if (h + 2 * pad - k) // stride + 1 < 1 or (w + 2 * pad - k) // stride + 1 < 1:
+        return
+    conv = registry.get("conv")
+    skip = RNG.standard_normal(registry.get("conv").fast_kernel(x, f, b, **attrs).shape).astype(np.float32)
+    kernel = sliding.fused_conv(conv.fast_kernel, registry.get("add").fast_kernel, registry.get("relu").fast_kernel,
+                                residual=True, relu=relu)
+    old = sliding._PRODUCT_COLUMNS
+    try:
+        sliding._PRODUCT_COLUMNS = 1024
+        grouped, grouped_fused = conv.fast_kernel(x, f, b, **attrs), kernel(x, f, b, skip, **attrs)
+        sliding._PRODUCT_COLUMNS = 0
+        single, single_fused = conv.fast_kernel(x, f, b, **attrs), kernel(x, f, b, skip, **attrs)
+    finally:
+        sliding._PRODUCT_COLUMNS = old
+    np.testing.assert_allclose(grouped, single, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grouped_fused, single_fused, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grouped, conv.formal_kernel(x, f, b, **attrs), rtol=1e-4, atol=1e-4)
