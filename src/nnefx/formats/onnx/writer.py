@@ -398,6 +398,9 @@ def export_operation(ctx: ExportContext, op: Operation, depth: int = 0) -> None:
             if exc.location is None:
                 exc.location = op.location
             raise
+        except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:
+            # an attribute combination an exporter did not foresee: say so, never a traceback
+            raise ctx.fail(f"unexpected attributes or shapes ({type(exc).__name__}: {exc})") from None
     if not _is_compound(op.op):
         raise ctx.fail(reason)
     if depth >= MAX_DEPTH:
