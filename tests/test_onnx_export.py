@@ -442,3 +442,22 @@ def test_model_with_integer_runtime_storage_is_refused(tmp_path):
     model.extras["storage"] = {"integer": "int32"}
     with pytest.raises(NNEFXError, match="storage"):
         nnefx.save(model, str(tmp_path / "m.onnx"))
+
+
+def test_windows_wholly_in_the_padding_and_empty_axes(tmp_path):
+    """Under 'ignore' a window with no input tap gives 0 in nnefx but -inf / NaN in ONNX
+    pooling: refused.  An empty axes list reduces nothing (ONNX's empty axes: everything)."""
+    b = GraphBuilder("edge")
+    x = b.external("x", shape=(1, 1, 3, 3))
+    b.output(b.op("avg_pool", x, size=[1, 1, 2, 2], padding=[(0, 0), (0, 0), (2, 0), (0, 0)], border="ignore"),
+             name="y")
+    with pytest.raises(NNEFXError, match="whole windows under border 'ignore'"):
+        nnefx.save(b.build(), str(tmp_path / "m.onnx"))
+    b = GraphBuilder("empty")
+    x = b.external("x", shape=(2, 3))
+    b.output(b.op("softmax", x, axes=[]), name="sm")
+    b.output(b.op("sum_reduce", x, axes=[]), name="s")
+    mean, var = b.op("moments", x, axes=[], outputs=2)
+    b.output(mean, name="m")
+    b.output(var, name="v")
+    check(b.build(), {"x": rand(2, 3)}, tmp_path)

@@ -531,6 +531,15 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
         raise ctx.fallback("pooling a scalar has no ONNX pooling form")
     pads, stride, dil = _window(ctx, op, x, r, size)
     od = ctx.dims(out(op))
+    if op.attribs.get("border", "constant") == "ignore" and any(p or q for p, q in pads):
+        # a window with no tap inside the input: nnefx gives 0, ONNX pooling -inf or 0/0
+        xs, ys = ctx.dims(x), ctx.dims(out(op))
+        for k in (k for k in range(r) if pads[k] != (0, 0)):
+            _static(ctx, (xs[k], ys[k]))
+            for i in range(ys[k]):
+                taps = (i * stride[k] - pads[k][0] + j * dil[k] for j in range(size[k]))
+                if not any(0 <= t < xs[k] for t in taps):
+                    raise ctx.fallback(f"padding {pads} holds whole windows under border 'ignore'")
     if r >= 3 and size[:2] == [1, 1] and stride[:2] == [1, 1] and dil[:2] == [1, 1] \
             and pads[:2] == [(0, 0), (0, 0)]:
         return ctx.ref(x), size[2:], pads[2:], stride[2:], dil[2:], od, lambda y: y
@@ -816,7 +825,10 @@ _REDUCE = {"sum_reduce": "ReduceSum", "mean_reduce": "ReduceMean", "max_reduce":
 
 
 def reduce(ctx: ExportContext, kind: str, x: Any, axes: list[int]) -> str:
+    """An NNEF reduction (reduced axes kept); no axes reduces nothing (ONNX: everything)."""
     ref = ctx.ref(x)
+    if not axes:
+        return unop(ctx, "Identity", ref)
     dims = ctx.dims(ref)
     axes = [a % len(dims) for a in axes]
     red = tuple(1 if k in axes else d for k, d in enumerate(dims))
