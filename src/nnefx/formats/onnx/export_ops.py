@@ -465,7 +465,7 @@ def _conv(ctx: ExportContext, op: Operation) -> None:
         pads = [(0, 0)] * n
     groups = int(op.attribs.get("groups", 1))
     if groups == 0:
-        groups = ctx.shape(x)[1]
+        groups = _static(ctx, xd[1:2])[0]
     shape = ctx.dims(out(op))
     b = _conv_bias(ctx, op, fs[0])
     y = ctx.node("Conv", [xin, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(xin),
@@ -740,9 +740,9 @@ def _split(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["value"])
     axis = int(op.attribs["axis"])
     names = op.output_names()
-    shapes = [ctx.shape(n) for n in names]
-    refs = ctx.node("Split", [x, ctx.ints([s[axis] for s in shapes])], outputs=[(s, ctx.dtype(x)) for s in shapes],
-                    axis=axis)
+    shapes = [ctx.dims(n) for n in names]
+    sizes = _static(ctx, tuple(s[axis] for s in shapes))
+    refs = ctx.node("Split", [x, ctx.ints(sizes)], outputs=[(s, ctx.dtype(x)) for s in shapes], axis=axis)
     for n, r in zip(names, refs, strict=True):
         ctx.bind(n, r)
 
