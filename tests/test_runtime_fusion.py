@@ -341,3 +341,47 @@ def test_grouped_batch_items_match_item_by_item_and_formal(batch, cin, cout, h, 
     np.testing.assert_allclose(grouped, single, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grouped_fused, single_fused, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grouped, conv.formal_kernel(x, f, b, **attrs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bias", [-0.0, 0.0, "none", "mixed"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_negative_zero_outputs_become_positive_zero(bias, residual):
+    """Products of zeros and negative weights are -0.0; relu (fused or not) must give +0.0."""
+    x = np.zeros((2, 3, 13, 13), np.float32)
+    x[0, 0, 0, :3] = [np.nan, 1.0, -np.inf]
+    values = {"w": -np.abs(RNG.standard_normal((4, 3, 3, 3))).astype(np.float32)}
+    if bias == "mixed":
+        values["b"] = np.array([[-0.0, 0.0, -0.0, 1.0]], np.float32)
+    elif bias != "none":
+        values["b"] = np.full((1, 4), bias, np.float32)
+    ext = {"x": [2, 3, 13, 13]}
+    var = {"w": [4, 3, 3, 3]} | ({"b": [1, 4]} if "b" in values else {})
+    b_arg = "b" if "b" in values else "0.0"
+    body = f"    c = conv(x, w, {b_arg}, {PAD});\n"
+    feeds = {"x": x}
+    if residual:
+        ext["s"] = [2, 4, 13, 13]
+        feeds["s"] = np.full((2, 4, 13, 13), -0.0, np.float32)
+        body += "    a = add(c, s);\n    r = relu(a);"
+    else:
+        body += "    r = relu(c);"
+    g = compile_document(graph(body, "r", ext, var))
+    fused = nnefx.Session(g, variables=values)
+    plain = nnefx.Session(g, variables=values, fuse=False)
+    assert fused.plan.fused == (2 if residual else 1)
+    a, b = fused.run(feeds)["r"], plain.run(feeds)["r"]
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert not np.signbit(a).any()  # every zero is +0.0 and NaN became +0.0
+
+
+def test_epilogue_relu_maps_negative_zero_unless_excluded():
+    from nnefx.ops.sliding import ConvEpilogue
+
+    y = np.array([[-0.0, 0.0, np.nan, -1.0, 2.0, -np.inf, np.inf]], np.float32)
+    e = ConvEpilogue(None, relu=True)
+    e.apply(0, a := y[0].copy())
+    assert a.tolist() == [0.0, 0.0, 0.0, 0.0, 2.0, 0.0, np.inf] and not np.signbit(a).any()
+    skip = np.full((1, 7), -0.0, np.float32)
+    e = ConvEpilogue(skip, relu=False)
+    e.apply(0, a := y[0].copy())
+    assert np.array_equal(a, y[0] + skip[0], equal_nan=True)

@@ -516,14 +516,20 @@ class ConvEpilogue:
     variable, so the kernel keeps its ordinary signature and attribute guard).  ``skip``
     (optional) is added, then ``relu`` applied — the same float32 operations, in the same
     order, as the ``add`` and ``relu`` fast kernels on the convolution's result.
+
+    ``no_negative_zero``: the convolution added a bias without any −0.0 element to every
+    output, so no output (nor output + skip) is −0.0 — in round-to-nearest a sum is −0.0
+    only when both terms are — and ``fmax(y, 0)`` alone is then the exact ReLU (NaN → +0,
+    never −0): ``relu_into``'s second pass, which only maps −0.0 to +0.0, is skipped.
     """
 
-    __slots__ = ("skip", "relu", "applied")
+    __slots__ = ("skip", "relu", "applied", "no_negative_zero")
 
     def __init__(self, skip: np.ndarray | None, relu: bool):
         self.skip = skip
         self.relu = relu
         self.applied = False
+        self.no_negative_zero = False
 
     def fits(self, out_shape: tuple) -> bool:
         """Fusable only without broadcasting: ``skip`` has exactly the result's shape."""
@@ -534,7 +540,10 @@ class ConvEpilogue:
         if self.skip is not None:
             yi += self.skip[i]
         if self.relu:
-            relu_into(yi, yi)
+            if self.no_negative_zero:
+                np.fmax(yi, np.float32(0.0), out=yi)
+            else:
+                relu_into(yi, yi)
 
 
 _EPILOGUE: contextvars.ContextVar[ConvEpilogue | None] = contextvars.ContextVar("conv_epilogue", default=None)
@@ -559,6 +568,8 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
         epilogue.applied = epilogue.fits(out_shape)
         if not epilogue.applied:
             epilogue = None
+        else:
+            epilogue.no_negative_zero = not bool(np.signbit(b[b == 0]).any())
     B, C = x.shape[:2]
     c = w.shape[0]
     n = x.ndim - 2
