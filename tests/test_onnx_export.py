@@ -34,7 +34,7 @@ _TYPE = {np.dtype(np.float32): "scalar", np.dtype(np.int64): "integer", np.dtype
 #: Standard operations ONNX (opset 18) has no exact form for: ROI operations (MaxRoiPool /
 #: RoiAlign round and sample differently), window arg-max / sampling and their reverses
 #: (MaxPool's indices are flat over the whole tensor, not per window), and the compounds built on them.
-REFUSED = {"argmax_pool", "sample", "desample", "debox", "max_pool_with_index", "avg_roi_pool", "max_roi_pool",
+REFUSED = {"avg_roi_pool", "max_roi_pool",
            "roi_resample", "avg_roi_align", "max_roi_align"}
 NOT_OPERATIONS = {"external", "variable", "constant", "update"}
 
@@ -318,10 +318,11 @@ def test_stateful_graph_is_refused(tmp_path):
 def test_failed_write_keeps_the_old_file(tmp_path):
     b = GraphBuilder("bad")
     x = b.external("x", shape=(1, 1, 4, 4))
-    b.output(b.op("argmax_pool", x, size=[1, 1, 2, 2], stride=[1, 1, 2, 2]), name="i")
+    rois, index = b.external("rois", shape=(1, 4)), b.external("index", shape=(1,), dtype="integer")
+    b.output(b.op("max_roi_pool", x, rois, index, output_size=[2, 2]), name="y")
     target = tmp_path / "m.onnx"
     target.write_bytes(b"old")
-    with pytest.raises(NNEFXError, match="argmax_pool"):
+    with pytest.raises(NNEFXError, match="max_roi_pool"):
         nnefx.save(b.build(), str(target))
     assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["m.onnx"]
 

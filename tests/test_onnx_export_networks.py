@@ -65,13 +65,14 @@ def test_convert_command_writes_onnx(tmp_path, capsys):
 
 BAD = {
     "unsupported.nnef": ("""version 1.0;
-graph G( x ) -> ( y )
+graph G( x, rois, index ) -> ( y )
 {
     x = external<scalar>(shape = [1, 1, 4, 4]);
-    r = relu(x);
-    y = argmax_pool(r, size = [1, 1, 2, 2], stride = [1, 1, 2, 2]);
+    rois = external<scalar>(shape = [1, 4]);
+    index = external<integer>(shape = [1]);
+    y = max_roi_pool(relu(x), rois, index, output_size = [2, 2]);
 }
-""", "6:9", "cannot write operation 'argmax_pool' as ONNX"),
+""", "7:9", "cannot write operation 'max_roi_pool' as ONNX"),
     "stateful.nnef": ("""version 1.0;
 graph G( x ) -> ( y, s )
 {

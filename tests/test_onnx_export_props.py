@@ -192,3 +192,36 @@ def test_random_graphs(tmp_path, case):
     except Exception:   # an invalid combination (e.g. a prefix operand wider than the input)
         return
     check(model, feeds, tmp_path, rtol=1e-4)
+
+
+@SETTINGS
+@given(w=window(pool=False), border=st.sampled_from(["constant", "ignore", "replicate", "reflect", "reflect-even"]),
+       channels=st.booleans(), normalize=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_window_index_family(tmp_path, w, border, channels, normalize, seed):
+    """argmax_pool / max_pool_with_index (MaxPool's flat indices turned into window offsets),
+    sample (a gather), desample (a scatter-add) and debox (a transposed ones convolution)."""
+    (X, k, s, d, pads), rng = w, np.random.default_rng(seed)
+    if not _fits(X, k, d, pads):
+        return
+    b = GraphBuilder("w")
+    x = b.external("x", shape=(2, 3) + tuple(X))
+    size = [1, 2 if channels else 1] + k
+    win = dict(size=size, padding=[] if not pads else [(0, 0), (0, 0)] + pads, stride=[1, 1] + s,
+               dilation=[1, 1] + d)
+    vals, idx = b.op("max_pool_with_index", x, border=border, outputs=2, **win)
+    b.output(vals, name="vals")
+    b.output(idx, name="idx")
+    b.output(b.op("sample", b.op("neg", x), idx, border=border, **win), name="smp")
+    if all(p >= 0 for p, _ in pads):
+        b.output(b.op("desample", vals, idx, output_shape=[2, 3] + X, **win), name="des")
+    if not channels and border in ("constant", "ignore"):
+        b.output(b.op("debox", vals, border=border, normalize=normalize, output_shape=[2, 3] + X, **win), name="dbx")
+    try:
+        model = b.build()
+    except Exception:   # e.g. 'ignore' windows wholly in the padding: nnefx refuses some too
+        return
+    xv = np.round(rng.uniform(-2, 2, (2, 3, *X)), 1).astype("f4")   # ties in the windows
+    try:
+        check(model, {"x": xv}, tmp_path, rtol=1e-4)
+    except Exception as exc:
+        assert "whole windows under border 'ignore'" in str(exc), exc

@@ -1209,3 +1209,229 @@ def _ir_range(ctx: ExportContext, op: Operation) -> None:
     if any(len(ctx.dims(r)) != 0 for r in refs):
         raise ctx.fallback("Range takes scalars")
     ctx.bind(out(op), ctx.node("Range", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0])))
+
+
+# --- window arg-max, sampling and their reverses ----------------------------------------------
+# NNEF's index is the row-major offset inside the window (over every dimension, size 1 on
+# batch/channel); ONNX MaxPool's second output is the flat row-major index into the (padded)
+# input.  The conversion is integer arithmetic against the window origins.  MaxPool scans
+# each window row-major and keeps the first strict maximum: NNEF's tie rule.
+
+def _origins(k: int, rank: int, count: int, stride: int, shift: int) -> np.ndarray:
+    """``o * stride - shift`` for output positions ``o``, shaped to broadcast along dim ``k``."""
+    shape = [1] * rank
+    shape[k] = count
+    return (np.arange(count, dtype=np.int64) * stride - shift).reshape(shape)
+
+
+def _window_offsets(ctx: ExportContext, flat: str, extents: tuple, size: list[int], stride: list[int],
+                    dil: list[int], shifts: list[int], shape: tuple) -> str:
+    """The window offset (row-major over ``size``) of flat input indices ``flat``."""
+    n = len(size)
+    rank = len(shape)
+    rem = flat
+    coords: list[str] = []
+    for k in reversed(range(n)):
+        e = ctx.const(np.asarray(extents[k], np.int64))
+        coords.insert(0, binop(ctx, "Mod", rem, e))
+        rem = binop(ctx, "Div", rem, e)
+    index: str | None = None
+    for k in range(n):
+        origin = ctx.const(_origins(rank - n + k, rank, _static(ctx, shape[rank - n + k:rank - n + k + 1])[0],
+                                    stride[k], shifts[k]))
+        j = binop(ctx, "Sub", coords[k], origin)
+        if dil[k] != 1:
+            j = binop(ctx, "Div", j, ctx.const(np.asarray(dil[k], np.int64)))
+        weight = int(np.prod(size[k + 1:], dtype=np.int64))
+        if weight != 1:
+            j = binop(ctx, "Mul", j, ctx.const(np.asarray(weight, np.int64)))
+        index = j if index is None else binop(ctx, "Add", index, j)
+    assert index is not None
+    return index
+
+
+@exporter("argmax_pool", "max_pool_with_index")
+def _argmax_pool(ctx: ExportContext, op: Operation) -> None:
+    x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
+    border = op.attribs.get("border", "constant")
+    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    pads = full[2:]
+    shifts = [p for p, _ in pads]
+    if border != "ignore" and any(p or q for p, q in pads):
+        xin = explicit_pad(ctx, xin, full, border)
+        pads = [(0, 0)] * len(size)
+        shifts = [0] * len(size)
+    extents = _static(ctx, ctx.dims(xin)[2:])
+    vals, flat = ctx.node("MaxPool", [xin], outputs=[(pooled, ctx.dtype(xin)), (pooled, I64)], kernel_shape=size,
+                          pads=_pads_attr(pads), strides=stride, dilations=dil)
+    index = _window_offsets(ctx, flat, extents, size, stride, dil, shifts, pooled)
+    names = op.output_names()
+    if op.op == "max_pool_with_index":
+        ctx.bind(names[0], finish(vals))
+        ctx.bind(names[1], finish(index))
+    else:
+        ctx.bind(names[0], finish(index))
+
+
+def _spatial_window(ctx: ExportContext, op: Operation, x: Any, transposed: bool = False) -> tuple:
+    """size, pads, stride, dilation of the windowed dimensions, and the layout moves
+    ``fwd(value)`` / ``back(value, dims)`` that make them the spatial dimensions of an
+    ``[M, 1, W...]`` tensor (identity when the window spans dims 2.. only)."""
+    r = ctx.rank(x)
+    size = [int(s) for s in op.attribs["size"]]
+    pads, stride, dil = _window(ctx, op, x, r, size, transposed=transposed)
+    if r >= 3 and size[:2] == [1, 1] and stride[:2] == [1, 1] and dil[:2] == [1, 1] and pads[:2] == [(0, 0)] * 2:
+        return size[2:], pads[2:], stride[2:], dil[2:], None
+    win = [k for k in range(r) if (size[k], stride[k], dil[k], pads[k]) != (1, 1, 1, (0, 0))]
+    if not 1 <= len(win) <= 3:
+        raise ctx.fallback(f"a window over {len(win)} dimensions has no ONNX form")
+    kept = [k for k in range(r) if k not in win]
+    pick = [size[k] for k in win], [pads[k] for k in win], [stride[k] for k in win], [dil[k] for k in win]
+    return pick[0], pick[1], pick[2], pick[3], (kept, win)
+
+
+def _layout(dims: tuple, move: tuple | None) -> tuple:
+    """Dims after :func:`_to_spatial`."""
+    if move is None:
+        return tuple(dims)
+    kept, win = move
+    return (int(np.prod([dims[k] for k in kept], dtype=np.int64)), 1) + tuple(dims[k] for k in win)
+
+
+def _to_spatial(ctx: ExportContext, v: Any, move: tuple | None) -> str:
+    """Windowed dims last, the others merged into one batch dim, one channel."""
+    if move is None:
+        return ctx.ref(v)
+    kept, win = move
+    d = ctx.shape(v)
+    perm = kept + win
+    t = ctx.node("Transpose", [v], tuple(d[p] for p in perm), perm=perm)
+    return reshape(ctx, t, _layout(d, move))
+
+
+def _from_spatial(ctx: ExportContext, v: str, dims: tuple, move: tuple | None) -> str:
+    if move is None:
+        return v
+    kept, win = move
+    perm = kept + win
+    t = reshape(ctx, v, tuple(dims[k] for k in kept) + tuple(dims[k] for k in win))
+    return ctx.node("Transpose", [t], tuple(dims), perm=[perm.index(k) for k in range(len(dims))])
+
+
+def _flat_positions(ctx: ExportContext, idx: str, size: list[int], stride: list[int], dil: list[int],
+                    extents: tuple, shape: tuple, shifts: list[int]) -> str:
+    """Flat row-major positions (in a tensor of spatial ``extents``) of window offsets ``idx``
+    at each output position: o * s + j * d - shift."""
+    n = len(size)
+    rank = len(shape)
+    flat: str | None = None
+    for k in range(n):
+        inner = int(np.prod(size[k + 1:], dtype=np.int64))
+        j = binop(ctx, "Div", idx, ctx.const(np.asarray(inner, np.int64))) if inner != 1 else idx
+        j = binop(ctx, "Mod", j, ctx.const(np.asarray(size[k], np.int64)))
+        if dil[k] != 1:
+            j = binop(ctx, "Mul", j, ctx.const(np.asarray(dil[k], np.int64)))
+        origin = ctx.const(_origins(rank - n + k, rank, _static(ctx, shape[rank - n + k:rank - n + k + 1])[0],
+                                    stride[k], shifts[k]))
+        pos = binop(ctx, "Add", j, origin)
+        weight = int(np.prod(extents[k + 1:], dtype=np.int64))
+        if weight != 1:
+            pos = binop(ctx, "Mul", pos, ctx.const(np.asarray(weight, np.int64)))
+        flat = pos if flat is None else binop(ctx, "Add", flat, pos)
+    assert flat is not None
+    return flat
+
+
+@exporter("sample")
+def _sample(ctx: ExportContext, op: Operation) -> None:
+    # output[i] = in~[i*s + unravel(index[i])*d - p]: pad by the border, then gather
+    size, pads, stride, dil, move = _spatial_window(ctx, op, op.inputs["input"])
+    x = _to_spatial(ctx, op.inputs["input"], move)
+    border = op.attribs.get("border", "constant")
+    xin = explicit_pad(ctx, x, [(0, 0), (0, 0)] + list(pads), "constant" if border == "ignore" else border)
+    # (a negative padding crops: positions then start at the crop)
+    extents = _static(ctx, ctx.dims(xin)[2:])
+    final = ctx.dims(out(op))
+    idx = _to_spatial(ctx, ctx.ref(op.inputs["index"], I64), move)
+    od = ctx.dims(idx)
+    flat = _flat_positions(ctx, idx, size, stride, dil, extents, od, [0] * len(size))
+    volume = int(np.prod(extents, dtype=np.int64))
+    lead = tuple(ctx.dims(xin)[:2])
+    data = ctx.node("Reshape", [xin, ctx.ints([0, 0, -1])], lead + (volume,))
+    where = ctx.node("Reshape", [flat, ctx.ints([0, 0, -1])], lead + (None,))
+    got = ctx.node("GatherElements", [data, where], lead + (None,), dtype=ctx.dtype(xin), axis=2)
+    got = ctx.node("Reshape", [got, ctx.ints([0, 0] + [int(d) for d in _static(ctx, od[2:])])], od)
+    ctx.bind(out(op), _from_spatial(ctx, got, final, move))
+
+
+@exporter("desample")
+def _desample(ctx: ExportContext, op: Operation) -> None:
+    # output[i] = sum of input[q] over the q whose window put index[q] at i: a scatter-add
+    # into a zero buffer in padded coordinates, then the padding cropped off
+    size, pads, stride, dil, move = _spatial_window(ctx, op, op.inputs["input"], transposed=True)
+    x = _to_spatial(ctx, op.inputs["input"], move)
+    xs = ctx.shape(x)
+    final = ctx.shape(out(op))
+    od = _layout(final, move)
+    if any(p < 0 for p, _ in pads):
+        raise ctx.fallback(f"negative padding {pads} has no scatter form here")
+    n = len(size)
+    full = [(xs[2 + k] - 1) * stride[k] + (size[k] - 1) * dil[k] + 1 for k in range(n)]
+    extents = tuple(max(full[k], pads[k][0] + od[2 + k]) for k in range(n))
+    idx = _to_spatial(ctx, ctx.ref(op.inputs["index"], I64), move)
+    flat = _flat_positions(ctx, idx, size, stride, dil, extents, xs, [0] * n)
+    volume = int(np.prod(extents, dtype=np.int64))
+    lead = tuple(xs[:2])
+    zeros = ctx.node("ConstantOfShape", [ctx.ints(lead + (volume,))], lead + (volume,), dtype=ctx.dtype(x),
+                     value=_zero_tensor(ctx.dtype(x)))
+    where = ctx.node("Reshape", [flat, ctx.ints([0, 0, -1])], lead + (int(np.prod(xs[2:])),))
+    vals = ctx.node("Reshape", [x, ctx.ints([0, 0, -1])], lead + (int(np.prod(xs[2:])),))
+    buf = ctx.node("ScatterElements", [zeros, where, vals], lead + (volume,), axis=2, reduction="add")
+    buf = ctx.node("Reshape", [buf, ctx.ints(lead + extents)], lead + extents)
+    starts = [p for p, _ in pads]
+    ends = [p + od[2 + k] for k, (p, _) in enumerate(pads)]
+    y = ctx.node("Slice", [buf, ctx.ints(starts), ctx.ints(ends), ctx.ints(range(2, 2 + n))], od)
+    ctx.bind(out(op), _from_spatial(ctx, y, final, move))
+
+
+def _zero_tensor(dtype: Any) -> Any:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.zeros((1,), dtype=dtype))
+
+
+@exporter("debox")
+def _debox(ctx: ExportContext, op: Operation) -> None:
+    # out[i] = sum_j in~[(i + p - j*d) / s] = a transposed convolution with a ones kernel per
+    # channel; normalize divides by the window volume, or under 'ignore' by the number of
+    # in-range terms (the same transposed convolution of ones)
+    x = ctx.ref(op.inputs["input"])
+    border = op.attribs.get("border", "constant")
+    if border not in ("constant", "ignore"):
+        raise ctx.fallback(f"border '{border}' of debox has no ConvTranspose form")
+    size, _, stride, dil, move = _spatial_window(ctx, op, x, transposed=True)
+    if move is not None:
+        raise ctx.fallback("a window over the batch/channel dimensions has no ConvTranspose form here")
+    channels = _static(ctx, ctx.dims(x)[1:2])[0]
+    ones = ctx.const(np.ones((channels, 1) + tuple(size), ctx.dtype(x)))
+    attribs = {"padding": list(op.attribs.get("padding", []))[2:], "stride": stride, "dilation": dil,
+               "groups": channels, "border": "constant"}
+
+    def transposed(value: str) -> str:
+        name = out(op)
+        _deconv(ctx, Operation("deconv", {"input": value, "filter": ones, "bias": 0.0}, {"output": name}, attribs,
+                               location=op.location))
+        return ctx.refs.pop(name)
+
+    total = transposed(x)
+    if not op.attribs.get("normalize", False):
+        ctx.bind(out(op), total)
+    elif border == "constant":
+        ctx.bind(out(op), binop(ctx, "Div", total, scalar(ctx, float(np.prod(size)), ctx.dtype(x))))
+    else:
+        count = transposed(binop(ctx, "Add", binop(ctx, "Mul", x, scalar(ctx, 0.0, ctx.dtype(x))),
+                                 scalar(ctx, 1.0, ctx.dtype(x))))
+        some = binop(ctx, "Greater", count, scalar(ctx, 0.0, ctx.dtype(x)))
+        safe = ctx.node("Where", [some, count, scalar(ctx, 1.0, ctx.dtype(x))], ctx.dims(count), dtype=ctx.dtype(x))
+        ctx.bind(out(op), ctx.node("Where", [some, binop(ctx, "Div", total, safe), scalar(ctx, 0.0, ctx.dtype(x))],
+                                   ctx.dims(total), dtype=ctx.dtype(x)))
