@@ -1,13 +1,17 @@
 """Parse + check + shape-inference benchmark: nnefx against the official ``nnef`` package.
 
 Generates flat NNEF documents of N operations with a realistic mix (variables, conv with
-bias, max/avg pooling, relu/add/mul, batch normalization, occasionally reshape+linear
-heads) and measures, for each tool in its own fresh subprocess (so neither pays for the
+bias, max/avg pooling, relu/add/mul, batch normalization; ``--doc blocks``, the default) or a
+worst case for nnefx's fast path where no two statements share their literal arguments
+(``--doc unique``: ``mul``/``add`` with a different scalar each time), and measures, for each tool in its own fresh subprocess (so neither pays for the
 other's imports or garbage):
 
 * time: wall-clock of text -> checked graph with every tensor shape known
   (official: ``nnef.parse_string`` + ``nnef.infer_shapes``; nnefx:
-  ``compile_document``; compat: ``nnefx.compat.nnef.parse_string`` + ``infer_shapes``),
+  ``compile_document``, which takes its flat-document fast path here; general: the same with
+  the fast path switched off, i.e. the general parser/checker/expander/shape pass that
+  documents with fragments go through; compat: ``nnefx.compat.nnef.parse_string`` +
+  ``infer_shapes``),
   best of ``--repeat`` runs;
 * memory: peak resident set size (``resource.getrusage(...).ru_maxrss``) of a subprocess
   that does one run, minus the RSS after imports, plus the ``tracemalloc`` peak of the run
@@ -16,6 +20,7 @@ other's imports or garbage):
 Usage::
 
     python benchmarks/parse.py                   # 10k and 100k operations
+    python benchmarks/parse.py --tools official nnefx compat general --ops 10000
     python benchmarks/parse.py --ops 10000 --repeat 5 --tools nnefx official
     python benchmarks/parse.py --profile nnefx --ops 10000   # cProfile top functions
 """
@@ -32,7 +37,7 @@ import sys
 import time
 import tracemalloc
 
-TOOLS = ("official", "nnefx", "compat")
+TOOLS = ("official", "nnefx", "compat", "general")
 
 
 def generate(ops: int, channels: int = 16, size: int = 32) -> str:
@@ -76,6 +81,20 @@ def generate(ops: int, channels: int = 16, size: int = 32) -> str:
     return "\n".join(lines) + "\n"
 
 
+def generate_unique(ops: int) -> str:
+    """Every statement has its own literal, so no statement reuses another's compiled plan."""
+    lines = ["version 1.0;", "", "graph Net( input ) -> ( output )", "{", "    input = external(shape = [1, 16, 8, 8]);"]
+    prev = "input"
+    for i in range(1, ops - 1):
+        lines.append(f"    t{i} = {'mul' if i % 2 else 'add'}({prev}, {1.0 + i * 1e-6!r});")
+        prev = f"t{i}"
+    lines += [f"    output = relu({prev});", "}"]
+    return "\n".join(lines) + "\n"
+
+
+DOCS = {"blocks": generate, "unique": generate_unique}
+
+
 def _run_once(tool: str, text: str) -> int:
     """Parse, check and infer shapes; returns the number of tensors with a known shape."""
     if tool == "official":
@@ -90,9 +109,14 @@ def _run_once(tool: str, text: str) -> int:
         graph = nnef_compat.parse_string(text)
         nnef_compat.infer_shapes(graph)
         return sum(t.shape is not None for t in graph.tensors.values())
+    from nnefx.semantics import fastpath
     from nnefx.semantics.frontend import compile_document
 
-    g = compile_document(text)
+    if tool == "general":  # the general pipeline alone (what documents with fragments pay)
+        with fastpath.disabled():
+            g = compile_document(text)
+    else:
+        g = compile_document(text)
     return sum(t.shape is not None for t in g.tensors.values())
 
 
@@ -112,8 +136,8 @@ def _rss_kib() -> int:
     return 0
 
 
-def worker(tool: str, ops: int, mode: str, repeat: int) -> dict:
-    text = generate(ops)
+def worker(tool: str, ops: int, mode: str, repeat: int, doc: str = "blocks") -> dict:
+    text = DOCS[doc](ops)
     _imports(tool)
     _run_once(tool, generate(50))  # warm caches (stdlib parsing, registry loading)
     if mode == "time":
@@ -133,19 +157,20 @@ def worker(tool: str, ops: int, mode: str, repeat: int) -> dict:
     return {"rss_peak_mib": (maxrss - base) / 1024, "tracemalloc_peak_mib": peak / 2**20, "shaped": shaped}
 
 
-def _subprocess(tool: str, ops: int, mode: str, repeat: int) -> dict:
-    cmd = [sys.executable, __file__, "--worker", tool, "--ops", str(ops), "--mode", mode, "--repeat", str(repeat)]
+def _subprocess(tool: str, ops: int, mode: str, repeat: int, doc: str) -> dict:
+    cmd = [sys.executable, __file__, "--worker", tool, "--ops", str(ops), "--mode", mode, "--repeat", str(repeat),
+           "--doc", doc]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def profile(tool: str, ops: int) -> None:
+def profile(tool: str, ops: int, doc: str = "blocks") -> None:
     import cProfile
     import pstats
 
-    text = generate(ops)
+    text = DOCS[doc](ops)
     _imports(tool)
     _run_once(tool, generate(50))
     prof = cProfile.Profile()
@@ -159,32 +184,35 @@ def profile(tool: str, ops: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", type=int, nargs="*", default=[10_000, 100_000])
-    ap.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
+    ap.add_argument("--tools", nargs="*", default=["official", "nnefx", "compat"], choices=TOOLS)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--doc", choices=tuple(DOCS), default="blocks")
     ap.add_argument("--worker", choices=TOOLS)
     ap.add_argument("--mode", choices=("time", "memory"), default="time")
     ap.add_argument("--profile", choices=TOOLS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.ops[0], args.mode, args.repeat)))
+        print(json.dumps(worker(args.worker, args.ops[0], args.mode, args.repeat, args.doc)))
         return
     if args.profile:
-        profile(args.profile, args.ops[0])
+        profile(args.profile, args.ops[0], args.doc)
         return
-    print(f"# parse+check+shapes benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}")
-    print("| ops | tool | time (s) | ops/s | peak RSS over baseline (MiB) | tracemalloc peak (MiB) |")
-    print("|---|---|---|---|---|---|")
+    print(f"# parse+check+shapes benchmark ({args.doc} documents), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print("| ops | tool | time (s) | ops/s | peak RSS over baseline (MiB) | tracemalloc peak (MiB) | shaped tensors |")
+    print("|---|---|---|---|---|---|---|")
     for n in args.ops:
         repeat = args.repeat if n <= 20_000 else max(1, args.repeat // 2)
         for tool in args.tools:
-            t = _subprocess(tool, n, "time", repeat)
-            m = _subprocess(tool, n, "memory", 1)
+            t = _subprocess(tool, n, "time", repeat, args.doc)
+            m = _subprocess(tool, n, "memory", 1, args.doc)
             if "error" in t or "error" in m:
-                print(f"| {n} | {tool} | error: {t.get('error') or m.get('error')} | | | |")
+                print(f"| {n} | {tool} | error: {t.get('error') or m.get('error')} | | | | |")
                 continue
             print(f"| {n} | {tool} | {t['seconds']:.2f} | {n / t['seconds']:,.0f} | {m['rss_peak_mib']:.0f} | "
-                  f"{m['tracemalloc_peak_mib']:.0f} |", flush=True)
+                  f"{m['tracemalloc_peak_mib']:.0f} | {t['shaped']} |", flush=True)
+    print(f"# load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -299,6 +299,58 @@ def test_targeted_documents(body: str) -> None:
     check(text.replace("\n", "\r\n"))
 
 
+NUMBERS = _doc("""    x = external(shape = [2, 3]);
+    z = external(shape = [3, 2]);
+    a = reshape(x, shape = [3, 2]);
+    b = reshape(x, shape = [6]);
+    c = reshape(z, shape = [-1, 3]);
+    d = mul(a, 2.0);
+    e = mul(a, -0.0);
+    f = mul(d, 0.0);
+    g = mul(e, 1e999);
+    h = pad(x, padding = [(1, 1), (0, 2)]);
+    i = pad(x, padding = [(0, 0), (3, 0)]);
+    k = constant(shape = [2], value = [1.0, 2.0]);
+    l = constant(shape = [2], value = [1.0]);
+    m = constant(shape = [3], value = [7.0]);
+    n = clamp(x, -1.0, 1.0);
+    o = clamp(x, 0.5, 100000000000000000000.0);
+    p = slice(x, axes = [1], begin = [0], end = [2]);
+    q = slice(x, axes = [1], begin = [1], end = [-1]);
+    y = add(f, g);""", "x, z")
+
+
+def test_statements_differing_in_numbers_only() -> None:
+    """Numbers are filled into a compiled template: values, Python types (int, float, -0.0,
+    inf) and the shapes that depend on them must all be the statement's own."""
+    assert took_fast_path(NUMBERS)
+    assert check(NUMBERS) == "ok"
+    g = compile_document(NUMBERS)
+    shapes = {n: t.shape for n, t in g.tensors.items()}
+    assert shapes["a"] == (3, 2) and shapes["b"] == (6,) and shapes["c"] == (2, 3)
+    assert shapes["h"] == (4, 5) and shapes["i"] == (2, 6) and shapes["p"] == (2, 2) and shapes["q"] == (2, 1)
+    ops = {o.outputs[next(iter(o.outputs))]: o for o in g.operations}
+    assert math.copysign(1.0, ops["e"].inputs["y"]) == -1.0 and math.copysign(1.0, ops["f"].inputs["y"]) == 1.0
+    assert ops["g"].inputs["y"] == math.inf
+    assert ops["k"].attribs["value"] == [1.0, 2.0] and ops["l"].attribs["value"] == [1.0]
+    assert type(ops["m"].attribs["shape"][0]) is int and type(ops["m"].attribs["value"][0]) is float
+    # an integer where a scalar is expected is the general pipeline's error, not a plan reuse
+    check(NUMBERS.replace("d = mul(a, 2.0)", "d = mul(a, 2)"))
+    check(NUMBERS.replace("p = slice(x, axes = [1], begin = [0], end = [2])",
+                          "p = slice(x, axes = [1], begin = [0.0], end = [2])"))
+    check(NUMBERS.replace("value = [7.0]", "value = [7]"))
+    check(NUMBERS.replace("value = [7.0]", "value = [7.0, 8.0]"))
+
+
+def test_unique_literals_document() -> None:
+    """Every statement with its own literal (the fast path's worst case)."""
+    body = ["x = external(shape = [2, 2]);"] + [f"t{i} = mul({'x' if i == 0 else f't{i - 1}'}, {1 + i / 7!r});"
+                                                 for i in range(40)] + ["y = relu(t39);"]
+    text = _doc("\n".join(body))
+    assert took_fast_path(text)
+    check(text)
+
+
 def test_operator_expressions_extension() -> None:
     header = "version 1.0;\nextension KHR_enable_operator_expressions;\n"
     for body in ("x = external(shape = [4]);\n y = mul(x, -2.0);", "x = external(shape = [4]);\n y = x * 2.0;",
@@ -357,39 +409,55 @@ _GAPS = st.sampled_from([" ", "", "  ", "\n", "\t", " # note\n", "\n\n    "])
 
 @st.composite
 def flat_documents(draw: st.DrawFn) -> str:
+    """Mostly valid flat documents (operands are drawn among tensors of the same shape,
+    tracked as shape classes), with layout noise and, in half of them, a mutation."""
     names = draw(st.lists(_NAMES, min_size=4, max_size=14, unique=True))
     gap = lambda: draw(_GAPS)  # noqa: E731
     c = draw(st.sampled_from([1, 2, 4]))
+    label = draw(st.sampled_from(["w", "conv/w", "x.y-z", "b1/bias", "a b", ""]))
     statements = [f"{names[0]}{gap()}={gap()}external(shape = [2, {c}, 4, 4])",
-                  f"{names[1]} = variable{gap()}(shape = [{c}, {c}, 1, 1], label = "
-                  f"{draw(st.sampled_from(['w', 'conv/w', 'a b', '', 'x.y-z']))!r})"]
-    defined = [names[0], names[1]]
+                  f"{names[1]} = variable{gap()}(shape = [{c}, {c}, 1, 1], label = {label!r})"]
+    shape_class = {names[0]: 0}
     for name in names[2:]:
-        a = draw(st.sampled_from(defined))
-        b = draw(st.sampled_from(defined))
-        kind = draw(st.integers(0, 6))
+        a = draw(st.sampled_from(sorted(shape_class)))
+        b = draw(st.sampled_from(sorted(n for n, k in shape_class.items() if k == shape_class[a])))
+        new_class = False
+        kind = draw(st.integers(0, 8))
         if kind == 0:
             rhs = f"{draw(st.sampled_from(_UNARY))}({gap()}{a}{gap()})"
         elif kind == 1:
             rhs = f"{draw(st.sampled_from(_BINARY))}({a},{gap()}{b})"
         elif kind == 2:
-            rhs = f"mul({a}, {draw(st.sampled_from(['0.5', '2', '-1.0', 'true', '1e-3']))})"
+            rhs = f"mul({a}, {draw(st.sampled_from(['0.5', '2.0', '-1.0', '1e-3', '2', 'true']))})"
         elif kind == 3:
-            rhs = (f"max_pool({a}, size = [1, 1, {draw(st.sampled_from([1, 3]))}, 3], "
-                   f"padding = [(0, 0), (0, 0), (1, 1), (1, 1)], border = {draw(st.sampled_from(['ignore', 'x']))!r})")
+            k = draw(st.sampled_from([3, 3, 1]))
+            new_class = k == 1
+            rhs = (f"max_pool({a}, size = [1, 1, {k}, 3], padding = [(0, 0), (0, 0), (1, 1), (1, 1)], "
+                   f"border = {draw(st.sampled_from(['ignore', 'ignore', 'x']))!r})")
         elif kind == 4:
-            rhs = f"conv({a}, {names[1]}, 0.0, stride = [{draw(st.sampled_from([1, 2]))}, 1])"
+            stride = draw(st.sampled_from([1, 1, 2]))
+            new_class = stride == 2
+            rhs = f"conv({a}, {names[1]}, 0.0, stride = [{stride}, 1])"
         elif kind == 5:
-            rhs = f"concat([{a}, {b}], axis = {draw(st.sampled_from([0, 1, 4]))})"
-        else:
+            new_class = True
+            rhs = f"concat([{a}, {b}], axis = {draw(st.sampled_from([0, 1, 3, 4]))})"
+        elif kind == 6:
             rhs = f"{'add'}(y = {a}, x = {b})"
+        elif kind == 7:
+            p = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+            new_class = any(p)
+            rhs = f"pad({a}, padding = [(0, 0), (0, 0), ({p[0]}, {p[1]}), ({p[2]}, {p[3]})])"
+        else:
+            lo, hi = draw(st.integers(-3, 3)), draw(st.integers(-3, 4))
+            new_class = True
+            rhs = f"slice({a}, axes = [{draw(st.integers(0, 4))}], begin = [{lo}], end = [{hi}])"
         statements.append(f"{name} = {rhs}")
-        defined.append(name)
+        shape_class[name] = len(shape_class) if new_class else shape_class[a]
     body = "".join(f"    {s};{draw(_GAPS)}" for s in statements)
     text = f"version 1.0;\ngraph Net( {names[0]} ) -> ( {names[-1]} )\n{{\n{body}\n}}\n"
     if draw(st.booleans()):
         text = text.replace("\n", "\r\n")
-    mutation = draw(st.integers(0, 3))
+    mutation = draw(st.integers(0, 5))
     if mutation == 1 and len(text) > 1:  # delete a character
         i = draw(st.integers(0, len(text) - 1))
         text = text[:i] + text[i + 1:]

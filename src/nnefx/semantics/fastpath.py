@@ -97,8 +97,8 @@ _EXT_LIST = re.compile(rf"{_B}*{_ID}{_END_ID}(?:{_B}*(?:,{_B}*)?{_ID}{_END_ID})*
 _IDS = re.compile(_ID, re.ASCII)
 
 _STATEMENT = re.compile(
-    rf"{_WS}(?:(?P<one>{_ID}){_B}*|(?P<many>[\[(A-Za-z_][A-Za-z0-9_ \t\n\v\f,\[\]()]*))=(?!=)"
-    rf"{_WS}(?P<op>{_ID}){_B}*(?:<{_B}*(?P<gen>{_ID}){_B}*>{_B}*)?"
+    rf"{_WS}(?:(?P<one>{_ID}){_WS}|(?P<many>[\[(A-Za-z_][A-Za-z0-9_ \t\n\v\f,\[\]()]*))=(?!=)"
+    rf"{_WS}(?P<op>{_ID}){_WS}(?:<{_B}*(?P<gen>{_ID}){_B}*>{_WS})?"
     rf"\((?P<args>(?:[^;'\"#]|{_STR})*)\){_WS};", re.ASCII)
 _CLOSE = re.compile(rf"{_WS}\}}{_WS}\Z", re.ASCII)
 
@@ -111,6 +111,13 @@ _SLOTS = re.compile(
 # --- plans ---------------------------------------------------------------------------------
 
 _SLOT_MARK, _STR_MARK, _OUT_MARK = "\x00i", "\x00s", "\x00o"
+#: Numbers stand in a compiled template as values no document writes (checked).
+_INT_SENTINEL, _REAL_SENTINEL = -(10 ** 60), -1.2345e300
+#: Slot kinds next to type ids (which are >= 0) in keys.
+_STRING, _INT, _REAL = -1, -2, -3
+
+# Numeric literals in a template (identifiers and strings already cut out as ``\x00``).
+_NUMBERS = re.compile(r"(?<![A-Za-z0-9_.])(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])", re.ASCII)
 
 # Instantiation of a value: (kind, payload); kind 0 = slot index, 1 = immutable constant,
 # 2 = list constant (copied per operation), 3 = tuple constant, 4 = list tree,
@@ -119,11 +126,19 @@ _SLOT, _CONST, _LIST, _DEEP, _LTREE, _TTREE = 0, 1, 2, 3, 4, 5
 
 
 class _Plan:
-    """What one template compiles to; filled by :func:`_make_plan`."""
+    """How to build the operation of every statement with one exact template (numbers
+    included); made by :meth:`_Compiler.specialize`."""
 
     __slots__ = ("op", "dtype", "inputs", "attribs", "attr_copies", "attr_fills", "outputs", "tensors",
                  "out_types", "ref_pos", "attr_str_pos", "is_external", "is_variable", "update_slot",
-                 "shape_kind", "shape", "nout", "out_flat")
+                 "shape_kind", "shape", "nout", "out_flat", "shape_key")
+
+
+class _Template:
+    """A statement form compiled by the general pipeline, numbers still open; made by
+    :meth:`_Compiler.compile_template`."""
+
+    __slots__ = ("op", "marks", "outputs", "out_flat", "tensors", "out_types", "update_slot")
 
 
 def _encode(v: Any) -> tuple[int, Any]:
@@ -186,29 +201,41 @@ def _leaves(node: ast.Node, out: list[tuple[str, str]]) -> None:
     elif isinstance(node, ast.Literal):
         if node.kind == "string":
             out.append(("s", node.value))
+        elif node.kind in ("integer", "scalar"):
+            out.append(("n", type(node.value).__name__, repr(node.value)))
     elif isinstance(node, (ast.ArrayExpr, ast.TupleExpr)):
         for item in node.items:
             _leaves(item, out)
+    elif _negative_number(node):  # ``-2`` with operator expressions enabled
+        value = -node.operand.value  # type: ignore[attr-defined]
+        out.append(("n", type(value).__name__, repr(value)))
     elif _has_leaf(node):
         raise Bail("an identifier or string inside an expression")
 
 
+def _negative_number(node: ast.Node) -> bool:
+    return (isinstance(node, ast.Unary) and node.op == "-" and isinstance(node.operand, ast.Literal)
+            and node.operand.kind in ("integer", "scalar"))
+
+
 def _has_leaf(node: ast.Node) -> bool:
-    if isinstance(node, ast.Identifier) or isinstance(node, ast.Literal) and node.kind == "string":
+    if isinstance(node, ast.Identifier) or isinstance(node, ast.Literal) and node.kind != "logical":
         return True
     return any(_has_leaf(c) for c in ast.iter_children(node))
 
 
-def _rename(node: ast.Node, marks: Iterator[str]) -> None:
+def _rename(node: ast.Node, marks: Iterator[Any]) -> None:
     """Replace the leaves found by :func:`_leaves` (same order) by unique markers."""
     if isinstance(node, ast.Identifier):
         node.name = next(marks)
     elif isinstance(node, ast.Literal):
-        if node.kind == "string":
+        if node.kind != "logical":
             node.value = next(marks)
     elif isinstance(node, (ast.ArrayExpr, ast.TupleExpr)):
         for item in node.items:
             _rename(item, marks)
+    elif _negative_number(node):  # evaluates to -(-marker), i.e. the marker
+        node.operand.value = -next(marks)  # type: ignore[attr-defined]
 
 
 class _Compiler:
@@ -231,6 +258,8 @@ class _Compiler:
         self.shape_memo: dict[tuple, Any] = {}
         #: operations the plans emit
         self.emitted: set[str] = set()
+        #: compiled statement forms, numbers open (see :meth:`plan_for`)
+        self.templates: dict[tuple, _Template] = {}
 
     def type_id(self, checker_type: Any, dtype: str) -> int:
         key = (checker_type, dtype)
@@ -242,11 +271,52 @@ class _Compiler:
 
     # --- compiling one template ---------------------------------------------------------
 
-    def make_plan(self, start: int, end: int, op_offset: int, slots: list[str], type_ids: tuple,
-                  lhs_names: list[str]) -> _Plan:
+    def plan_for(self, m: re.Match, texts: list[str], slots: list[str], type_ids: tuple, lhs: list[str],
+                 lhs_key: str | None) -> _Plan:
+        """The plan of a statement whose exact template was not seen yet.
+
+        Numbers are abstracted once more: the template without its numeric literals (and
+        the kinds, integer or real, of those) names a :class:`_Template` compiled once by
+        the general pipeline; this statement's numbers are then filled into it, which gives
+        the plan for its exact template (cached by the caller).
+        """
+        joined = "\x00".join(texts)
+        if joined.count("\x00") != len(slots):
+            raise Bail("NUL character in a statement")
+        nparts = _NUMBERS.split(joined)
+        pieces, numbers = nparts[0::2], nparts[1::2]
+        merged: list[str] = []
+        merged_types: list[int] = []
+        origin: list[int] = []  # merged slot -> index into ``slots`` (or -1 - number index)
+        si = 0
+        for k, piece in enumerate(pieces):
+            for _ in range(piece.count("\x00")):
+                merged.append(slots[si])
+                merged_types.append(type_ids[si])
+                origin.append(si)
+                si += 1
+            if k < len(numbers):
+                num = numbers[k]
+                merged.append(num)
+                merged_types.append(_REAL if ("." in num or "e" in num or "E" in num) else _INT)
+                origin.append(-1 - k)
+        op_name, gen = m.group("op", "gen")
+        key = (op_name, gen, tuple(pieces), lhs_key, tuple(merged_types))
+        tmpl = self.templates.get(key)
+        if tmpl is None:
+            start = m.start("one") if m.group("one") is not None else m.start("many")
+            tmpl = self.templates[key] = self.compile_template(start, m.end(), m.start("op"), merged, merged_types,
+                                                               lhs)
+        values = [_number(numbers[-1 - o]) if o < 0 else
+                  (_STR_MARK if slots[o][0] in "'\"" else _SLOT_MARK) + str(o) for o in origin]
+        return self.specialize(tmpl, values, origin, type_ids)
+
+    def compile_template(self, start: int, end: int, op_offset: int, slots: list[str], type_ids: list[int],
+                         lhs_names: list[str]) -> _Template:
         """Compile the statement ``text[start:end]`` with the general pipeline's parser,
-        checker and expander; ``slots``/``lhs_names`` are what the regular expressions
-        found, verified here against the syntax tree."""
+        checker and expander, its slots replaced by unique markers; ``slots`` (identifiers,
+        strings and numbers, in source order) and ``lhs_names`` are what the regular
+        expressions found, verified here against the syntax tree."""
         source = self.text[start:end]
         parser = Parser(tokenize(source, self.file), self.file, FINAL)
         parser.extensions = self.extensions
@@ -258,13 +328,12 @@ class _Compiler:
         rhs = assign.rhs
         if not isinstance(rhs, ast.Invocation):
             raise Bail("right-hand side is not an invocation")
-        found: list[tuple[str, str]] = []
+        found: list[tuple[str, ...]] = []
         for arg in rhs.args:
             _leaves(arg.value, found)
-        expected = [("s", s[1:-1]) if s[0] in "'\"" else ("i", s) for s in slots]
-        if found != expected:
+        if found != [_leaf_of(s, t) for s, t in zip(slots, type_ids, strict=True)]:
             raise Bail("slots differ from the syntax tree")
-        lhs_found: list[tuple[str, str]] = []
+        lhs_found: list[tuple[str, ...]] = []
         _leaves(assign.lhs, lhs_found)
         if lhs_found != [("i", n) for n in lhs_names]:
             raise Bail("left-hand side differs from the syntax tree")
@@ -273,7 +342,16 @@ class _Compiler:
         op_line = before.count("\n") + 1
         op_col = op_offset - start - (before.rfind("\n") + 1) + 1
 
-        marks = [(_STR_MARK if s[0] in "'\"" else _SLOT_MARK) + str(i) for i, s in enumerate(slots)]
+        marks: list[Any] = []
+        for i, t in enumerate(type_ids):
+            if t == _STRING:
+                marks.append(_STR_MARK + str(i))
+            elif t == _INT:
+                marks.append(_INT_SENTINEL - i)
+            elif t == _REAL:
+                marks.append(_REAL_SENTINEL * (1.0 + i * 2.0 ** -30))
+            else:
+                marks.append(_SLOT_MARK + str(i))
         out_marks = [_OUT_MARK + str(j) for j in range(len(lhs_names))]
         it = iter(marks)
         for arg in rhs.args:
@@ -285,19 +363,19 @@ class _Compiler:
         checker.in_graph = True
         checker.generic = None
         scope = Scope()
-        ref_marks = [m for m in marks if m.startswith(_SLOT_MARK)]
         env: dict[str, Any] = {}
-        for m, tid in zip(ref_marks, [t for t in type_ids if t >= 0], strict=True):
-            ctype, dtype = self.type_info[tid]
-            scope.types[m] = ctype
-            scope.assigned.add(m)
-            env[m] = TensorRef(m, dtype)
-        checker.variables = set(ref_marks)  # 'update' is re-checked per statement below
+        for mark, tid in zip(marks, type_ids, strict=True):
+            if tid >= 0:
+                ctype, dtype = self.type_info[tid]
+                scope.types[mark] = ctype
+                scope.assigned.add(mark)
+                env[mark] = TensorRef(mark, dtype)
+        checker.variables = set(env)  # 'update' is re-checked per statement below
         rt = checker.type_of(rhs, scope)
         checker.bind_lhs(assign.lhs, rt, scope, {})
         out_types = []
-        for m in out_marks:
-            t = scope.types[m]
+        for mark in out_marks:
+            t = scope.types[mark]
             if not isinstance(t, TensorT):
                 raise Bail("graph identifiers must be single tensors")
             out_types.append(t)
@@ -316,21 +394,62 @@ class _Compiler:
         op = graph.operations[0]
         if op.location != Location(self.file, op_line, op_col):
             raise Bail("unexpected operation location")
-        if list(graph.tensors) != [m for m in _flat_names(op.outputs)] or sorted(graph.tensors) != sorted(out_marks):
+        if list(graph.tensors) != _flat_names(op.outputs) or sorted(graph.tensors) != sorted(out_marks):
             raise Bail("results are not exactly the left-hand side identifiers")
+        seen: list[int] = []
+        _count_marks(list(op.inputs.values()), marks, seen, tensor=True)
+        _count_marks(list(op.attribs.values()), marks, seen, tensor=False)
+        if sorted(seen) != list(range(len(marks))):
+            raise Bail("a slot is not passed through exactly once")
+
+        tmpl = _Template()
+        self.emitted.add(op.op)
+        tmpl.op = op
+        tmpl.marks = {(type(mk), mk): i for i, mk in enumerate(marks)}
+        tmpl.outputs = [(k, *_encode_out(v)) for k, v in op.outputs.items()]
+        tmpl.out_flat = [int(name[2:]) for name in op.output_names()]
+        index = {mk: j for j, mk in enumerate(out_marks)}
+        tmpl.tensors = [(index[name], t.dtype) for name, t in graph.tensors.items()]
+        tmpl.out_types = [0] * len(out_marks)
+        for j, mk in enumerate(out_marks):
+            ref = env[mk]
+            if not isinstance(ref, TensorRef) or ref.name != mk or graph.tensors[mk].dtype != ref.dtype:
+                raise Bail("left-hand side not bound to its own tensor")
+            tmpl.out_types[j] = self.type_id(out_types[j], ref.dtype)
+        tmpl.update_slot = None
+        if rhs.name == "update":
+            first = checker_first_arg(self.table, rhs)
+            if not isinstance(first, ast.Identifier) or not first.name.startswith(_SLOT_MARK):
+                raise Bail("update's first argument")
+            tmpl.update_slot = int(first.name[2:])
+        return tmpl
+
+    def specialize(self, tmpl: _Template, values: list[Any], origin: list[int], type_ids: tuple) -> _Plan:
+        """The plan of one exact template: ``tmpl`` with its numbers filled in (``values``
+        holds, per template slot, the number or the marker of the statement slot)."""
+        op = tmpl.op
+        marks = tmpl.marks
+
+        def fill(v: Any) -> Any:
+            if isinstance(v, list):
+                return [fill(x) for x in v]
+            if isinstance(v, tuple):
+                return tuple(fill(x) for x in v)
+            i = marks.get((type(v), v)) if isinstance(v, (str, int, float)) else None
+            return v if i is None else values[i]
 
         plan = _Plan()
-        self.emitted.add(op.op)
         plan.op = op.op
         plan.dtype = op.dtype
-        plan.nout = len(out_marks)
-        plan.inputs = [(k, *_encode(v)) for k, v in op.inputs.items()]
+        plan.inputs = [(k, *_encode(fill(v))) for k, v in op.inputs.items()]
         plan.attribs = {}
         plan.attr_copies = []
         plan.attr_fills = []
-        attr_str_pos = []
+        attr_str_pos: list[int] = []
+        attr_numbers = []
         for k, v in op.attribs.items():
-            kind, payload = _encode(v)
+            value = fill(v)
+            kind, payload = _encode(value)
             if kind == _CONST:
                 plan.attribs[k] = payload
             else:
@@ -340,39 +459,36 @@ class _Compiler:
                 else:
                     plan.attr_fills.append((k, kind, payload))
                     attr_str_pos.extend(_slot_indexes(kind, payload))
+            attr_numbers.append((k, _frozen(value)))
         plan.attr_str_pos = sorted(set(attr_str_pos))
-        for kind, payload in (enc for _, *enc in plan.inputs):
-            for i in _slot_indexes(kind, payload):
-                if not marks[i].startswith(_SLOT_MARK):
-                    raise Bail("a string in a tensor parameter")
-        plan.ref_pos = [i for i, m in enumerate(marks) if m.startswith(_SLOT_MARK)]
-        plan.outputs = [(k, *_encode_out(v)) for k, v in op.outputs.items()]
-        plan.out_flat = [int(name[2:]) for name in op.output_names()]
-        index = {m: j for j, m in enumerate(out_marks)}
-        plan.tensors = [(index[name], t.dtype) for name, t in graph.tensors.items()]
-        plan.out_types = [0] * len(out_marks)
-        for j, m in enumerate(out_marks):
-            ref = env[m]
-            if not isinstance(ref, TensorRef) or ref.name != m or graph.tensors[m].dtype != ref.dtype:
-                raise Bail("left-hand side not bound to its own tensor")
-            plan.out_types[j] = self.type_id(out_types[j], ref.dtype)
+        plan.ref_pos = [i for i, t in enumerate(type_ids) if t >= 0]
+        plan.outputs = tmpl.outputs
+        plan.out_flat = tmpl.out_flat
+        plan.tensors = tmpl.tensors
+        plan.out_types = tmpl.out_types
+        plan.nout = len(tmpl.out_types)
         plan.is_external = op.op == "external"
         plan.is_variable = op.op == "variable"
-        plan.update_slot = None
-        if rhs.name == "update":
-            first = checker_first_arg(self.table, rhs)
-            if not isinstance(first, ast.Identifier) or not first.name.startswith(_SLOT_MARK):
-                raise Bail("update's first argument")
-            plan.update_slot = int(first.name[2:])
+        plan.update_slot = None if tmpl.update_slot is None else origin[tmpl.update_slot]
+        # results of shape rules are shared by the plans of one template whose attributes
+        # (string slots aside, which are part of the memo key) are equal
+        plan.shape_key = (id(tmpl), tuple(attr_numbers))
         plan.shape_kind = 0
         plan.shape = None
         if self.shapes:
             if op.op in ("variable", "constant", "external"):
                 # their shape depends on the 'shape' (and 'value') attribute only, which the
-                # template fixes: compute it once
-                infer_operation(graph, op, None)
+                # plan fixes: compute it once
+                attribs = {k: (_build(kind, payload, ["''"] * len(type_ids)) if v is None else v)
+                           for (k, v), (kind, payload) in zip(plan.attribs.items(), _attr_encodings(plan),
+                                                                strict=True)}
+                graph = Graph(name=self.graph_name)
+                name = "\x00o0"
+                graph.tensors[name] = Tensor(name=name)
+                probe = Operation(op.op, {}, {"output": name}, attribs, op.dtype, op.location)
+                infer_operation(graph, probe, None)
                 plan.shape_kind = 1
-                plan.shape = graph.tensors[out_marks[0]].shape
+                plan.shape = graph.tensors[name].shape
             else:
                 plan.shape_kind = 2
         return plan
@@ -392,6 +508,58 @@ class _Compiler:
         if not _same(probe.attribs, attribs_before):
             raise Bail("a shape rule changed its attributes")
         return [graph.tensors[name].shape for name in op.output_names()]
+
+
+def _attr_encodings(plan: _Plan) -> list[tuple[int, Any]]:
+    """(kind, payload) per attribute of ``plan``, in attribute order."""
+    special = {k: (kind, payload) for k, kind, payload in plan.attr_copies + plan.attr_fills}
+    return [special.get(k, (_CONST, v)) for k, v in plan.attribs.items()]
+
+
+def _frozen(v: Any) -> Any:
+    """Hashable, type-exact image of a plain value (``1``, ``1.0``, ``True`` and ``-0.0``
+    all differ)."""
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, *[_frozen(x) for x in v])
+    return (type(v).__name__, repr(v))
+
+
+def _number(text: str) -> int | float:
+    """The value of a numeric literal as the parser computes it (``parse_literal``)."""
+    if "." in text or "e" in text or "E" in text:
+        return float(text)
+    return int(text)
+
+
+def _leaf_of(slot: str, kind: int) -> tuple[str, ...]:
+    if kind == _STRING:
+        return ("s", slot[1:-1])
+    if kind in (_INT, _REAL):
+        v = _number(slot)
+        return ("n", type(v).__name__, repr(v))
+    return ("i", slot)
+
+
+def _count_marks(v: Any, marks: list[Any], seen: list[int], tensor: bool) -> None:
+    """Record which template markers ``v`` holds; strings are never tensor arguments."""
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            _count_marks(x, marks, seen, tensor)
+        return
+    if isinstance(v, str):
+        if "\x00" in v:
+            if not (v.startswith(_SLOT_MARK) or v.startswith(_STR_MARK)):
+                raise Bail("a slot was combined into another value")
+            if tensor and v.startswith(_STR_MARK):
+                raise Bail("a string in a tensor parameter")
+            if not tensor and v.startswith(_SLOT_MARK):
+                raise Bail("a tensor in an attribute")
+            seen.append(int(v[2:]))
+        return
+    if type(v) is int or type(v) is float:
+        for i, mk in enumerate(marks):
+            if type(mk) is type(v) and mk == v:
+                seen.append(i)
 
 
 def _flat_names(outputs: dict[str, Any]) -> list[str]:
@@ -529,7 +697,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
     shape_memo = c.shape_memo
     shapes = c.shapes
     line, line_start, last = 1, 0, 0
-    make_plan = c.make_plan
+    plan_for = c.plan_for
     n = 0
     while True:
         m = match(text, pos)
@@ -541,11 +709,13 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         type_ids = tuple(map(types.__getitem__, slots))
         if one is not None:
             lhs = [one]
-            key = (op_name, gen, tuple(parts[0::2]), None, type_ids)
+            lhs_key = None
         else:
             many = m.group("many")
             lhs = findall(many)
-            key = (op_name, gen, tuple(parts[0::2]), _IDS.sub("", many), type_ids)
+            lhs_key = _IDS.sub("", many)
+        texts = parts[0::2]
+        key = (op_name, gen, tuple(texts), lhs_key, type_ids)
         op_start = m.start("op")
         nl = count("\n", last, op_start)
         if nl:
@@ -554,8 +724,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         last = op_start
         plan = plans.get(key)
         if plan is None:
-            stmt_start = m.start("one") if one is not None else m.start("many")
-            plan = plans[key] = make_plan(stmt_start, m.end(), op_start, slots, type_ids, lhs)
+            plan = plans[key] = plan_for(m, texts, slots, type_ids, lhs, lhs_key)
         pos = m.end()
         # per-statement rules of Checker.check_graph
         for name in lhs:
@@ -602,7 +771,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
                 tensors[lhs[0]].shape = plan.shape
             continue
         refs = [slots[i] for i in plan.ref_pos]
-        skey = (id(plan), tuple([tensors[r].shape for r in refs]),
+        skey = (plan.shape_key, tuple([tensors[r].shape for r in refs]),
                 tuple([slots[i] for i in plan.attr_str_pos]) if plan.attr_str_pos else None)
         result = shape_memo.get(skey)
         if result is None:
