@@ -624,16 +624,21 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
             if epilogue is not None:
                 epilogue.apply(i, yi)
         return y.reshape((B, c) + xs)
-    # ``group`` items side by side: columns (G, K, group·X), item j in columns j·X...
-    cols = np.empty((G, K, group * X), np.float32)
-    into = cols.reshape((C,) + (() if pointwise else F) + (group,) + xs)  # a view: cols is contiguous
-    out = np.empty((G, cg, group * X), np.float32)
-    parts = out.reshape((c, group) + xs)
+    # ``group`` items side by side: columns (G, K, m·X), item j in columns j·X...  Every
+    # chunk gets contiguous buffers of its own width (a trailing partial chunk too): numpy
+    # hands a product with a non-contiguous operand or result to a slow non-BLAS loop.
+    buffers: dict[int, tuple] = {}
     for i0 in range(0, B, group):
         m = min(group, B - i0)
+        if m not in buffers:
+            cols = np.empty((G, K, m * X), np.float32)
+            out = np.empty((G, cg, m * X), np.float32)
+            buffers[m] = (cols, cols.reshape((C,) + (() if pointwise else F) + (m,) + xs),  # views
+                          out, out.reshape((c, m) + xs))
+        cols, into, out, parts = buffers[m]
         for j in range(m):
             np.copyto(into[(Ellipsis, j) + (slice(None),) * n], columns(i0 + j))
-        np.matmul(wm, cols[:, :, :m * X], out=out[:, :, :m * X])  # float32 BLAS
+        np.matmul(wm, cols, out=out)  # float32 BLAS
         for j in range(m):
             yi = y[i0 + j].reshape((c,) + xs)
             np.add(parts[:, j], bias_item, out=yi)
