@@ -625,8 +625,8 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
                 epilogue.apply(i, yi)
         return y.reshape((B, c) + xs)
     # ``group`` items side by side: columns (G, K, m·X), item j in columns j·X...  Every
-    # chunk gets contiguous buffers of its own width (a trailing partial chunk too): numpy
-    # hands a product with a non-contiguous operand or result to a slow non-BLAS loop.
+    # chunk gets contiguous buffers of its own width (a trailing partial chunk too), so the
+    # BLAS always sees dense matrices.
     buffers: dict[int, tuple] = {}
     for i0 in range(0, B, group):
         m = min(group, B - i0)
