@@ -566,15 +566,33 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
 def _avg_pool(ctx: ExportContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
               border: str, shape: tuple) -> str:
     """Windowed mean with NNEF's border: 'ignore' divides by the in-range count."""
-    if any(d != 1 for d in dil):
-        raise ctx.fallback(f"dilation {dil} has no AveragePool-18 form")
     xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
     pads = full[2:]
     if border not in ("constant", "ignore") and any(p or q for p, q in pads):
         xin = explicit_pad(ctx, xin, full, border)
         pads = [(0, 0)] * len(size)
-    return ctx.node("AveragePool", [xin], shape, kernel_shape=size, pads=_pads_attr(pads), strides=stride,
-                    count_include_pad=0 if border == "ignore" else 1)
+    if all(d == 1 for d in dil):
+        return ctx.node("AveragePool", [xin], shape, kernel_shape=size, pads=_pads_attr(pads), strides=stride,
+                        count_include_pad=0 if border == "ignore" else 1)
+    # AveragePool-18 has no dilations: window sums as a depth-wise convolution with a ones
+    # kernel, divided by the volume or (under 'ignore') by the same sums of ones
+    channels = _static(ctx, ctx.dims(xin)[1:2])[0]
+    dt = ctx.dtype(xin)
+    ones = ctx.const(np.ones((channels, 1) + tuple(size), dt))
+    attrs = dict(kernel_shape=size, pads=_pads_attr(pads), strides=stride, dilations=dil, group=channels)
+    total = ctx.node("Conv", [xin, ones], shape, **attrs)
+    if border != "ignore":
+        return binop(ctx, "Div", total, scalar(ctx, float(np.prod(size)), dt))
+    dims = ctx.dims(xin)
+    filled = ctx.node("ConstantOfShape", [ctx.node("Shape", [xin], (len(dims),), dtype=I64)], dims, dtype=dt,
+                      value=_one_tensor(dt))
+    return binop(ctx, "Div", total, ctx.node("Conv", [filled, ones], shape, **attrs))
+
+
+def _one_tensor(dtype: Any) -> Any:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.ones((1,), dtype=dtype))
 
 
 @exporter("max_pool")
