@@ -466,3 +466,38 @@ def test_windows_wholly_in_the_padding_and_empty_axes(tmp_path):
     b.output(mean, name="m")
     b.output(var, name="v")
     check(b.build(), {"x": rand(2, 3)}, tmp_path)
+
+
+INTERPOLATIONS = [(m, c, nm, sc) for m in ("nearest", "linear_onnx", "cubic")
+                  for c in ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn")
+                  for nm in (("round_prefer_floor", "round_prefer_ceil", "floor", "ceil") if m == "nearest"
+                             else ("round_prefer_floor",))
+                  for sc in ((2.0, 1.5), (0.5, 0.75))]
+
+
+@pytest.mark.parametrize("mode, coord, nearest, scales", INTERPOLATIONS)
+def test_interpolate_convert_reverse_sequence(tmp_path, mode, coord, nearest, scales):
+    """ir_interpolate (Resize with the given scales), ir_convert (Cast chains with OpenVINO's
+    truncation and wrap-around), ir_reverse_sequence, against nnefx."""
+    h, w = 6, 8
+    sizes = [int(np.floor(h * scales[0])), int(np.floor(w * scales[1]))]
+    text = f"""version 1.0;
+extension nnefx_ir;
+graph G( x, lens ) -> ( y, u8, f16, b, i32, rs )
+{{
+    x = external<scalar>(shape = [2, 3, {h}, {w}]);
+    lens = external<scalar>(shape = [3]);
+    y = ir_interpolate(x, axes = [2, 3], sizes = {sizes}, scales = {list(scales)}, mode = '{mode}',
+                       coordinate_transformation_mode = '{coord}', nearest_mode = '{nearest}');
+    u8 = ir_convert<integer>(x, destination_type = 'u8');
+    f16 = ir_convert<scalar>(x, destination_type = 'f16');
+    b = ir_convert<logical>(x, destination_type = 'boolean');
+    i32 = ir_convert<integer>(u8, destination_type = 'i8');
+    rs = ir_reverse_sequence(x, lens, seq_axis = 0, batch_axis = 1);
+}}
+"""
+    graph = compile_document(text, file="interp.nnef")
+    x = np.round(rand(2, 3, h, w, lo=-300, hi=300), 1)
+    x[0, 0, 0, :4] = [0.0, -2.5, 2.5, 255.9]
+    lens = np.array([2, 1, 2], np.float32)
+    check(nnefx.Model(graph), {"x": x.astype(np.float32), "lens": lens}, tmp_path, rtol=1e-5)

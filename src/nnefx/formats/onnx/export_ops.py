@@ -1453,3 +1453,80 @@ def _debox(ctx: ExportContext, op: Operation) -> None:
         safe = ctx.node("Where", [some, count, scalar(ctx, 1.0, ctx.dtype(x))], ctx.dims(count), dtype=ctx.dtype(x))
         ctx.bind(out(op), ctx.node("Where", [some, binop(ctx, "Div", total, safe), scalar(ctx, 0.0, ctx.dtype(x))],
                                    ctx.dims(total), dtype=ctx.dtype(x)))
+
+
+_CONVERT = {"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
+            "u64": np.uint64, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8, "boolean": np.bool_}
+
+
+@exporter("ir_convert")
+def _ir_convert(ctx: ExportContext, op: Operation) -> None:
+    # OpenVINO Convert: float -> integer truncates (into 32 or 64 bits, then the low bits of
+    # the target width), integers wrap, anything -> boolean is != 0; the result is held in
+    # nnefx's storage (float32 / int64 / bool) with the target's rounding and range.  Cast
+    # does each step the same way for the values nnefx accepts.
+    dest = str(op.attribs["destination_type"])
+    if dest not in _CONVERT:
+        raise ctx.fallback(f"destination type '{dest}' has no exact ONNX Cast chain here")
+    target = np.dtype(_CONVERT[dest])
+    x = ctx.ref(op.inputs["input"])
+    src = ctx.dtype(x)
+
+    def cast(v: str, dt: Any) -> str:
+        return ctx.node("Cast", [v], ctx.dims(v), dtype=dt, to=_elem(dt))
+
+    y = x
+    if target.kind in "iu" and src.kind == "f":
+        y = cast(y, np.int64 if target.itemsize == 8 else np.int32)
+    if np.dtype(ctx.dtype(y)) != target:
+        y = cast(y, target)
+    storage = NUMPY["logical"] if target.kind == "b" else (F32 if target.kind == "f" else I64)
+    if np.dtype(ctx.dtype(y)) != storage:
+        y = cast(y, storage)
+    if y == x:
+        y = unop(ctx, "Identity", x)
+    ctx.bind(out(op), y)
+
+
+@exporter("ir_reverse_sequence")
+def _ir_reverse_sequence(ctx: ExportContext, op: Operation) -> None:
+    seq, batch = int(op.attribs.get("seq_axis", 1)), int(op.attribs.get("batch_axis", 0))
+    x = ctx.ref(op.inputs["input"])
+    if ctx.rank(x) < 2 or {seq, batch} != {0, 1}:
+        raise ctx.fallback(f"sequence axis {seq} / batch axis {batch} have no ReverseSequence form (axes 0 and 1)")
+    lens = ctx.ref(op.inputs["lengths"])
+    lens = ctx.node("Cast", [lens], ctx.dims(lens), dtype=I64, to=_elem(I64))
+    ctx.bind(out(op), ctx.node("ReverseSequence", [x, lens], ctx.dims(x), batch_axis=batch, time_axis=seq))
+
+
+_RESIZE_MODE = {"nearest": "nearest", "linear_onnx": "linear", "cubic": "cubic"}
+
+
+@exporter("ir_interpolate")
+def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
+    # the coordinate transform uses the given scales (not out/in), as Resize does with its
+    # scales input: exact when floor(in * scale) gives the output extents
+    a = op.attribs
+    x = ctx.ref(op.inputs["input"])
+    xd = ctx.dims(x)
+    mode = _RESIZE_MODE.get(str(a.get("mode", "nearest")))
+    coord = str(a.get("coordinate_transformation_mode", "half_pixel"))
+    nearest = str(a.get("nearest_mode", "round_prefer_floor"))
+    if mode is None or (mode == "nearest" and nearest == "simple"):
+        raise ctx.fallback(f"mode {a.get('mode')}/{nearest} has no Resize form")
+    axes = [int(v) for v in a["axes"]]
+    sizes = [int(v) for v in a["sizes"]]
+    scales = [float(v) for v in a["scales"]]
+    full = [1.0] * len(xd)
+    for ax, n, sc in zip(axes, sizes, scales, strict=True):
+        extent = _static(ctx, xd[ax:ax + 1])[0]
+        if int(np.floor(extent * np.float32(sc))) != n:
+            raise ctx.fallback(f"scale {sc} does not give the extent {n} from {extent}, as Resize's scales must")
+        full[ax] = sc
+    attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": coord}
+    if mode == "nearest":
+        attrs["nearest_mode"] = nearest
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = float(a.get("cubic_coeff_a", -0.75))
+    ctx.bind(out(op), ctx.node("Resize", [x, "", ctx.const(np.asarray(full, np.float32))], ctx.dims(out(op)),
+                               **attrs))
