@@ -501,3 +501,12 @@ graph G( x, lens ) -> ( y, u8, f16, b, i32, rs )
     x[0, 0, 0, :4] = [0.0, -2.5, 2.5, 255.9]
     lens = np.array([2, 1, 2], np.float32)
     check(nnefx.Model(graph), {"x": x.astype(np.float32), "lens": lens}, tmp_path, rtol=1e-5)
+
+
+def test_rank_zero_tensors_stay_rank_zero(tmp_path):
+    b = GraphBuilder("scalars")
+    s = b.external("s", shape=())
+    v = b.external("v", shape=(3,))
+    b.output(b.op("add", b.op("mul", s, 2.0), 1.0), name="y")
+    b.output(b.op("sub", v, s), name="z")
+    check(b.build(), {"s": np.asarray(1.5, np.float32), "v": rand(3)}, tmp_path)

@@ -1517,16 +1517,25 @@ def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     axes = [int(v) for v in a["axes"]]
     sizes = [int(v) for v in a["sizes"]]
     scales = [float(v) for v in a["scales"]]
-    full = [1.0] * len(xd)
-    for ax, n, sc in zip(axes, sizes, scales, strict=True):
-        extent = _static(ctx, xd[ax:ax + 1])[0]
-        if int(np.floor(extent * np.float32(sc))) != n:
-            raise ctx.fallback(f"scale {sc} does not give the extent {n} from {extent}, as Resize's scales must")
-        full[ax] = sc
+    extents = [_static(ctx, xd[ax:ax + 1])[0] for ax in axes]
     attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": coord}
     if mode == "nearest":
         attrs["nearest_mode"] = nearest
     if mode == "cubic":
         attrs["cubic_coeff_a"] = float(a.get("cubic_coeff_a", -0.75))
+    # Resize with sizes uses out / in as the scale: the same transform when the given scales
+    # are those ratios (or are not used, with aligned corners)
+    if coord == "align_corners" or all(abs(sc - n / e) <= 1e-12 * abs(sc) for sc, n, e in
+                                       zip(scales, sizes, extents, strict=True)):
+        ctx.bind(out(op), ctx.node("Resize", [x, "", "", ctx.ints(sizes)], ctx.dims(out(op)), axes=axes, **attrs))
+        return
+    # otherwise the scales themselves, where every tool derives the same extents from them
+    # (floor(in * scale) in float32 as onnxruntime runs it, and in float64 as onnx infers it)
+    full = [1.0] * len(xd)
+    for ax, n, sc, e in zip(axes, sizes, scales, extents, strict=True):
+        f32 = np.float32(sc)
+        if int(np.floor(np.float32(e) * f32)) != n or int(np.floor(float(e) * float(f32))) != n:
+            raise ctx.fallback(f"scale {sc} does not give the extent {n} from {e} as Resize computes it")
+        full[ax] = sc
     ctx.bind(out(op), ctx.node("Resize", [x, "", ctx.const(np.asarray(full, np.float32))], ctx.dims(out(op)),
                                **attrs))

@@ -127,7 +127,9 @@ class Emitter:
         """An initializer holding ``array``; small unnamed ones are shared when equal."""
         from onnx import numpy_helper
 
-        arr = np.ascontiguousarray(np.asarray(array))
+        arr = np.asarray(array)
+        if not arr.flags.c_contiguous:   # (not ascontiguousarray: it makes 0-d arrays 1-d)
+            arr = np.array(arr, order="C")
         key = None
         if name is None and arr.size <= 64:
             key = (arr.dtype.str, arr.shape, arr.tobytes())
