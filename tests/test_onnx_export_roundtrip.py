@@ -51,3 +51,36 @@ def test_single_node_round_trip(tmp_path, index):
             np.testing.assert_array_equal(g, w)
         else:
             np.testing.assert_allclose(g.astype(np.float64), w, rtol=1e-5, atol=1e-6)
+
+
+# --- torch-exported networks of the import tests, written again --------------------------------
+
+torch = pytest.importorskip("torch")
+import test_onnx_models as nets  # noqa: E402
+
+NETS = [("cnn", nets._CNN, (2, 3, 9, 9), 13), ("mobile", nets._Mobile, (1, 4, 6, 6), 18),
+        ("block", nets._Block, (2, 5, 16), 17), ("misc", nets._Misc, (2, 2, 8, 8), 13),
+        ("causal", nets._Causal, (2, 5, 16), 18)]
+
+
+@pytest.mark.parametrize("name, cls, shape, opset", NETS, ids=[n[0] for n in NETS])
+def test_torch_network_round_trip(tmp_path, name, cls, shape, opset):
+    """torch -> ONNX (opset 13-18) -> nnefx -> ONNX (opset 18): onnxruntime agrees on both files
+    (attention, layer/instance norm, GELU, hard-swish, pixel shuffle, embeddings, cumsum,
+    ceil-mode pooling, transposed convolution, resampling)."""
+    torch.manual_seed(5)
+    net = cls().eval()
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    src = str(tmp_path / f"{name}.onnx")
+    torch.onnx.export(net, torch.from_numpy(x), src, opset_version=opset, dynamo=False, input_names=["input"])
+    want = _run(src, {"input": x})
+    model = nnefx.load(src)
+    dst = str(tmp_path / "again.onnx")
+    nnefx.save(model, dst)
+    onnx.checker.check_model(dst, full_check=True)
+    got = _run(dst, {"input": x})
+    assert len(got) == len(want)
+    for w, g in zip(want, got, strict=True):
+        assert g.shape == w.shape
+        scale = max(float(np.abs(w).max()), 1.0)
+        assert float(np.abs(g.astype(np.float64) - w).max()) <= 1e-4 * scale
