@@ -351,6 +351,13 @@ def test_unique_literals_document() -> None:
     check(text)
 
 
+def test_small_caches_give_the_same_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fastpath, "_CACHE_LIMIT", 2)
+    for text in (NUMBERS, SAME_TEMPLATE, OP_DOCS[0][1], CORPUS[-1][1]):
+        check(text)
+    assert took_fast_path(NUMBERS)
+
+
 def test_operator_expressions_extension() -> None:
     header = "version 1.0;\nextension KHR_enable_operator_expressions;\n"
     for body in ("x = external(shape = [4]);\n y = mul(x, -2.0);", "x = external(shape = [4]);\n y = x * 2.0;",

@@ -113,6 +113,9 @@ _SLOTS = re.compile(
 _SLOT_MARK, _STR_MARK, _OUT_MARK = "\x00i", "\x00s", "\x00o"
 #: Numbers stand in a compiled template as values no document writes (checked).
 _INT_SENTINEL, _REAL_SENTINEL = -(10 ** 60), -1.2345e300
+#: Most plans / memoised shape results kept at once (each cache is emptied when full; the
+#: compiled templates, one per statement form, are kept).
+_CACHE_LIMIT = 4096
 #: Slot kinds next to type ids (which are >= 0) in keys.
 _STRING, _INT, _REAL = -1, -2, -3
 
@@ -724,6 +727,8 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         last = op_start
         plan = plans.get(key)
         if plan is None:
+            if len(plans) >= _CACHE_LIMIT:  # bounded memory when statements rarely repeat
+                plans.clear()
             plan = plans[key] = plan_for(m, texts, slots, type_ids, lhs, lhs_key)
         pos = m.end()
         # per-statement rules of Checker.check_graph
@@ -775,8 +780,10 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
                 tuple([slots[i] for i in plan.attr_str_pos]) if plan.attr_str_pos else None)
         result = shape_memo.get(skey)
         if result is None:
-            result = shape_memo[skey] = (plan, c.shape_of(op, refs, skey[1]))
-        for j, shape in zip(plan.out_flat, result[1], strict=True):
+            if len(shape_memo) >= _CACHE_LIMIT:
+                shape_memo.clear()
+            result = shape_memo[skey] = c.shape_of(op, refs, skey[1])
+        for j, shape in zip(plan.out_flat, result, strict=True):
             tensors[lhs[j]].shape = shape
     if n == 0:
         raise Bail("empty body")
