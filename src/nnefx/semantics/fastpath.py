@@ -9,22 +9,25 @@ differ only in the tensor names and string literals (labels) they mention, while
 How: one compiled regular expression cuts the document into statements.  Each statement's
 argument text is split (also by a regular expression, i.e. at C speed) into a *template*
 (everything but identifiers and plain string literals) and its *slots* (the identifiers and
-strings).  The first statement of each template — together with the types of the tensors
-its slots name — is compiled by the very same parser, checker and expander as the general
-pipeline, on a copy whose slots are replaced by unique markers; the single operation this
-emits becomes a *plan* saying where each slot goes.  Every later statement with the same
-key just fills its slots into the plan.  Shape rules are pure functions of the input
-shapes and the attributes, so their results are memoised per (plan, input shapes, string
-slots) the same way, computed by the ordinary :func:`~nnefx.semantics.shapes.infer_operation`.
+strings).  A statement whose exact template (and slot types) was seen before just fills
+its slots into that template's *plan*.  Otherwise its numbers are cut out as well, and the
+resulting statement *form* is compiled once by the very same parser, checker and expander
+as the general pipeline, on a copy whose slots and numbers are replaced by unique markers;
+the single operation this emits says where each slot and number goes, and filling in this
+statement's numbers gives the plan for its exact template.  (Numbers never change what the
+checker or the expander do with a flat statement, only which values pass through; their
+kind, integer or real, is part of the form.)  Shape rules are pure functions of the input
+shapes and the attributes, so their results are memoised per (form, attribute values,
+input shapes), computed by the ordinary :func:`~nnefx.semantics.shapes.infer_operation`.
 
 Exactness: the fast path produces the same :class:`~nnefx.graph.Graph` as the general
 pipeline (same tensors, dtypes, shapes, attributes with the same Python types, operation
 order and source locations); ``tests/test_frontend_fastpath.py`` compares the two field by
 field over the whole fixture corpus and generated documents.  Anything it does not fully
-understand — the provisional dialect, fragment definitions, comments inside a statement,
-string escapes, expressions around identifiers, expansions, and *every* error — makes it
-give up (:class:`Bail`), and the caller runs the general pipeline from the start, so
-diagnostics are exactly those of the general pipeline.
+understand — the provisional dialect, fragment definitions, comments inside an argument
+list, string escapes, expressions around identifiers or numbers, expansions into several
+operations, and *every* error — makes it give up (:class:`Bail`), and the caller runs the
+general pipeline from the start, so diagnostics are exactly those of the general pipeline.
 
 Switch: ``nnefx.semantics.fastpath.ENABLED = False`` (or ``with disabled():``) forces the
 general pipeline, for differential tests and for bisecting a suspected fast-path bug.
@@ -123,8 +126,8 @@ _STRING, _INT, _REAL = -1, -2, -3
 _NUMBERS = re.compile(r"(?<![A-Za-z0-9_.])(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])", re.ASCII)
 
 # Instantiation of a value: (kind, payload); kind 0 = slot index, 1 = immutable constant,
-# 2 = list constant (copied per operation), 3 = tuple constant, 4 = list tree,
-# 5 = tuple tree (payload: list of item instantiations).
+# 2 = flat list constant (copied per operation), 3 = nested constant holding lists (deep
+# copied), 4 = list tree, 5 = tuple tree (payload: list of item instantiations).
 _SLOT, _CONST, _LIST, _DEEP, _LTREE, _TTREE = 0, 1, 2, 3, 4, 5
 
 
