@@ -470,9 +470,9 @@ def test_windows_wholly_in_the_padding_and_empty_axes(tmp_path):
 
 INTERPOLATIONS = [(m, c, nm, sc) for m in ("nearest", "linear_onnx", "cubic")
                   for c in ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn")
-                  for nm in (("round_prefer_floor", "round_prefer_ceil", "floor", "ceil") if m == "nearest"
+                  for nm in (("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple") if m == "nearest"
                              else ("round_prefer_floor",))
-                  for sc in ((2.0, 1.5), (0.5, 0.75))]
+                  for sc in ((2.0, 1.5), (0.5, 0.75), (1 / 3, 5 / 3))]
 
 
 @pytest.mark.parametrize("mode, coord, nearest, scales", INTERPOLATIONS)
@@ -510,3 +510,26 @@ def test_rank_zero_tensors_stay_rank_zero(tmp_path):
     b.output(b.op("add", b.op("mul", s, 2.0), 1.0), name="y")
     b.output(b.op("sub", v, s), name="z")
     check(b.build(), {"s": np.asarray(1.5, np.float32), "v": rand(3)}, tmp_path)
+
+
+@pytest.mark.parametrize("size", [(2, 7), (5, 3), (9, 12)])
+def test_legacy_resampling_and_strided_slice(tmp_path, size):
+    """ir_resample (nearest as per-axis Gathers of nnefx's own source indices, linear as
+    Resize half_pixel), ir_interp (Caffe bilinear: Resize asymmetric / align_corners) and
+    ir_strided_slice (resolved begin/end/stride) against nnefx."""
+    h, w = size
+    text = f"""version 1.0;
+extension nnefx_ir;
+graph G( x ) -> ( rn, rl, ia, ic, ss, sr )
+{{
+    x = external<scalar>(shape = [1, 2, 7, 5]);
+    rn = ir_resample(x, output_size = [{h}, {w}], mode = 'nearest');
+    rl = ir_resample(x, output_size = [{h}, {w}], mode = 'linear');
+    ia = ir_interp(x, height = {h}, width = {w}, align_corners = true);
+    ic = ir_interp(x, height = {h}, width = {w});
+    ss = ir_strided_slice<scalar>(x, begin = [0, 1, 1, 4], end = [1, 2, 7, -1], stride = [1, 1, 2, -2]);
+    sr = ir_strided_slice<scalar>(x, begin = [0, 0, 6, 0], end = [1, 2, 0, 5], stride = [1, 1, -3, 1]);
+}}
+"""
+    graph = compile_document(text, file="legacy.nnef")
+    check(nnefx.Model(graph), {"x": rand(1, 2, 7, 5)}, tmp_path)

@@ -1502,6 +1502,18 @@ def _ir_reverse_sequence(ctx: ExportContext, op: Operation) -> None:
 _RESIZE_MODE = {"nearest": "nearest", "linear_onnx": "linear", "cubic": "cubic"}
 
 
+def _gather_axes(ctx: ExportContext, x: str, tables: list[tuple[int, np.ndarray]], shape: tuple) -> str:
+    """Nearest resizing as one Gather per axis with the source indices nnefx computes:
+    exact by construction (Resize would recompute the coordinates in float32, where a
+    coordinate on a rounding boundary can land on the other side)."""
+    y = x
+    for ax, idx in tables:
+        dims = list(ctx.dims(y))
+        dims[ax] = len(idx)
+        y = ctx.node("Gather", [y, ctx.const(np.asarray(idx, np.int64))], tuple(dims), axis=ax)
+    return y if y != x else unop(ctx, "Identity", x)
+
+
 @exporter("ir_interpolate")
 def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     # the coordinate transform uses the given scales (not out/in), as Resize does with its
@@ -1512,8 +1524,8 @@ def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     mode = _RESIZE_MODE.get(str(a.get("mode", "nearest")))
     coord = str(a.get("coordinate_transformation_mode", "half_pixel"))
     nearest = str(a.get("nearest_mode", "round_prefer_floor"))
-    if mode is None or (mode == "nearest" and nearest == "simple"):
-        raise ctx.fallback(f"mode {a.get('mode')}/{nearest} has no Resize form")
+    if mode is None:
+        raise ctx.fallback(f"mode {a.get('mode')} has no Resize form")
     axes = [int(v) for v in a["axes"]]
     sizes = [int(v) for v in a["sizes"]]
     scales = [float(v) for v in a["scales"]]
@@ -1525,8 +1537,16 @@ def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
         attrs["cubic_coeff_a"] = float(a.get("cubic_coeff_a", -0.75))
     # Resize with sizes uses out / in as the scale: the same transform when the given scales
     # are those ratios (or are not used, with aligned corners)
-    if coord == "align_corners" or all(abs(sc - n / e) <= 1e-12 * abs(sc) for sc, n, e in
-                                       zip(scales, sizes, extents, strict=True)):
+    by_sizes = coord == "align_corners" or all(abs(sc - n / e) <= 1e-12 * abs(sc) for sc, n, e in
+                                               zip(scales, sizes, extents, strict=True))
+    if mode == "nearest":
+        from ...ops.ir_opset import interpolation_taps
+
+        tables = [(ax, interpolation_taps(e, n, sc, "nearest", coord, nearest, -0.75)[0][:, 0])
+                  for ax, n, sc, e in zip(axes, sizes, scales, extents, strict=True)]
+        ctx.bind(out(op), _gather_axes(ctx, x, tables, ctx.dims(out(op))))
+        return
+    if by_sizes:
         ctx.bind(out(op), ctx.node("Resize", [x, "", "", ctx.ints(sizes)], ctx.dims(out(op)), axes=axes, **attrs))
         return
     # otherwise the scales themselves, where every tool derives the same extents from them
@@ -1539,3 +1559,47 @@ def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
         full[ax] = sc
     ctx.bind(out(op), ctx.node("Resize", [x, "", ctx.const(np.asarray(full, np.float32))], ctx.dims(out(op)),
                                **attrs))
+
+
+@exporter("ir_strided_slice")
+def _ir_strided_slice(ctx: ExportContext, op: Operation) -> None:
+    # begin/end are resolved already (in range; end -1 with a negative stride = through 0)
+    x = ctx.ref(op.inputs["input"])
+    begin, end, stride = ([int(v) for v in op.attribs[k]] for k in ("begin", "end", "stride"))
+    ends = [e if not (st < 0 and e < 0) else _INT64_MIN for e, st in zip(end, stride, strict=True)]
+    ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints(begin), ctx.ints(ends), ctx.ints(range(len(begin))),
+                                         ctx.ints(stride)], ctx.dims(out(op))))
+
+
+@exporter("ir_interp")
+def _ir_interp(ctx: ExportContext, op: Operation) -> None:
+    # Caffe Interp: source = out * (in-1)/(out-1) (aligned corners) or out * in/out_size
+    # (Resize 'asymmetric' with sizes), the upper neighbour clamped at the edge, as Resize does
+    x = ctx.ref(op.inputs["input"])
+    transform = "align_corners" if op.attribs.get("align_corners", False) else "asymmetric"
+    sizes = [int(op.attribs["height"]), int(op.attribs["width"])]
+    ctx.bind(out(op), ctx.node("Resize", [x, "", "", ctx.ints(sizes)], ctx.dims(out(op)), axes=[2, 3],
+                               mode="linear", coordinate_transformation_mode=transform))
+
+
+@exporter("ir_resample")
+def _ir_resample(ctx: ExportContext, op: Operation) -> None:
+    # 'nearest': source = floor(out * in / out_size) (asymmetric, floor); 'linear': half-pixel
+    # centres clamped to the input (Resize 'linear' / 'half_pixel')
+    x = ctx.ref(op.inputs["input"])
+    mode = str(op.attribs.get("mode", "nearest"))
+    sizes = [int(v) for v in op.attribs["output_size"]]
+    xd = ctx.dims(x)
+    axes = list(range(2, len(xd)))
+    if mode == "nearest":   # source = floor(out * in / out_size), in integers
+        tables = []
+        for ax, n in zip(axes, sizes, strict=True):
+            e = _static(ctx, xd[ax:ax + 1])[0]
+            tables.append((ax, np.minimum(np.arange(n, dtype=np.int64) * e // n, e - 1)))
+        ctx.bind(out(op), _gather_axes(ctx, x, tables, ctx.dims(out(op))))
+        return
+    if mode == "linear":
+        attrs = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    else:
+        raise ctx.fallback(f"mode '{mode}' has no Resize form")
+    ctx.bind(out(op), ctx.node("Resize", [x, "", "", ctx.ints(sizes)], ctx.dims(out(op)), axes=axes, **attrs))
