@@ -533,3 +533,17 @@ graph G( x ) -> ( rn, rl, ia, ic, ss, sr )
 """
     graph = compile_document(text, file="legacy.nnef")
     check(nnefx.Model(graph), {"x": rand(1, 2, 7, 5)}, tmp_path)
+
+
+def test_legacy_ir_catalog_examples(tmp_path):
+    """The legacy IR catalog's example layers (Interp, Resample, Crop, DepthToSpace, Pad, ...)
+    written as ONNX agree with nnefx; the large catalog stops at PSROIPooling, located."""
+    model = nnefx.load("tests/fixtures/ir/legacy/catalog_examples.xml")
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for name in model.graph.inputs:
+        t = model.graph.tensors[name]
+        feeds[name] = rng.uniform(-1, 1, t.shape).astype(np.float32)
+    check(model, feeds, tmp_path)
+    with pytest.raises(NNEFXError, match=r"catalog_large_examples.xml:16:1 .*'psroi'.*ir_psroi_pooling"):
+        nnefx.save(nnefx.load("tests/fixtures/ir/legacy/catalog_large_examples.xml"), str(tmp_path / "l.onnx"))
