@@ -549,13 +549,11 @@ def _result_names(op: str, default: str) -> list[str]:
     if op in _RESULT_NAMES:
         return _RESULT_NAMES[op]
     from ...ops import registry
+    from ...ops.signature import signature
 
     entry = registry.find(op)
-    names = [default]
-    if entry is not None:
-        m = re.search(r"->\s*\(([^)]*)\)", entry.declaration)
-        if m:
-            names = [p.split(":")[0].strip() for p in m.group(1).split(",") if p.strip()]
+    sig = signature(entry.declaration) if entry is not None else None
+    names = [r.name for r in sig.results] if sig is not None and sig.results else [default]
     _RESULT_NAMES[op] = names
     return names
 
@@ -566,18 +564,19 @@ _PARAMS: dict[str, list[str]] = {}
 def tensor_params(op: str) -> list[str] | None:
     """Names of the tensor parameters of ``op`` in declaration order (from the registry).
 
-    Read by the runtime's declaration reader, so the importer and the planner agree on the
-    order in which an operation takes its tensors.
+    Read by :mod:`nnefx.ops.signature`, as the planner's, so the importer and the planner
+    agree on the order in which an operation takes its tensors.
     """
     if op in _PARAMS:
         return _PARAMS[op]
     from ...ops import registry
-    from ...runtime.signature import tensor_params as declared_tensor_params
+    from ...ops.signature import signature
 
     entry = registry.find(op)
     if entry is None:
         return None
-    params = [p.name for p in declared_tensor_params(entry.declaration) or ()]
+    sig = signature(entry.declaration)
+    params = [p.name for p in sig.tensor_params] if sig is not None else []
     _PARAMS[op] = params
     return params
 
