@@ -123,20 +123,20 @@ def measure_memory(engine: str, onnx_path: Path, nnef_path: Path, batch: int, si
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_growth_mb"]
 
 
-def bench(depth: int, batch: int, size: int, repeats: int, work: Path) -> dict:
+def bench(depth: int, batch: int, size: int, repeats: int, work: Path, engines: tuple = ENGINES) -> dict:
     onnx_path, nnef_path = prepare(depth, batch, size, work)
     x = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
-    runners = {e: make_runner(e, onnx_path, nnef_path) for e in ENGINES}
-    reference = runners["onnxruntime"](x)
+    reference = make_runner("onnxruntime", onnx_path, nnef_path)(x)
+    runners = {e: make_runner(e, onnx_path, nnef_path) for e in engines}
     for name, run in runners.items():  # also the warm-up run
         y = run(x)
         err = float(np.max(np.abs(y - reference)) / max(np.max(np.abs(reference)), 1e-12))
         if err > 1e-3:
             raise SystemExit(f"{name} disagrees with onnxruntime on resnet{depth} b{batch}: rel err {err:.2e}")
-    times: dict[str, list[float]] = {e: [] for e in ENGINES}
+    times: dict[str, list[float]] = {e: [] for e in engines}
     blocks = 2
     for block in range(blocks):
-        order = ENGINES if block % 2 == 0 else ENGINES[::-1]
+        order = engines if block % 2 == 0 else engines[::-1]
         for name in order:
             run = runners[name]
             time.sleep(0.25)  # the previous engine's worker threads stop spinning
@@ -147,7 +147,7 @@ def bench(depth: int, batch: int, size: int, repeats: int, work: Path) -> dict:
                 times[name].append(time.perf_counter() - t0)
     del runners
     row = {"net": f"ResNet-{depth}", "batch": batch}
-    for e in ENGINES:
+    for e in engines:
         row[f"{e}_ms"] = 1000 * statistics.median(times[e])
         row[f"{e}_peak_mb"] = measure_memory(e, onnx_path, nnef_path, batch, size)
     return row
@@ -163,22 +163,40 @@ def main() -> None:
     p.add_argument("--batches", default="1,8")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--engines", default=",".join(ENGINES), help="engines to time (default: all three)")
     p.add_argument("--work", default=None, help="folder for the exported models (default: a temp folder)")
     args = p.parse_args()
+    engines = tuple(e for e in args.engines.split(",") if e)
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown:
+        p.error(f"unknown engine(s) {', '.join(unknown)} (choose from {', '.join(ENGINES)})")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="nnefx-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    from nnefx._blas import describe
+    try:
+        from nnefx._blas import describe
+    except ImportError:  # an older nnefx (A/B runs with PYTHONPATH=old/src)
+        from threadpoolctl import threadpool_info
+
+        def describe() -> str:
+            return "blas: " + ", ".join(f"{i.get('internal_api')} {i.get('architecture')}" for i in threadpool_info())
 
     print(describe())
+    print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     print("| net | batch | nnefx ms | onnxruntime ms | nnef-tools ms | nnefx/ort | nnefx MB | ort MB | nnef-tools MB |")
     print("|---|---|---|---|---|---|---|---|---|")
     for depth in (int(d) for d in args.nets.split(",")):
         for batch in (int(b) for b in args.batches.split(",")):
-            r = bench(depth, batch, args.size, args.repeats, work)
-            print(f"| {r['net']} | {batch} | {r['nnefx_ms']:.1f} | {r['onnxruntime_ms']:.1f} | "
-                  f"{r['nnef-tools_ms']:.1f} | {r['nnefx_ms'] / r['onnxruntime_ms']:.2f} | "
-                  f"{r['nnefx_peak_mb']:.0f} | {r['onnxruntime_peak_mb']:.0f} | {r['nnef-tools_peak_mb']:.0f} |",
-                  flush=True)
+            r = bench(depth, batch, args.size, args.repeats, work, engines)
+
+            def cell(key: str, fmt: str, r: dict = r) -> str:
+                return format(r[key], fmt) if key in r else "-"
+
+            ratio = (f"{r['nnefx_ms'] / r['onnxruntime_ms']:.2f}" if "nnefx_ms" in r and "onnxruntime_ms" in r
+                     else "-")
+            print(f"| {r['net']} | {batch} | {cell('nnefx_ms', '.1f')} | {cell('onnxruntime_ms', '.1f')} | "
+                  f"{cell('nnef-tools_ms', '.1f')} | {ratio} | {cell('nnefx_peak_mb', '.0f')} | "
+                  f"{cell('onnxruntime_peak_mb', '.0f')} | {cell('nnef-tools_peak_mb', '.0f')} |", flush=True)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
