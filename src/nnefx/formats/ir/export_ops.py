@@ -28,27 +28,19 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
+from .._export import ExporterTable
 from .writer import ETYPE, ExportContext
 
 Exporter = Callable[[ExportContext, Operation], None]
-_EXPORTERS: dict[str, Exporter] = {}
+_TABLE: ExporterTable[Exporter] = ExporterTable()
+exporter = _TABLE.exporter
+find_exporter = _TABLE.find
 
-
-def exporter(*names: str) -> Callable[[Exporter], Exporter]:
-    def deco(fn: Exporter) -> Exporter:
-        for n in names:
-            _EXPORTERS[n] = fn
-        return fn
-    return deco
-
-
-def find_exporter(op: str) -> Exporter | None:
-    return _EXPORTERS.get(op)
 
 
 def exportable_ops() -> list[str]:
     """Names of the operations the IR writer can export."""
-    return sorted(_EXPORTERS)
+    return _TABLE.names()
 
 
 # --- helpers --------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
-from ...graph import Graph, Model, Operation, Tensor
+from ...graph import Graph, Model, Operation
+from .._export import reachable_operations, single_operation_graph
 
 #: nnefx data type -> IR element type.
 ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
@@ -306,25 +307,6 @@ class ExportContext:
         self.refs[name] = ref
 
 
-def _reachable(graph: Graph) -> set[int]:
-    """Indices of the operations the graph outputs depend on (the rest is not written)."""
-    producer: dict[str, int] = {}
-    for k, op in enumerate(graph.operations):
-        if op.op != "update":
-            for n in op.output_names():
-                producer[n] = k
-    need: set[int] = set()
-    stack = [producer[n] for n in graph.outputs if n in producer]
-    stack += [k for k, op in enumerate(graph.operations) if op.op == "update"]
-    while stack:
-        k = stack.pop()
-        if k in need:
-            continue
-        need.add(k)
-        stack.extend(producer[n] for n in graph.operations[k].input_names() if n in producer)
-    return need
-
-
 def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
     from .export_ops import find_exporter
@@ -338,7 +320,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
             raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
         ref = w.parameter(name, tuple(t.shape), ETYPE.get(t.dtype, "f32"))
         ctx.bind(name, ref)
-    needed = _reachable(graph)
+    needed = reachable_operations(graph, keep_updates=True)
     for k, op in enumerate(graph.operations):
         if k not in needed or op.op == "external":
             continue
@@ -416,39 +398,7 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
     from ...syntax.printer import print_graph
     from .export_ops import exportable_ops
 
-    local: dict[str, str] = {}
-    sub = Graph(name="g")
-
-    def ident(name: str) -> str:
-        if name not in local:
-            local[name] = f"t{len(local)}"
-        return local[name]
-
-    for name in op.input_names():
-        if name in local:
-            continue
-        t = ctx.graph.tensors[name]
-        n = ident(name)
-        sub.inputs.append(n)
-        sub.tensors[n] = Tensor(n, t.dtype, tuple(ctx.shape(name)))
-        sub.operations.append(Operation("external", {}, {"output": n}, {"shape": list(ctx.shape(name))},
-                                        dtype=t.dtype))
-
-    def rename(v: Any) -> Any:
-        if isinstance(v, str):
-            return ident(v)
-        if isinstance(v, list):
-            return [rename(x) for x in v]
-        if isinstance(v, tuple):
-            return tuple(rename(x) for x in v)
-        return v
-
-    outs = {k: rename(v) for k, v in op.outputs.items()}
-    for n in op.output_names():
-        sub.tensors[ident(n)] = Tensor(ident(n), ctx.graph.tensors[n].dtype)
-    sub.operations.append(Operation(op.op, {k: rename(v) for k, v in op.inputs.items()}, outs, dict(op.attribs),
-                                    dtype=op.dtype))
-    sub.outputs = [ident(n) for n in op.output_names()]
+    sub, local = single_operation_graph(ctx.graph, op, ctx.shape)
     try:
         expanded = compile_document(print_graph(sub), expand_all=True, atomic=set(exportable_ops()))
     except NNEFXError as exc:
@@ -478,7 +428,7 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
         except NNEFXError as exc:
             raise ctx.fail(f"its definition's '{sop.op}' cannot be written: {exc.message}") from None
     for n in op.output_names():
-        ctx.bind(n, child.ref(ident(n)))
+        ctx.bind(n, child.ref(local[n]))
 
 
 def _variable_id(op: Operation, name: str) -> str:

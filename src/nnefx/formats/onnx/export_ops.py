@@ -29,10 +29,13 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
+from .._export import ExporterTable
 from .writer import NUMPY, ExportContext, _dims_broadcast
 
 Exporter = Callable[[ExportContext, Operation], None]
-_EXPORTERS: dict[str, Exporter] = {}
+_TABLE: ExporterTable[Exporter] = ExporterTable()
+exporter = _TABLE.exporter
+find_exporter = _TABLE.find
 
 F32 = NUMPY["scalar"]
 I64 = NUMPY["integer"]
@@ -40,22 +43,11 @@ BOOL = NUMPY["logical"]
 _INT64_MIN = -(2 ** 63)
 
 
-def exporter(*names: str) -> Callable[[Exporter], Exporter]:
-    def deco(fn: Exporter) -> Exporter:
-        for n in names:
-            _EXPORTERS[n] = fn
-        return fn
-    return deco
-
-
-def find_exporter(op: str) -> Exporter | None:
-    return _EXPORTERS.get(op)
-
 
 def exportable_ops() -> list[str]:
     """Names of the operations the ONNX writer has an exporter for (compounds without one
     may still be written through their definitions)."""
-    return sorted(_EXPORTERS)
+    return _TABLE.names()
 
 
 def _elem(dtype: Any) -> int:

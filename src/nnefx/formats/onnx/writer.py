@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
-from ...graph import Graph, Model, Operation, Tensor
+from ...graph import Graph, Model, Operation
+from .._export import reachable_operations, single_operation_graph
 
 #: The ONNX operator set the writer targets (default domain).
 OPSET = 18
@@ -325,24 +326,6 @@ class ExportContext:
 
 # --- the driver --------------------------------------------------------------------------------
 
-def _reachable(graph: Graph) -> set[int]:
-    """Indices of the operations the graph outputs depend on (the rest is not written)."""
-    producer: dict[str, int] = {}
-    for k, op in enumerate(graph.operations):
-        if op.op != "update":
-            for n in op.output_names():
-                producer[n] = k
-    need: set[int] = set()
-    stack = [producer[n] for n in graph.outputs if n in producer]
-    while stack:
-        k = stack.pop()
-        if k in need:
-            continue
-        need.add(k)
-        stack.extend(producer[n] for n in graph.operations[k].input_names() if n in producer)
-    return need
-
-
 def _variable_data(ctx: ExportContext, op: Operation, name: str) -> np.ndarray:
     from ...runtime.dtypes import dequantize
 
@@ -426,43 +409,10 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
     from ...syntax.printer import print_graph
     from .export_ops import exportable_ops
 
-    local: dict[str, str] = {}
-    sub = Graph(name="g")
-
-    def ident(name: str) -> str:
-        if name not in local:
-            local[name] = f"t{len(local)}"
-        return local[name]
-
     try:
-        for name in op.input_names():
-            if name in local:
-                continue
-            n = ident(name)
-            dtype = ctx.graph.tensors[name].dtype if name in ctx.graph.tensors else "scalar"
-            shape = ctx.shape(name)
-            sub.inputs.append(n)
-            sub.tensors[n] = Tensor(n, dtype, shape)
-            sub.operations.append(Operation("external", {}, {"output": n}, {"shape": list(shape)}, dtype=dtype))
+        sub, local = single_operation_graph(ctx.graph, op, ctx.shape)
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}; its definition needs static input shapes ({exc.message})") from None
-
-    def rename(v: Any) -> Any:
-        if isinstance(v, str):
-            return ident(v)
-        if isinstance(v, list):
-            return [rename(x) for x in v]
-        if isinstance(v, tuple):
-            return tuple(rename(x) for x in v)
-        return v
-
-    outs = {k: rename(v) for k, v in op.outputs.items()}
-    for n in op.output_names():
-        dtype = ctx.graph.tensors[n].dtype if n in ctx.graph.tensors else "scalar"
-        sub.tensors[ident(n)] = Tensor(ident(n), dtype)
-    sub.operations.append(Operation(op.op, {k: rename(v) for k, v in op.inputs.items()}, outs, dict(op.attribs),
-                                    dtype=op.dtype))
-    sub.outputs = [ident(n) for n in op.output_names()]
     try:
         expanded = compile_document(print_graph(sub), expand_all=True, atomic=set(exportable_ops()) - {op.op})
     except NNEFXError as exc:
@@ -486,7 +436,7 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
             raise ctx.fail(f"{reason}; its definition's '{sop.op}' cannot be written: {exc.message}") from None
     ctx.op = op
     for n in op.output_names():
-        ctx.bind(n, child.ref(ident(n)))
+        ctx.bind(n, child.ref(local[n]))
 
 
 def _value_info(onnx: Any, name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
@@ -538,7 +488,7 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
         e.meta[name] = (tuple(None if d is None else int(d) for d in t.shape), NUMPY.get(t.dtype, NUMPY["scalar"]))
         ctx.bind(name, name)
         inputs.append(_value_info(onnx, name, e.meta[name][0], e.meta[name][1], name))
-    needed = _reachable(graph)
+    needed = reachable_operations(graph)
     for k, op in enumerate(graph.operations):
         if k not in needed or op.op == "external":
             continue
