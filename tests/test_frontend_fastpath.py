@@ -29,6 +29,12 @@ from nnefx.semantics.frontend import compile_document
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(autouse=True)
+def _strict_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fast-path bug must fail the test, not quietly fall back to the general pipeline."""
+    monkeypatch.setattr(fastpath, "STRICT", True)
+
+
 def _same(a: Any, b: Any, where: str) -> None:
     assert type(a) is type(b), f"{where}: {type(a).__name__} vs {type(b).__name__} ({a!r} vs {b!r})"
     if isinstance(a, (list, tuple)):
@@ -390,6 +396,19 @@ def test_provisional_and_fragment_documents_use_the_general_pipeline() -> None:
             "graph G( x ) -> ( y )\n{\n  x = external(shape = [2]);\n  y = f(x);\n}\n")
     assert not took_fast_path(frag)
     check(frag)
+
+
+def test_unexpected_fast_path_failure_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise TypeError("a fast-path bug")
+
+    monkeypatch.setattr(fastpath, "_body", broken)
+    with pytest.raises(TypeError):
+        compile_document(SAME_TEMPLATE)  # STRICT (set for these tests): the bug shows
+    monkeypatch.setattr(fastpath, "STRICT", False)
+    with fastpath.disabled():
+        full = compile_document(SAME_TEMPLATE)
+    assert_same_graph(compile_document(SAME_TEMPLATE), full)  # users get the general pipeline's result
 
 
 def test_switch_forces_the_general_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from nnefx.compat import nnef as compat_nnef
 from nnefx.diagnostics import NNEFXError
 from nnefx.semantics import fastpath
 from nnefx.semantics.shapes import infer_shapes
-from test_frontend_fastpath import CORPUS, flat_documents
+from test_frontend_fastpath import CORPUS, _strict_fast_path, flat_documents  # noqa: F401  (autouse fixture)
 
 
 def _same(a: Any, b: Any, where: str = "graph") -> None:

@@ -35,6 +35,7 @@ general pipeline, for differential tests and for bisecting a suspected fast-path
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -54,6 +55,8 @@ from .types import TensorT
 
 #: Global switch: False forces the general pipeline everywhere.
 ENABLED = True
+#: Re-raise unexpected exceptions of the fast path instead of falling back (tests).
+STRICT = False
 
 
 @contextmanager
@@ -122,6 +125,9 @@ _CACHE_LIMIT = 4096
 #: Slot kinds next to type ids (which are >= 0) in keys.
 _STRING, _INT, _REAL = -1, -2, -3
 
+#: Whether a numeric literal is real (has a fraction or an exponent), as the lexer decides.
+_IS_REAL = re.compile(r"[.eE]").search
+
 # Numeric literals in a template (identifiers and strings already cut out as ``\x00``).
 _NUMBERS = re.compile(r"(?<![A-Za-z0-9_.])(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])", re.ASCII)
 
@@ -144,7 +150,7 @@ class _Template:
     """A statement form compiled by the general pipeline, numbers still open; made by
     :meth:`_Compiler.compile_template`."""
 
-    __slots__ = ("op", "marks", "outputs", "out_flat", "tensors", "out_types", "update_slot")
+    __slots__ = ("op", "marks", "outputs", "out_flat", "tensors", "out_types", "update_slot", "fixed")
 
 
 def _encode(v: Any) -> tuple[int, Any]:
@@ -264,8 +270,13 @@ class _Compiler:
         self.shape_memo: dict[tuple, Any] = {}
         #: operations the plans emit
         self.emitted: set[str] = set()
+        #: template pieces (numbers cut out) -> where each slot and number comes from
+        self.forms: dict[tuple, list[int]] = {}
         #: compiled statement forms, numbers open (see :meth:`plan_for`)
         self.templates: dict[tuple, _Template] = {}
+        #: (template, attribute values) -> small int naming it in shape memo keys
+        self.shape_keys: dict[tuple, int] = {}
+        self.shape_ids = itertools.count()
 
     def type_id(self, checker_type: Any, dtype: str) -> int:
         key = (checker_type, dtype)
@@ -290,26 +301,25 @@ class _Compiler:
         if joined.count("\x00") != len(slots):
             raise Bail("NUL character in a statement")
         nparts = _NUMBERS.split(joined)
-        pieces, numbers = nparts[0::2], nparts[1::2]
-        merged: list[str] = []
-        merged_types: list[int] = []
-        origin: list[int] = []  # merged slot -> index into ``slots`` (or -1 - number index)
-        si = 0
-        for k, piece in enumerate(pieces):
-            for _ in range(piece.count("\x00")):
-                merged.append(slots[si])
-                merged_types.append(type_ids[si])
-                origin.append(si)
-                si += 1
-            if k < len(numbers):
-                num = numbers[k]
-                merged.append(num)
-                merged_types.append(_REAL if ("." in num or "e" in num or "E" in num) else _INT)
-                origin.append(-1 - k)
+        pieces, numbers = tuple(nparts[0::2]), nparts[1::2]
+        origin = self.forms.get(pieces)
+        if origin is None:
+            origin = []  # merged slot -> index into ``slots`` (or -1 - number index)
+            si = 0
+            for k, piece in enumerate(pieces):
+                for _ in range(piece.count("\x00")):
+                    origin.append(si)
+                    si += 1
+                if k < len(numbers):
+                    origin.append(-1 - k)
+            self.forms[pieces] = origin
+        merged_types = tuple([type_ids[o] if o >= 0 else _REAL if _IS_REAL(numbers[-1 - o]) else _INT
+                              for o in origin])
         op_name, gen = m.group("op", "gen")
-        key = (op_name, gen, tuple(pieces), lhs_key, tuple(merged_types))
+        key = (op_name, gen, pieces, lhs_key, merged_types)
         tmpl = self.templates.get(key)
         if tmpl is None:
+            merged = [slots[o] if o >= 0 else numbers[-1 - o] for o in origin]
             start = m.start("one") if m.group("one") is not None else m.start("many")
             tmpl = self.templates[key] = self.compile_template(start, m.end(), m.start("op"), merged, merged_types,
                                                                lhs)
@@ -409,6 +419,7 @@ class _Compiler:
             raise Bail("a slot is not passed through exactly once")
 
         tmpl = _Template()
+        tmpl.fixed = None
         self.emitted.add(op.op)
         tmpl.op = op
         tmpl.marks = {(type(mk), mk): i for i, mk in enumerate(marks)}
@@ -444,18 +455,31 @@ class _Compiler:
             i = marks.get((type(v), v)) if isinstance(v, (str, int, float)) else None
             return v if i is None else values[i]
 
+        fixed = tmpl.fixed
+        if fixed is None:
+            # what does not depend on the numbers is the same for every plan of the template
+            # (slot markers follow the statement form): encode it once
+            fixed = tmpl.fixed = (
+                {k: _encode(fill(v)) for k, v in op.inputs.items() if not _has_number(v, marks)},
+                {k: (_encode(fill(v)), _frozen(fill(v))) for k, v in op.attribs.items() if not _has_number(v, marks)},
+                [i for i, t in enumerate(type_ids) if t >= 0])
+        fixed_inputs, fixed_attribs, ref_pos = fixed
         plan = _Plan()
         plan.op = op.op
         plan.dtype = op.dtype
-        plan.inputs = [(k, *_encode(fill(v))) for k, v in op.inputs.items()]
+        plan.inputs = [(k, *(fixed_inputs.get(k) or _encode(fill(v)))) for k, v in op.inputs.items()]
         plan.attribs = {}
         plan.attr_copies = []
         plan.attr_fills = []
         attr_str_pos: list[int] = []
         attr_numbers = []
         for k, v in op.attribs.items():
-            value = fill(v)
-            kind, payload = _encode(value)
+            known = fixed_attribs.get(k)
+            if known is None:
+                value = fill(v)
+                (kind, payload), frozen = _encode(value), _frozen(value)
+            else:
+                (kind, payload), frozen = known
             if kind == _CONST:
                 plan.attribs[k] = payload
             else:
@@ -465,9 +489,9 @@ class _Compiler:
                 else:
                     plan.attr_fills.append((k, kind, payload))
                     attr_str_pos.extend(_slot_indexes(kind, payload))
-            attr_numbers.append((k, _frozen(value)))
+            attr_numbers.append((k, frozen))
         plan.attr_str_pos = sorted(set(attr_str_pos))
-        plan.ref_pos = [i for i, t in enumerate(type_ids) if t >= 0]
+        plan.ref_pos = ref_pos
         plan.outputs = tmpl.outputs
         plan.out_flat = tmpl.out_flat
         plan.tensors = tmpl.tensors
@@ -478,7 +502,13 @@ class _Compiler:
         plan.update_slot = None if tmpl.update_slot is None else origin[tmpl.update_slot]
         # results of shape rules are shared by the plans of one template whose attributes
         # (string slots aside, which are part of the memo key) are equal
-        plan.shape_key = (id(tmpl), tuple(attr_numbers))
+        shape_key = (id(tmpl), tuple(attr_numbers))
+        sid = self.shape_keys.get(shape_key)
+        if sid is None:  # an int names it in memo keys (hashes fast); never reused, so clearing is safe
+            if len(self.shape_keys) >= _CACHE_LIMIT:
+                self.shape_keys.clear()
+            sid = self.shape_keys[shape_key] = next(self.shape_ids)
+        plan.shape_key = sid
         plan.shape_kind = 0
         plan.shape = None
         if self.shapes:
@@ -514,6 +544,13 @@ class _Compiler:
         if not _same(probe.attribs, attribs_before):
             raise Bail("a shape rule changed its attributes")
         return [graph.tensors[name].shape for name in op.output_names()]
+
+
+def _has_number(v: Any, marks: dict) -> bool:
+    """Whether template value ``v`` holds a number marker."""
+    if isinstance(v, (list, tuple)):
+        return any(_has_number(x, marks) for x in v)
+    return (type(v) is int or type(v) is float) and (type(v), v) in marks
 
 
 def _attr_encodings(plan: _Plan) -> list[tuple[int, Any]]:
@@ -824,6 +861,12 @@ def compile_if_flat(text: str, *, file: str | None, dialect: str | None, lowered
         return compile_flat(text, file=file, dialect=dialect, expander_factory=factory, input_shapes=input_shapes,
                             shapes=shapes)
     except (Bail, NNEFXError, RecursionError):
+        return None
+    except Exception:
+        # a fast-path bug: the general pipeline still gives the right answer; tests set
+        # STRICT so that such bugs fail loudly instead
+        if STRICT:
+            raise
         return None
 
 
