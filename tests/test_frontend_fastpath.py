@@ -411,6 +411,28 @@ def test_unexpected_fast_path_failure_falls_back(monkeypatch: pytest.MonkeyPatch
     assert_same_graph(compile_document(SAME_TEMPLATE), full)  # users get the general pipeline's result
 
 
+FRAGMENT_HEADER = ("version 1.0;\nextension KHR_enable_fragment_definitions;\n"
+                   "fragment f( a: tensor<scalar> ) -> ( b: tensor<scalar> ) { b = relu(a); }\n")
+
+
+@pytest.mark.parametrize("header,fast", [
+    (FRAGMENT_HEADER, True),  # defined, not used by the graph: the fast path reads the graph
+    (FRAGMENT_HEADER.replace("relu(a)", "relu(q)"), False),  # an error in a fragment body
+    (FRAGMENT_HEADER.replace("KHR_enable_fragment_definitions", "KHR_enable_operator_expressions"), False),
+    (FRAGMENT_HEADER + "fragment f( a: tensor<scalar> ) -> ( b: tensor<scalar> ) { b = a; }\n", False),
+    (FRAGMENT_HEADER.replace("fragment f", "fragment relu"), False),
+    (FRAGMENT_HEADER + "# graph G( x ) -> ( y ) {\n", True),
+    ("version 1.0; # comment\nextension # split\n KHR_enable_fragment_definitions;\n", True),
+])
+def test_documents_with_a_prologue(header: str, fast: bool) -> None:
+    text = header + "graph G( x ) -> ( y )\n{\n  x = external(shape = [2]);\n  y = relu(x);\n}\n"
+    check(text)
+    assert took_fast_path(text) is fast
+    used = text.replace("y = relu(x)", "y = f(x)")
+    check(used)
+    assert not took_fast_path(used)  # nnefx expands document fragments: the general pipeline does
+
+
 def test_switch_forces_the_general_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     monkeypatch.setattr(fastpath, "compile_flat", lambda *a, **k: calls.append(1) or (_ for _ in ()).throw(

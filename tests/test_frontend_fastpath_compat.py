@@ -8,6 +8,7 @@ general front-end computes, on repetitive documents where the memo is actually h
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,22 @@ def repetitive(blocks: int) -> str:
         prev = f"a{b}"
     lines += [f"    output = mul({prev}, 0.5);", "}"]
     return "\n".join(lines) + "\n"
+
+
+def test_exporter_documents_take_the_fast_path() -> None:
+    """nnef-tools output: flat ResNet (both APIs), and a transformer block whose custom
+    fragments (erf, ...) compat keeps atomic like the official parser (nnefx expands them,
+    which the fast path leaves to the general pipeline)."""
+    folder = pathlib.Path(__file__).parent / "fixtures" / "fastpath"
+    resnet = (folder / "nnef_tools_resnet.nnef").read_text()
+    transformer = (folder / "nnef_tools_transformer.nnef").read_text()
+    options = dict(dialect="final", lowered=None, expand_all=False, atomic=None, input_shapes=None, shapes=False,
+                   expander_class=compat_nnef._OfficialExpander)
+    for text in (resnet, transformer):
+        assert fastpath.compile_if_flat(text, file="input", **options) is not None
+        check_shapes(text)
+    assert fastpath.compile_if_flat(resnet, file=None, dialect=None, lowered=None, expand_all=False, atomic=None,
+                                    input_shapes=None, shapes=True) is not None
 
 
 @pytest.mark.parametrize("case_id,text", CORPUS, ids=[c for c, _ in CORPUS])

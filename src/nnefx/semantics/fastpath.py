@@ -44,8 +44,16 @@ from typing import Any
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Operation, Tensor
 from ..syntax import ast
-from ..syntax.lexer import EOF, tokenize
-from ..syntax.parser import EXT_OPERATORS, FINAL, KEYWORDS, Parser
+from ..syntax.lexer import EOF, NAME, tokenize
+from ..syntax.parser import (
+    EXT_FRAGMENTS,
+    EXT_OPERATORS,
+    FINAL,
+    KEYWORDS,
+    Parser,
+    deep_recursion,
+    detect_dialect,
+)
 from .checker import Checker, Scope
 from .evaluator import TensorRef
 from .expander import MAX_OPERATIONS, Expander, _graph_target
@@ -107,6 +115,11 @@ _STATEMENT = re.compile(
     rf"{_WS}(?P<op>{_ID}){_WS}(?:<{_B}*(?P<gen>{_ID}){_B}*>{_WS})?"
     rf"\((?P<args>(?:[^;'\"#]|{_STR})*)\){_WS};", re.ASCII)
 _CLOSE = re.compile(rf"{_WS}\}}{_WS}\Z", re.ASCII)
+# After fragment definitions: the graph keyword opening a line, then the same graph header.
+_GRAPH_LINE = re.compile(rf"^[ \t\v\f]*(?P<graph>graph){_END_ID}", re.ASCII | re.MULTILINE)
+_GRAPH_HEADER = re.compile(
+    rf"graph{_WS}(?P<name>{_ID}){_WS}\((?P<ins>[^;'\"#()]*)\){_WS}->{_WS}\((?P<outs>[^;'\"#()]*)\){_WS}\{{",
+    re.ASCII)
 
 # Slots: plain string literals, and identifiers that are not named-argument names, not the
 # logical literals and not the tail of a number (``1e5``).
@@ -677,20 +690,22 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
         if "\r" in text:
             raise Bail("lone carriage returns")
     head = _HEADER.match(text)
-    if head is None:
-        raise Bail("header")
-    if head.group("semi") is None or int(head.group("major")) != 1:
-        raise Bail("version statement")
-    ext_names: list[str] = []
-    exts = head.group("exts")
-    if exts:
-        for part in re.findall(r"extension(?![A-Za-z0-9_])([^;]*);", _strip_comments(exts)):
-            if not _EXT_LIST.match(part):
-                raise Bail("extension list")
-            ext_names.extend(_IDS.findall(part))
-    for name in ext_names:
-        if name not in KNOWN_EXTENSIONS or name in _KEYWORDS:
-            raise Bail("extension")
+    if head is not None:
+        if head.group("semi") is None or int(head.group("major")) != 1:
+            raise Bail("version statement")
+        ext_names: list[str] = []
+        exts = head.group("exts")
+        if exts:
+            for part in re.findall(r"extension(?![A-Za-z0-9_])([^;]*);", _strip_comments(exts)):
+                if not _EXT_LIST.match(part):
+                    raise Bail("extension list")
+                ext_names.extend(_IDS.findall(part))
+        for name in ext_names:
+            if name not in KNOWN_EXTENSIONS or name in _KEYWORDS:
+                raise Bail("extension")
+        table = visible_fragments(FINAL, ext_names)
+    else:  # fragment definitions before the graph: the general parser and checker read them
+        ext_names, table, head = _prologue(text, file)
     gname = head.group("name")
     ins, outs = head.group("ins"), head.group("outs")
     if not _NAME_LIST.match(ins) or not _NAME_LIST.match(outs):
@@ -700,7 +715,6 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
             or len(set(inputs)) != len(inputs) or len(set(outputs)) != len(outputs)
             or set(inputs) & set(outputs)):
         raise Bail("graph parameters")
-    table = visible_fragments(FINAL, ext_names)
     if expander_factory is None:
         def expander_factory(t: dict[str, ast.Fragment]) -> Expander:
             return Expander(t, FINAL)
@@ -714,6 +728,44 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
             if name not in externals:
                 raise Bail("input_shapes names a non-input")
     return graph, table
+
+
+def _prologue(text: str, file: str | None) -> tuple[list[str], dict[str, ast.Fragment], re.Match]:
+    """Version, extensions and fragment definitions, read by the general parser and checked
+    as ``check_document`` does; returns the extension names, the fragment table and the
+    match of the graph header.  The graph keyword is looked for at the start of a line, and
+    the text before it must be exactly the prologue (else :class:`Bail`)."""
+    from .frontend import fragment_table  # frontend imports this module
+
+    graph = _GRAPH_LINE.search(text)
+    if graph is None:
+        raise Bail("no graph header at the start of a line")
+    head = _GRAPH_HEADER.match(text, graph.start("graph"))
+    if head is None:
+        raise Bail("graph header")
+    tokens = tokenize(text[:graph.start("graph")], file)
+    if detect_dialect(tokens) != FINAL:
+        raise Bail("only the final dialect")
+    parser = Parser(tokens, file, FINAL)
+    start = parser.tok
+    doc = ast.Document(loc=parser.loc(start), dialect=FINAL, version=parser.parse_version())
+    while parser.is_kw("extension"):
+        doc.extensions.append(parser.parse_extension())
+    parser.extensions = set(doc.extension_names())
+    while parser.tok.kind == NAME and parser.tok.value == "fragment":
+        if EXT_FRAGMENTS not in parser.extensions:
+            raise Bail("fragments without their extension")
+        parser.compositional = EXT_OPERATORS in parser.extensions
+        parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
+        doc.fragments.append(parser.parse_fragment(require_body=False))
+    if parser.tok.kind != EOF:
+        raise Bail("the prologue does not end where the graph starts")
+    table = fragment_table(doc)
+    checker = Checker(table, FINAL)
+    with deep_recursion():
+        for frag in doc.fragments:
+            checker.check_fragment_body(frag)
+    return doc.extension_names(), table, head
 
 
 def _strip_comments(s: str) -> str:
