@@ -24,10 +24,13 @@ Exactness: the fast path produces the same :class:`~nnefx.graph.Graph` as the ge
 pipeline (same tensors, dtypes, shapes, attributes with the same Python types, operation
 order and source locations); ``tests/test_frontend_fastpath.py`` compares the two field by
 field over the whole fixture corpus and generated documents.  Anything it does not fully
-understand — the provisional dialect, fragment definitions, comments inside an argument
-list, string escapes, expressions around identifiers or numbers, expansions into several
-operations, and *every* error — makes it give up (:class:`Bail`), and the caller runs the
-general pipeline from the start, so diagnostics are exactly those of the general pipeline.
+understand — the provisional dialect, comments inside an argument list, string escapes,
+expressions around identifiers or numbers, statements that expand into several operations
+(e.g. calls of document-defined fragments, which ``compile_document`` expands; the compat
+API keeps them atomic), and *every* error — makes it give up (:class:`Bail`), and the
+caller runs the general pipeline from the start, so diagnostics are exactly those of the
+general pipeline.  Fragment definitions before the graph are read and checked by the
+general parser and checker themselves (:func:`_prologue`).
 
 Switch: ``nnefx.semantics.fastpath.ENABLED = False`` (or ``with disabled():``) forces the
 general pipeline, for differential tests and for bisecting a suspected fast-path bug.
