@@ -222,8 +222,8 @@ def _build(kind: int, payload: Any, slots: list[str]) -> Any:
 
 
 def _leaves(node: ast.Node, out: list[tuple[str, str]]) -> None:
-    """Identifier and string leaves under argument/lvalue ``node`` in source order; bails
-    when one sits under anything but array/tuple literals (its value could matter)."""
+    """Identifier, string and number leaves under argument/lvalue ``node`` in source order;
+    bails when one sits under anything but array/tuple literals (its value could matter)."""
     if isinstance(node, ast.Identifier):
         out.append(("i", node.name))
     elif isinstance(node, ast.Literal):
