@@ -82,8 +82,10 @@ def _freeze(v: Any) -> Any:
         return (t, *[_freeze(x) for x in v])
     if t is float:
         return (t, v.hex())
-    if t is bool or isinstance(v, np.generic):
-        return (t, v.item() if t is not bool else v)
+    if t is bool:
+        return (t, v)
+    if isinstance(v, np.generic):
+        return (t, repr(v))  # repr keeps -0.0 apart from 0.0
     raise TypeError("no memo key")
 
 
