@@ -59,7 +59,7 @@ from ..syntax.parser import (
 )
 from .checker import Checker, Scope
 from .evaluator import TensorRef
-from .expander import MAX_OPERATIONS, Expander, _graph_target
+from .expander import MAX_OPERATIONS, MAX_STEPS, STEPS_PER_ASSIGNMENT, Expander, _graph_target
 from .shapes import infer_operation
 from .stdlib import KNOWN_EXTENSIONS, visible_fragments
 from .types import TensorT
@@ -152,6 +152,9 @@ _NUMBERS = re.compile(r"(?<![A-Za-z0-9_.])(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9
 # copied), 4 = list tree, 5 = tuple tree (payload: list of item instantiations).
 _SLOT, _CONST, _LIST, _DEEP, _LTREE, _TTREE = 0, 1, 2, 3, 4, 5
 
+#: Plan-cache entry of a statement form the general machinery reads (see ``delegate``).
+_DELEGATE = object()
+
 
 class _Plan:
     """How to build the operation of every statement with one exact template (numbers
@@ -241,6 +244,18 @@ def _leaves(node: ast.Node, out: list[tuple[str, str]]) -> None:
         raise Bail("an identifier or string inside an expression")
 
 
+def _identifier_names(node: ast.Node) -> set[str]:
+    """Every identifier named anywhere under ``node``."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Identifier):
+            out.add(n.name)
+        stack.extend(ast.iter_children(n))
+    return out
+
+
 def _negative_number(node: ast.Node) -> bool:
     return (isinstance(node, ast.Unary) and node.op == "-" and isinstance(node.operand, ast.Literal)
             and node.operand.kind in ("integer", "scalar"))
@@ -290,6 +305,12 @@ class _Compiler:
         self.forms: dict[tuple, list[int]] = {}
         #: compiled statement forms, numbers open (see :meth:`plan_for`)
         self.templates: dict[tuple, _Template] = {}
+        #: statement-by-statement reading (see :meth:`delegate`)
+        self.input_shapes: dict[str, tuple] | None = None
+        self.expander: Expander | None = None
+        self.checker: Checker | None = None
+        self.delegated = 0
+        self.planned_synced = 0
         #: (template, attribute values) -> small int naming it in shape memo keys
         self.shape_keys: dict[tuple, int] = {}
         self.shape_ids = itertools.count()
@@ -545,6 +566,120 @@ class _Compiler:
                 plan.shape_kind = 2
         return plan
 
+    # --- statements the general machinery reads one by one -----------------------------
+
+    def delegate(self, m: re.Match, lhs: list[str], op_line: int, types: dict[str, int], variables: set[str],
+                 externals: set[str], graph_inputs: set[str], graph: Graph, planned: int) -> None:
+        """Read one statement no plan can express (a call of a document fragment, which
+        ``compile_document`` expands; a nested invocation; ...) with the general parser,
+        checker and expander, on the live graph: one persistent :class:`Expander` holds the
+        name counters, the reserved names and the step count exactly as
+        :meth:`Expander.expand_graph` would at this statement.  ``planned`` = statements
+        built from plans so far (one expansion step each in the general pipeline)."""
+        if self.input_shapes:
+            # the expander's lazy shape inference ignores input_shapes, the fast path's shapes
+            # do not: the general pipeline sorts that out with a final pass
+            raise Bail("statement by statement with input_shapes")
+        text = self.text
+        stmt_start = m.start("one") if m.group("one") is not None else m.start("many")
+        ex = self.expander
+        if ex is None:
+            rest, count = self.prescan(stmt_start)
+            ex = self.expander = self.expander_factory(self.table)
+            ex.graph = graph
+            ex.reserved.update(types)
+            ex.reserved.update(rest)
+            ex.reserved.update(graph.inputs)
+            ex.max_steps = MAX_STEPS + STEPS_PER_ASSIGNMENT * (planned + self.delegated + count)
+            self.checker = Checker(self.table, FINAL)
+            self.checker.in_graph = True
+            self.checker.generic = None
+        ex.steps += planned - self.planned_synced
+        self.planned_synced = planned
+        ex._matches.clear()  # keyed by id() of syntax nodes, and earlier statements' nodes are gone
+        self.delegated += 1
+        # the statement, tokenized at its place in the document (padding keeps line/column)
+        stmt_line = op_line - text.count("\n", stmt_start, m.start("op"))
+        column = stmt_start - (text.rfind("\n", 0, stmt_start) + 1)
+        source = "\n" * (stmt_line - 1) + " " * column + text[stmt_start:m.end()]
+        parser = Parser(tokenize(source, self.file), self.file, FINAL)
+        parser.extensions = self.extensions
+        parser.compositional = self.compositional
+        parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
+        assign = parser.parse_assignment()
+        if parser.tok.kind != EOF:
+            raise Bail("statement boundary differs")
+        found: list[tuple[str, ...]] = []
+        _leaves(assign.lhs, found)
+        if found != [("i", n) for n in lhs]:
+            raise Bail("left-hand side differs from the syntax tree")
+        for name in lhs:
+            if name in types:
+                raise Bail(f"'{name}' assigned twice")
+        if len(set(lhs)) != len(lhs):
+            raise Bail("left-hand side repeats a name")
+        # Checker.check_graph for this assignment (the names it reads, with their types)
+        names = _identifier_names(assign.rhs)
+        scope = Scope()
+        env: dict[str, Any] = {}
+        for name in names:
+            tid = types.get(name)
+            if tid is not None:
+                scope.types[name] = self.type_info[tid][0]
+                scope.assigned.add(name)
+                env[name] = TensorRef(name, graph.tensors[name].dtype)
+        checker = self.checker
+        checker.variables = variables
+        rt = checker.type_of(assign.rhs, scope)
+        checker.bind_lhs(assign.lhs, rt, scope, {})
+        rhs = assign.rhs
+        is_external = isinstance(rhs, ast.Invocation) and rhs.name == "external"
+        for name in lhs:
+            if (name in graph_inputs) is not is_external:
+                raise Bail("graph inputs must be (exactly) the externals")
+            if not isinstance(scope.types[name], TensorT):
+                raise Bail("graph identifiers must be single tensors")
+        # Expander.expand_graph for this assignment
+        before = len(graph.operations)
+        ex.doc_loc = rhs.loc
+        target = _graph_target(assign.lhs)
+        value = ex.eval(rhs, env, target)
+        ex.bind(assign.lhs, value, env, target, tensor=True)
+        for name in lhs:
+            ref = env[name]
+            if not isinstance(ref, TensorRef) or ref.name != name:
+                raise Bail("left-hand side not bound to its own tensor")
+            types[name] = self.type_id(scope.types[name], ref.dtype)
+        if isinstance(rhs, ast.Invocation) and rhs.name == "variable":
+            variables.update(lhs)
+        if is_external:
+            externals.update(lhs)
+        for op in graph.operations[before:]:
+            self.emitted.add(op.op)
+            if self.shapes:
+                infer_operation(graph, op, None)
+
+    def prescan(self, pos: int) -> tuple[set[str], int]:
+        """Left-hand side names and number of the statements from ``pos`` on (the expander
+        reserves every name the graph body assigns, later ones included)."""
+        names: set[str] = set()
+        count = 0
+        text = self.text
+        while True:
+            m = _STATEMENT.match(text, pos)
+            if m is None:
+                break
+            one = m.group("one")
+            if one is not None:
+                names.add(one)
+            else:
+                names.update(_IDS.findall(m.group("many")))
+            count += 1
+            pos = m.end()
+        if _CLOSE.match(text, pos) is None:
+            raise Bail("not a flat statement, or text after the graph")
+        return names, count
+
     def shape_of(self, op: Operation, refs: list[str], shapes_in: tuple) -> list:
         """Result shapes of ``op`` (in output order), by the ordinary shape pass on a scratch
         graph holding just its inputs; memoised by the caller."""
@@ -724,6 +859,7 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
     compiler = _Compiler(text, file, table, EXT_OPERATORS in ext_names, set(ext_names), gname, expander_factory,
                          shapes)
     graph = Graph(name=gname, inputs=list(inputs), outputs=list(outputs))
+    compiler.input_shapes = input_shapes if shapes else None
     _body(compiler, graph, head.end(), set(inputs), input_shapes if shapes else None)
     if shapes and input_shapes:
         externals = {n for op in graph.operations if op.op == "external" for n in op.output_names()}
@@ -796,7 +932,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
     shapes = c.shapes
     line, line_start, last = 1, 0, 0
     plan_for = c.plan_for
-    n = 0
+    n = delegated = 0
     while True:
         m = match(text, pos)
         if m is None:
@@ -804,7 +940,6 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         one, op_name, gen, args = m.group("one", "op", "gen", "args")
         parts = split(args)
         slots = parts[1::2]
-        type_ids = tuple(map(types.__getitem__, slots))
         if one is not None:
             lhs = [one]
             lhs_key = None
@@ -812,20 +947,36 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
             many = m.group("many")
             lhs = findall(many)
             lhs_key = _IDS.sub("", many)
-        texts = parts[0::2]
-        key = (op_name, gen, tuple(texts), lhs_key, type_ids)
         op_start = m.start("op")
         nl = count("\n", last, op_start)
         if nl:
             line += nl
             line_start = rfind("\n", last, op_start) + 1
         last = op_start
+        pos = m.end()
+        try:
+            type_ids = tuple(map(types.__getitem__, slots))
+        except Bail:  # e.g. a nested invocation's name: the general machinery reads the statement
+            c.delegate(m, lhs, line, types, variables, externals, graph_inputs, graph, n - delegated)
+            delegated += 1
+            n += 1
+            continue
+        texts = parts[0::2]
+        key = (op_name, gen, tuple(texts), lhs_key, type_ids)
         plan = plans.get(key)
         if plan is None:
             if len(plans) >= _CACHE_LIMIT:  # bounded memory when statements rarely repeat
                 plans.clear()
-            plan = plans[key] = plan_for(m, texts, slots, type_ids, lhs, lhs_key)
-        pos = m.end()
+            try:
+                plan = plan_for(m, texts, slots, type_ids, lhs, lhs_key)
+            except (Bail, NNEFXError):
+                plan = _DELEGATE
+            plans[key] = plan
+        if plan is _DELEGATE:
+            c.delegate(m, lhs, line, types, variables, externals, graph_inputs, graph, n - delegated)
+            delegated += 1
+            n += 1
+            continue
         # per-statement rules of Checker.check_graph
         for name in lhs:
             if name in types or name in keywords:
@@ -882,7 +1033,10 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
             tensors[lhs[j]].shape = shape
     if n == 0:
         raise Bail("empty body")
-    if n >= MAX_OPERATIONS:
+    ex = c.expander
+    if ex is not None and ex.steps + (n - delegated - c.planned_synced) > ex.max_steps:
+        raise Bail("expansion step limit")  # the general pipeline reports where
+    if len(operations) >= MAX_OPERATIONS:
         raise Bail("too many operations")
     if _CLOSE.match(text, pos) is None:
         raise Bail("not a flat statement, or text after the graph")
@@ -892,7 +1046,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
     for name in graph.outputs:
         if name not in types:
             raise Bail("graph output never assigned")
-    if "update" in c.emitted:
+    if "update" in c.emitted or delegated:
         # the general pipeline's structure check: results of 'update' are not readable
         # tensors (the statement loop lets later statements read them)
         graph.validate_structure()
