@@ -47,7 +47,7 @@ from typing import Any
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Operation, Tensor
 from ..syntax import ast
-from ..syntax.lexer import EOF, NAME, tokenize
+from ..syntax.lexer import EOF, NAME, Token, tokenize
 from ..syntax.parser import (
     EXT_FRAGMENTS,
     EXT_OPERATORS,
@@ -598,11 +598,13 @@ class _Compiler:
         self.planned_synced = planned
         ex._matches.clear()  # keyed by id() of syntax nodes, and earlier statements' nodes are gone
         self.delegated += 1
-        # the statement, tokenized at its place in the document (padding keeps line/column)
+        # the statement's tokens, moved to their place in the document
         stmt_line = op_line - text.count("\n", stmt_start, m.start("op"))
         column = stmt_start - (text.rfind("\n", 0, stmt_start) + 1)
-        source = "\n" * (stmt_line - 1) + " " * column + text[stmt_start:m.end()]
-        parser = Parser(tokenize(source, self.file), self.file, FINAL)
+        tokens = [Token(t.kind, t.value, t.line + stmt_line - 1, t.column + (column if t.line == 1 else 0), t.real,
+                        t.end_line + stmt_line - 1, t.end_column + (column if t.end_line == 1 else 0))
+                  for t in tokenize(text[stmt_start:m.end()], self.file)]
+        parser = Parser(tokens, self.file, FINAL)
         parser.extensions = self.extensions
         parser.compositional = self.compositional
         parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
