@@ -25,12 +25,15 @@ pipeline (same tensors, dtypes, shapes, attributes with the same Python types, o
 order and source locations); ``tests/test_frontend_fastpath.py`` compares the two field by
 field over the whole fixture corpus and generated documents.  Anything it does not fully
 understand — the provisional dialect, comments inside an argument list, string escapes,
-expressions around identifiers or numbers, statements that expand into several operations
-(e.g. calls of document-defined fragments, which ``compile_document`` expands; the compat
-API keeps them atomic), and *every* error — makes it give up (:class:`Bail`), and the
-caller runs the general pipeline from the start, so diagnostics are exactly those of the
-general pipeline.  Fragment definitions before the graph are read and checked by the
-general parser and checker themselves (:func:`_prologue`).
+expressions outside ``lhs = op(args);`` statements — and *every* error make it give up
+(:class:`Bail`), and the caller runs the general pipeline from the start, so diagnostics are
+exactly those of the general pipeline.  Fragment definitions before the graph are read and
+checked by the general parser and checker themselves (:func:`_prologue`), and a statement
+no plan can express (a call of a document-defined fragment, which ``compile_document``
+expands into several operations; a nested invocation; an identifier inside an expression)
+is read on its own by the general parser, checker and expander, working on the live graph
+with the expander state the general pipeline would have at that statement
+(:meth:`_Compiler.delegate`).
 
 Switch: ``nnefx.semantics.fastpath.ENABLED = False`` (or ``with disabled():``) forces the
 general pipeline, for differential tests and for bisecting a suspected fast-path bug.
