@@ -35,8 +35,10 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
+from typing import Any
 
 TOOLS = ("official", "nnefx", "compat", "general")
 
@@ -113,7 +115,69 @@ def generate_fragments(ops: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-DOCS = {"blocks": generate, "unique": generate_unique, "fragments": generate_fragments}
+#: Exported networks: torch -> ONNX -> nnef-tools, written once per size into this folder
+#: (a temporary cache: the benchmark's subprocesses read it, nothing is committed).
+EXPORT_CACHE = os.environ.get("NNEFX_BENCH_CACHE") or os.path.join(tempfile.gettempdir(), "nnefx-parse-bench")
+
+
+def _export(net: Any, x: Any, name: str) -> str:
+    """The ``graph.nnef`` text nnef-tools writes for torch module ``net`` (as
+    ``benchmarks/run.py`` converts: ONNX opset 13, ``--keep-io-names``), cached by name."""
+    import torch
+
+    folder = os.path.join(EXPORT_CACHE, name)
+    graph_path = os.path.join(folder, name + ".nnef", "graph.nnef")
+    if not os.path.exists(graph_path):
+        os.makedirs(folder, exist_ok=True)
+        onnx_path = os.path.join(folder, name + ".onnx")
+        with torch.no_grad():
+            torch.onnx.export(net, x, onnx_path, opset_version=13, dynamo=False, input_names=["input"],
+                              output_names=["output"])
+        subprocess.run([sys.executable, "-m", "nnef_tools.convert", "--input-model", onnx_path, "--input-format",
+                        "onnx", "--output-format", "nnef", "--output-model", os.path.join(folder, name + ".nnef"),
+                        "--keep-io-names"], check=True, capture_output=True)
+    with open(graph_path) as f:
+        return f.read()
+
+
+def generate_exported(ops: int) -> str:
+    """What nnef-tools writes for a deep ResNet-style network of about ``ops`` operations:
+    a stem and bottleneck blocks (``benchmarks/resnet_torch.py``) whose widths cycle through
+    4..24 channels (so weight shapes vary as in real networks) on a 1x3x16x16 input, fixed
+    seed.  nnef-tools folds the batch normalisations into the convolutions; a block becomes
+    about 20 statements (variables, ``copy``, ``unsqueeze``, ``conv``, ``relu``, ``add``)."""
+    import torch
+    import torch.nn as nn
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from resnet_torch import Bottleneck
+
+    blocks = max(1, (ops - 8) // 20)
+    torch.manual_seed(0)
+    layers: list[Any] = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    cin = 16
+    for i in range(blocks):
+        width = 4 + 4 * (i % 6)
+        layers.append(Bottleneck(cin, width, 2 if i in (blocks // 3, 2 * blocks // 3) else 1))
+        cin = width * Bottleneck.expansion
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
+    net = nn.Sequential(*layers).eval()
+    return _export(net, torch.randn(1, 3, 16, 16), f"deep_resnet_{blocks}")
+
+
+def generate_resnet50(ops: int = 0) -> str:
+    """The ResNet-50 document nnef-tools writes (1x3x224x224, ``benchmarks/run.py``'s
+    network; 284 statements, ``ops`` is ignored)."""
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from resnet_torch import resnet
+
+    return _export(resnet(50), torch.randn(1, 3, 224, 224), "resnet50_b1")
+
+
+DOCS = {"blocks": generate, "unique": generate_unique, "fragments": generate_fragments,
+        "exported": generate_exported, "resnet50": generate_resnet50}
 #: What the official package (and its drop-in) must lower to infer shapes of a document.
 LOWERED = {"fragments": ["act"]}
 

@@ -453,8 +453,9 @@ class _Compiler:
         if list(graph.tensors) != _flat_names(op.outputs) or sorted(graph.tensors) != sorted(out_marks):
             raise Bail("results are not exactly the left-hand side identifiers")
         seen: list[int] = []
-        _count_marks(list(op.inputs.values()), marks, seen, tensor=True)
-        _count_marks(list(op.attribs.values()), marks, seen, tensor=False)
+        number_marks = {(type(mk), mk): i for i, mk in enumerate(marks) if not isinstance(mk, str)}
+        _count_marks(list(op.inputs.values()), number_marks, seen, tensor=True)
+        _count_marks(list(op.attribs.values()), number_marks, seen, tensor=False)
         if sorted(seen) != list(range(len(marks))):
             raise Bail("a slot is not passed through exactly once")
 
@@ -693,11 +694,13 @@ class _Compiler:
             graph.tensors[name] = Tensor(name=name, shape=shape)
         for name in op.output_names():
             graph.tensors[name] = Tensor(name=name)
-        attribs_before = _clone(op.attribs)
-        probe = Operation(op=op.op, inputs=op.inputs, outputs=op.outputs, attribs=_clone(op.attribs), dtype=op.dtype,
-                          location=op.location)
-        infer_operation(graph, probe, None)
-        if not _same(probe.attribs, attribs_before):
+        # The rule sees the operation's own attribute values: one that edits them in place
+        # (which the memo could not replay) is caught by comparing their text before and
+        # after (``repr`` tells 1, 1.0, True and lists from tuples apart), and the fast
+        # result is then thrown away as a whole.
+        before = repr(op.attribs)
+        infer_operation(graph, op, None)
+        if repr(op.attribs) != before:
             raise Bail("a shape rule changed its attributes")
         return [graph.tensors[name].shape for name in op.output_names()]
 
@@ -739,11 +742,12 @@ def _leaf_of(slot: str, kind: int) -> tuple[str, ...]:
     return ("i", slot)
 
 
-def _count_marks(v: Any, marks: list[Any], seen: list[int], tensor: bool) -> None:
-    """Record which template markers ``v`` holds; strings are never tensor arguments."""
+def _count_marks(v: Any, number_marks: dict[tuple[type, Any], int], seen: list[int], tensor: bool) -> None:
+    """Record which template markers ``v`` holds (``number_marks``: (type, number marker) ->
+    its index); strings are never tensor arguments."""
     if isinstance(v, (list, tuple)):
         for x in v:
-            _count_marks(x, marks, seen, tensor)
+            _count_marks(x, number_marks, seen, tensor)
         return
     if isinstance(v, str):
         if "\x00" in v:
@@ -756,9 +760,9 @@ def _count_marks(v: Any, marks: list[Any], seen: list[int], tensor: bool) -> Non
             seen.append(int(v[2:]))
         return
     if type(v) is int or type(v) is float:
-        for i, mk in enumerate(marks):
-            if type(mk) is type(v) and mk == v:
-                seen.append(i)
+        i = number_marks.get((type(v), v))
+        if i is not None:
+            seen.append(i)
 
 
 def _flat_names(outputs: dict[str, Any]) -> list[str]:

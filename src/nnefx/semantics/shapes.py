@@ -168,12 +168,23 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
         _set(graph, names, shape, op)
 
 
+#: rule -> whether it takes ``dtype`` (``inspect.signature`` costs ~20 µs; rules are
+#: module-level functions, so the table stays as small as the registry).
+_DTYPE_RULES: dict[Any, bool] = {}
+
+
 def _accepts_dtype(rule: Any) -> bool:
-    try:
-        params = inspect.signature(rule).parameters
-    except (TypeError, ValueError):
-        return True
-    return "dtype" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    known = _DTYPE_RULES.get(rule)
+    if known is None:
+        try:
+            params = inspect.signature(rule).parameters
+        except (TypeError, ValueError):
+            known = True
+        else:
+            known = "dtype" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if len(_DTYPE_RULES) < 4096:
+            _DTYPE_RULES[rule] = known
+    return known
 
 
 def _is_shape(v: Any) -> bool:

@@ -11,7 +11,7 @@ Every token carries its 1-based line and column so every later error can point a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..diagnostics import Location, NNEFXError
 
@@ -20,9 +20,12 @@ NAME, NUMBER, STRING, OP, EOF = "name", "number", "string", "op", "eof"
 
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
-    """One lexical element.  ``value`` is the source text (strings: without quotes)."""
+class Token(NamedTuple):
+    """One lexical element.  ``value`` is the source text (strings: without quotes).
+
+    A named tuple rather than a frozen dataclass: immutable all the same, and built about
+    four times faster, which matters because every statement the fast path compiles and
+    every document the general pipeline reads is tokenized first."""
 
     kind: str
     value: str
@@ -45,14 +48,22 @@ class Token:
         return f"'{self.value}'"
 
 
+# Blanks before a token are consumed by the same match (``lastgroup`` names the token; a
+# match of blanks alone, at the end of the text, has none).
 _TOKEN_RE = re.compile(r"""
-    (?P<ws>[ \t\v\f]+)
-  | (?P<nl>\r\n|\r|\n)
-  | (?P<comment>\#[^\r\n]*)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<number>[0-9]+(?P<frac>\.[0-9]*)?(?P<exp>[eE][+-]?[0-9]+)?)
-  | (?P<op>->|<=|>=|==|!=|&&|\|\||[-+*/^<>!()\[\]{}:=,;?])
+    [ \t\v\f]*
+    (?:
+      (?P<nl>\r\n|\r|\n)
+    | (?P<comment>\#[^\r\n]*)
+    | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<number>[0-9]+(?P<frac>\.[0-9]*)?(?P<exp>[eE][+-]?[0-9]+)?)
+    | (?P<op>->|<=|>=|==|!=|&&|\|\||[-+*/^<>!()\[\]{}:=,;?])
+    | (?=['"])
+    | \Z
+    )
 """, re.VERBOSE)
+#: Characters that may not follow a numeric literal (``1e``, ``12ab``, ``3_``).
+_NUMBER_TAIL = re.compile(r"[eE_]|[A-Za-z]")
 
 
 def tokenize(text: str, file: str | None = None) -> list[Token]:
@@ -62,39 +73,41 @@ def tokenize(text: str, file: str | None = None) -> list[Token]:
     i, n = 0, len(text)
     line, line_start = 1, 0
     match = _TOKEN_RE.match
+    tail = _NUMBER_TAIL.match
 
     def err(msg: str, pos: int) -> NNEFXError:
         return NNEFXError(msg, Location(file, line, pos - line_start + 1))
 
     while i < n:
         m = match(text, i)
-        c = text[i]
-        if m is None or (m.lastgroup == "number" and m.end() < n and (text[m.end()] in "eE_"
-                                                                       or text[m.end()].isalpha()
-                                                                       and text[m.end()].isascii())):
-            if c in "'\"":
-                i = _string(text, i, c, line, line_start, file, append)
-                continue
-            if m is not None:
-                j = m.end()
-                if text[j] in "eE":
-                    raise err("malformed exponent in numeric literal: expected digits after 'e'", j)
-                raise err(f"malformed numeric literal '{text[i:j + 1]}'", i)
-            raise err(f"unexpected character {c!r}", i)
+        if m is None:
+            j = i + len(text[i:]) - len(text[i:].lstrip(" \t\v\f"))
+            raise err(f"unexpected character {text[j]!r}", j)
         kind = m.lastgroup
         j = m.end()
-        if kind == "nl":
+        if kind is None:  # blanks, then a string literal or the end of the text
+            if j < n:
+                j = _string(text, j, text[j], line, line_start, file, append)
+            i = j
+            continue
+        if kind == "name" or kind == "op":
+            start = m.start(kind)
+            col = start - line_start + 1
+            append(Token(NAME if kind == "name" else OP, m.group(kind), line, col, False, line, col + j - start))
+        elif kind == "nl":
             line += 1
             line_start = j
-        elif kind == "name" or kind == "op":
-            col = i - line_start + 1
-            append(Token(NAME if kind == "name" else OP, m.group(), line, col, end_line=line, end_column=col + j - i))
         elif kind == "number":
-            col = i - line_start + 1
+            start = m.start(kind)
+            if j < n and tail(text, j):
+                if text[j] in "eE":
+                    raise err("malformed exponent in numeric literal: expected digits after 'e'", j)
+                raise err(f"malformed numeric literal '{text[start:j + 1]}'", start)
+            col = start - line_start + 1
             real = m.group("frac") is not None or m.group("exp") is not None
-            append(Token(NUMBER, m.group(), line, col, real=real, end_line=line, end_column=col + j - i))
+            append(Token(NUMBER, m.group(kind), line, col, real, line, col + j - start))
         i = j
-    tokens.append(Token(EOF, "", line, i - line_start + 1, end_line=line, end_column=i - line_start + 1))
+    tokens.append(Token(EOF, "", line, i - line_start + 1, False, line, i - line_start + 1))
     return tokens
 
 

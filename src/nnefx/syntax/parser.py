@@ -544,6 +544,13 @@ class Parser:
 
     def parse_expr(self, no_select: bool = False) -> ast.Expr:
         start = self.tok
+        # A number or string right before ',', ')' or ']' (most arguments in real documents):
+        # the literal itself, exactly what the precedence chain below returns for it, without
+        # descending through it (the nesting check still applies).
+        if (start.kind == NUMBER or start.kind == STRING) and self.depth < MAX_DEPTH:
+            nxt = self.tokens[self.pos + 1]
+            if nxt.kind == OP and (nxt.value == "," or nxt.value == ")" or nxt.value == "]"):
+                return self.parse_literal()  # type: ignore[return-value]
         with self.nested(start):
             expr = self.parse_binary(1)
             if not no_select and self.is_kw("if"):
