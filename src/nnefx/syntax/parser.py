@@ -544,13 +544,20 @@ class Parser:
 
     def parse_expr(self, no_select: bool = False) -> ast.Expr:
         start = self.tok
-        # A number or string right before ',', ')' or ']' (most arguments in real documents):
-        # the literal itself, exactly what the precedence chain below returns for it, without
+        # A number, string or name right before ',', ')' or ']' (most arguments in real
+        # documents): exactly the node the precedence chain below returns for it, without
         # descending through it (the nesting check still applies).
-        if (start.kind == NUMBER or start.kind == STRING) and self.depth < MAX_DEPTH:
+        kind = start.kind
+        if (kind == NUMBER or kind == STRING or kind == NAME) and self.depth < MAX_DEPTH:
             nxt = self.tokens[self.pos + 1]
             if nxt.kind == OP and (nxt.value == "," or nxt.value == ")" or nxt.value == "]"):
-                return self.parse_literal()  # type: ignore[return-value]
+                if kind != NAME:
+                    return self.parse_literal()  # type: ignore[return-value]
+                # a plain identifier (what parse_primary makes of a name that is neither a
+                # keyword nor a logical literal and is not called)
+                if start.value not in self.keywords and start.value != "true" and start.value != "false":
+                    self.pos += 1
+                    return ast.Identifier(loc=self.loc(start), end=self.end(), name=start.value)
         with self.nested(start):
             expr = self.parse_binary(1)
             if not no_select and self.is_kw("if"):
