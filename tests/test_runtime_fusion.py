@@ -330,14 +330,14 @@ def test_grouped_batch_items_match_item_by_item_and_formal(batch, cin, cout, h, 
     skip = RNG.standard_normal(registry.get("conv").fast_kernel(x, f, b, **attrs).shape).astype(np.float32)
     kernel = sliding.fused_conv(conv.fast_kernel, registry.get("add").fast_kernel, registry.get("relu").fast_kernel,
                                 residual=True, relu=relu)
-    old = sliding._PRODUCT_COLUMNS
+    old = sliding._PRODUCT_COLUMNS, sliding._GROUP_MIN_MACS
     try:
-        sliding._PRODUCT_COLUMNS = 1024
+        sliding._PRODUCT_COLUMNS, sliding._GROUP_MIN_MACS = 1024, 0
         grouped, grouped_fused = conv.fast_kernel(x, f, b, **attrs), kernel(x, f, b, skip, **attrs)
         sliding._PRODUCT_COLUMNS = 0
         single, single_fused = conv.fast_kernel(x, f, b, **attrs), kernel(x, f, b, skip, **attrs)
     finally:
-        sliding._PRODUCT_COLUMNS = old
+        sliding._PRODUCT_COLUMNS, sliding._GROUP_MIN_MACS = old
     np.testing.assert_allclose(grouped, single, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grouped_fused, single_fused, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grouped, conv.formal_kernel(x, f, b, **attrs), rtol=1e-4, atol=1e-4)

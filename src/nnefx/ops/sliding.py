@@ -584,8 +584,12 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
     bias_item = b.reshape(()) if b.size == 1 else b.reshape((c,) + (1,) * n)
     pointwise = all(f == 1 for f in F) and not any(p or q for p, q in win.pads)
     # Small images (late layers): several batch items per product, or BLAS runs on thin,
-    # slow matrices (7×7 = 49 columns: 25 % below its speed on wide ones).
-    group = min(B, -(-_PRODUCT_COLUMNS // X)) if B > 1 and 0 < X < _PRODUCT_COLUMNS // 2 else 1
+    # slow matrices (7×7 = 49 columns: 25 % below its speed on wide ones).  Only products
+    # big enough that OpenBLAS already runs them on all its threads: grouping tiny ones
+    # (the digits example) makes them multi-threaded, and on a busy machine each then waits
+    # for a second thread (10× slower runs seen).
+    group = (min(B, -(-_PRODUCT_COLUMNS // X))
+             if B > 1 and 0 < X < _PRODUCT_COLUMNS // 2 and c * K * X >= _GROUP_MIN_MACS else 1)
     if (group == 1 and not pointwise and n == 2 and border == "constant" and xs[1] >= _WIDE_MIN_WIDTH
             and all(p >= 0 and q >= 0 for p, q in win.pads) and B * X > 0):
         _conv_wide_rows(x, wm, bias_item, y.reshape((B, c) + xs), win, F, G, epilogue)
@@ -650,6 +654,9 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
 #: Columns a product should have at least when batch items are small enough to share one
 #: (items whose output has fewer than half as many positions are grouped).
 _PRODUCT_COLUMNS = 1024
+
+#: Multiply-adds one item's product needs before items are grouped (see ``_conv_fast``).
+_GROUP_MIN_MACS = 1 << 20
 
 
 #: Narrowest output row for which :func:`_conv_wide_rows` beats classic im2col: its
