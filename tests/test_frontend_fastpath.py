@@ -350,6 +350,29 @@ def test_statements_differing_in_numbers_only() -> None:
     check(NUMBERS.replace("value = [7.0]", "value = [7.0, 8.0]"))
 
 
+def test_variables_differing_in_their_shape() -> None:
+    """nnef-tools writes one ``variable`` per weight, each with its own extents: after the
+    first, a variable form's plans are derived by putting the new extents in place; every
+    other extent (zero, negative, a real, a shared label with another shape) takes the
+    general rules."""
+    lines = ["x = external<scalar>(shape = [1, 3]);"]
+    lines += [f"w{i} = variable<scalar>(shape = [{i + 1}, {(i * 7) % 5 + 1}, 3, 3], label = 'w{i}');"
+              for i in range(12)]
+    lines += [f"b{i} = variable(shape = [{i + 2}], label = 'b{i}');" for i in range(6)]
+    lines += ["s = variable(shape = [2, 3], label = 's');", "t = variable(shape = [3, 2], label = 'S');",
+              "y = add(x, x);"]
+    text = _doc("\n".join(lines))
+    g = compile_document(text.replace("label = 'S'", "label = 'u'"))
+    assert g.tensors["w5"].shape == (6, 1, 3, 3) and g.operations[6].attribs["shape"] == [6, 1, 3, 3]
+    assert g.tensors["b3"].shape == (5,) and g.tensors["t"].shape == (3, 2)
+    assert g.operations[1].attribs["shape"] is not g.operations[2].attribs["shape"]
+    assert took_fast_path(text.replace("label = 'S'", "label = 'u'"))
+    check(text.replace("label = 'S'", "label = 'u'"))
+    check(text)  # labels 's' and 'S' share data but not their shape: the general pipeline's error
+    for bad in ("[0, 1, 3, 3]", "[-1, 1, 3, 3]", "[2.0, 1, 3, 3]", "[true, 1, 3, 3]", "[]", "[2, 1, 3, 3, 1]"):
+        check(text.replace("[6, 1, 3, 3]", bad))
+
+
 def test_unique_literals_document() -> None:
     """Every statement with its own literal (the fast path's worst case)."""
     body = ["x = external(shape = [2, 2]);"] + [f"t{i} = mul({'x' if i == 0 else f't{i - 1}'}, {1 + i / 7!r});"

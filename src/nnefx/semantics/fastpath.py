@@ -172,7 +172,7 @@ class _Template:
     """A statement form compiled by the general pipeline, numbers still open; made by
     :meth:`_Compiler.compile_template`."""
 
-    __slots__ = ("op", "marks", "outputs", "out_flat", "tensors", "out_types", "update_slot", "fixed")
+    __slots__ = ("op", "marks", "outputs", "out_flat", "tensors", "out_types", "update_slot", "fixed", "shape_only")
 
 
 def _encode(v: Any) -> tuple[int, Any]:
@@ -461,6 +461,7 @@ class _Compiler:
 
         tmpl = _Template()
         tmpl.fixed = None
+        tmpl.shape_only = None
         self.emitted.add(op.op)
         tmpl.op = op
         tmpl.marks = {(type(mk), mk): i for i, mk in enumerate(marks)}
@@ -487,6 +488,14 @@ class _Compiler:
         holds, per template slot, the number or the marker of the statement slot)."""
         op = tmpl.op
         marks = tmpl.marks
+        quick = tmpl.shape_only
+        if quick is not None:
+            # a variable form whose numbers are exactly its 'shape' (nnef-tools writes one
+            # such statement per weight): the first plan with the new extents in place
+            proto, positions, frozen_rest = quick
+            extents = [values[i] for i in positions]
+            if all(type(d) is int and d > 0 for d in extents):  # else the general rules decide
+                return self._with_shape(tmpl, proto, extents, frozen_rest)
 
         def fill(v: Any) -> Any:
             if isinstance(v, list):
@@ -568,6 +577,31 @@ class _Compiler:
                 plan.shape = graph.tensors[name].shape
             else:
                 plan.shape_kind = 2
+        if (plan.is_variable and tmpl.shape_only is None and plan.shape_kind == 1 and not plan.inputs
+                and len(plan.attr_copies) == 1 and plan.attr_copies[0][:2] == ("shape", _LIST)
+                and isinstance(op.attribs.get("shape"), list)
+                and all(type(v) is int and (int, v) in marks for v in op.attribs["shape"])
+                and not any(_has_number(v, marks) for k, v in op.attribs.items() if k != "shape")):
+            positions = [marks[(int, v)] for v in op.attribs["shape"]]
+            tmpl.shape_only = (plan, positions, [(k, f) for k, f in attr_numbers if k != "shape"])
+        return plan
+
+    def _with_shape(self, tmpl: _Template, proto: _Plan, extents: list[int], frozen_rest: list) -> _Plan:
+        """``proto`` (a plan of variable form ``tmpl``) with other positive extents; what
+        :meth:`specialize` computes for them, without filling and probing."""
+        plan = _Plan()
+        for name in _Plan.__slots__:
+            setattr(plan, name, getattr(proto, name))
+        plan.attr_copies = [("shape", _LIST, extents)]
+        plan.shape = tuple(extents)
+        rest = dict(frozen_rest)
+        shape_key = (id(tmpl), tuple([(k, _frozen(extents) if k == "shape" else rest[k]) for k in proto.attribs]))
+        sid = self.shape_keys.get(shape_key)
+        if sid is None:
+            if len(self.shape_keys) >= _CACHE_LIMIT:
+                self.shape_keys.clear()
+            sid = self.shape_keys[shape_key] = next(self.shape_ids)
+        plan.shape_key = sid
         return plan
 
     # --- statements the general machinery reads one by one -----------------------------
