@@ -2,9 +2,9 @@
 
 1. validates ``examples/digits/model`` exactly as ``nnefx check`` does;
 2. runs the 450 held-out images (never seen in training, see ``digits_data.py``) through the
-   fast backend in batches and prints accuracy and throughput;
+   fast backend in batches and prints accuracy and throughput (best of a few warm passes);
 3. runs a few images through the formal (reference) backend and compares;
-4. prints the time spent per operation kind.
+4. prints the time spent per operation kind (one more pass, profiled).
 
 Needs only nnefx (numpy) plus scikit-learn for the bundled data set and tqdm for the
 progress bar — no torch; ``train.py`` made the model.
@@ -29,6 +29,7 @@ from nnefx.runtime.profile import Profile  # noqa: E402
 
 BATCH = 50
 FORMAL_IMAGES = 10
+THROUGHPUT_PASSES = 5
 
 
 def main() -> int:
@@ -47,19 +48,31 @@ def main() -> int:
     print(session.plan.summary())
 
     _, _, images, labels = digits_data.split()
-    profile = Profile()
     predictions = []
     sys.stdout.flush()  # the progress bar writes to stderr
-    started = time.perf_counter()
     for i in tqdm(range(0, len(images), BATCH), desc="held-out images", unit="batch", file=sys.stderr):
-        probs = session.run({"input": images[i:i + BATCH]}, profile=profile)["probabilities"]
+        probs = session.run({"input": images[i:i + BATCH]})["probabilities"]
         predictions.append(probs.argmax(axis=1))
-    elapsed = time.perf_counter() - started
     predicted = np.concatenate(predictions)
     accuracy = float((predicted == labels).mean())
     print(f"accuracy on {len(labels)} held-out images: {accuracy:.2%} "
           f"({int((predicted == labels).sum())} correct)")
-    print(f"throughput (fast backend, batches of {BATCH}): {len(labels) / elapsed:,.0f} images/s")
+
+    # Throughput: the best of a few warm passes.  One pass is only ~10 ms, so a single
+    # scheduler hiccup (a BLAS worker thread waiting for a busy core) would otherwise
+    # decide the figure; the first pass above already paid the one-time costs.
+    passes = []
+    for _ in range(THROUGHPUT_PASSES):
+        started = time.perf_counter()
+        for i in range(0, len(images), BATCH):
+            session.run({"input": images[i:i + BATCH]})
+        passes.append(time.perf_counter() - started)
+    print(f"throughput (fast backend, batches of {BATCH}, best of {THROUGHPUT_PASSES} passes): "
+          f"{len(labels) / min(passes):,.0f} images/s")
+
+    profile = Profile()
+    for i in range(0, len(images), BATCH):
+        session.run({"input": images[i:i + BATCH]}, profile=profile)
 
     formal = nnefx.Session(model, backend="formal", input_shapes=shapes)
     sample = images[:FORMAL_IMAGES]
@@ -72,7 +85,7 @@ def main() -> int:
           f"{'same predictions' if same else 'DIFFERENT predictions'}, "
           f"max |fast - formal| = {float(np.abs(reference - fast).max()):.1e}")
 
-    print("\nprofile (fast backend, all held-out batches):")
+    print("\nprofile (fast backend, one more pass over the held-out batches):")
     print(profile.table())
     return 0 if same else 1
 
