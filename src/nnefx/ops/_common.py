@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
+from .signature import signature
 
 DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}
 
@@ -311,28 +312,10 @@ def pad_array(x: np.ndarray, pads: Sequence[tuple[int, int]], border: str, value
 # --- attribute type guard ----------------------------------------------------------------------
 
 def _param_types(declaration: str) -> dict[str, str]:
-    """Non-tensor parameter name -> declared type text, read from a fragment header."""
-    head = declaration.split("->", 1)[0]
-    inner = head[head.index("(") + 1: head.rindex(")")]
-    parts, depth, cur = [], 0, ""
-    for ch in inner:
-        depth += ch in "([<"
-        depth -= ch in ")]>"
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    types = {}
-    for part in parts:
-        if ":" not in part:
-            continue
-        name, rest = part.split(":", 1)
-        typ = rest.split("=", 1)[0].replace(" ", "").strip()
-        if not typ.startswith("tensor"):
-            types[name.strip()] = typ
-    return types
+    """Non-tensor parameter name -> declared type text (read by :mod:`nnefx.ops.signature`,
+    the one reader of declaration headers)."""
+    sig = signature(declaration)
+    return {} if sig is None else sig.attribute_types
 
 
 def _is_int(v: Any) -> bool:
