@@ -20,6 +20,12 @@ or garbage), after one warm-up parse of a *different* small document:
   ``infer_shapes``),
   best of ``--repeat`` runs (small documents: about a second's worth of runs, at most 300;
   the median and the first timed run are printed too);
+* nnefx keeps the statement forms it compiled between documents (``fastpath.FORM_CACHE_SIZE``):
+  the ``nnefx`` rows forget them before every run (``fastpath.clear_caches()``), so each run
+  pays for compiling every form as the first document of a process does; the ``nnefx-warm``
+  rows forget them too, then read one *other* document of the same kind (:data:`WARM`:
+  another exporter network for ``exported``/``resnet50``, a 50-operation one for the
+  generated kinds) before the timed run, i.e. a process that has read one such document;
 * memory: peak resident set size (``resource.getrusage(...).ru_maxrss``) of a subprocess
   that does one run, minus the RSS after imports, plus the ``tracemalloc`` peak of the run
   (Python allocations only, so it under-reports the C++-backed official parser).
@@ -49,7 +55,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-TOOLS = ("official", "nnefx", "compat", "general")
+TOOLS = ("official", "nnefx", "nnefx-warm", "compat", "general")
 
 
 def generate(ops: int, channels: int = 16, size: int = 32) -> str:
@@ -243,19 +249,45 @@ def _rss_kib() -> int:
     return 0
 
 
+#: The other document nnefx-warm reads before each timed run (see the module docstring).
+WARM: dict[str, Callable[[], str]] = {
+    "blocks": lambda: generate(50), "unique": lambda: generate_unique(50), "fragments": lambda: generate_fragments(50),
+    "exported": lambda: generate_resnet50(), "resnet50": lambda: generate_exported(1168)}
+
+
+def _prepare(tool: str, doc: str) -> Callable[[], None]:
+    """What runs, untimed, before each timed run: nothing for the official parser; for
+    nnefx, forgetting the statement forms compiled so far (and, for nnefx-warm, reading
+    another document of the kind)."""
+    if tool == "official":
+        return lambda: None
+    from nnefx.semantics import fastpath
+
+    warm = WARM[doc]() if tool == "nnefx-warm" else None
+
+    def prepare() -> None:
+        fastpath.clear_caches()
+        if warm is not None:
+            _run_once(tool, warm, LOWERED.get(doc))
+
+    return prepare
+
+
 def worker(tool: str, ops: int, mode: str, repeat: int, doc: str = "blocks") -> dict:
     text = DOCS[doc](ops)
     _imports(tool)
     _run_once(tool, generate(50))  # warm caches (stdlib parsing, registry loading)
+    prepare = _prepare(tool, doc)
     if mode == "time":
-        # Every run parses the text into a new graph; nnefx keeps no compiled statement
-        # forms from one document to the next, so the runs after the first are not helped
-        # by it (the first timed run is reported on its own as well).  Small documents are
-        # parsed many times (about a second's worth, at most 300) for a stable figure.
+        # Every run parses the text into a new graph, after ``prepare`` (nnefx: compiled
+        # statement forms forgotten, see the module docstring; the first timed run is
+        # reported on its own as well).  Small documents are parsed many times (about a
+        # second's worth, at most 300) for a stable figure.
         times: list[float] = []
         shaped = 0
         runs = repeat
         while len(times) < runs:
+            prepare()
             start = time.perf_counter()
             shaped = _run_once(tool, text, LOWERED.get(doc))
             times.append(time.perf_counter() - start)
@@ -264,6 +296,7 @@ def worker(tool: str, ops: int, mode: str, repeat: int, doc: str = "blocks") -> 
         ordered = sorted(times)
         return {"seconds": ordered[0], "median": ordered[len(ordered) // 2], "first": times[0], "runs": len(times),
                 "shaped": shaped, "lines": text.count("\n")}
+    prepare()
     base = _rss_kib()
     tracemalloc.start()
     shaped = _run_once(tool, text, LOWERED.get(doc))
@@ -289,6 +322,7 @@ def profile(tool: str, ops: int, doc: str = "blocks") -> None:
     text = DOCS[doc](ops)
     _imports(tool)
     _run_once(tool, generate(50))
+    _prepare(tool, doc)()
     prof = cProfile.Profile()
     prof.enable()
     _run_once(tool, text, LOWERED.get(doc))

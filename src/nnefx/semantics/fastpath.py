@@ -19,6 +19,12 @@ checker or the expander do with a flat statement, only which values pass through
 kind, integer or real, is part of the form.)  Shape rules are pure functions of the input
 shapes and the attributes, so their results are memoised per (form, attribute values,
 input shapes), computed by the ordinary :func:`~nnefx.semantics.shapes.infer_operation`.
+When a form's numbers are whole argument/attribute values or items of flat lists
+(``mul(x, 0.37)``, ``axes = [0, 2]``, a variable's ``shape``), the plans after its first are
+derived from the first by putting the numbers in place (:meth:`_Compiler._with_numbers`,
+:meth:`_Compiler._with_shape`).  Compiled forms are kept between documents (an LRU of
+``FORM_CACHE_SIZE``, keyed on everything a form depends on: see "what documents share"
+below), because the documents of one exporter repeat the same dozen forms.
 
 Exactness: the fast path produces the same :class:`~nnefx.graph.Graph` as the general
 pipeline (same tensors, dtypes, shapes, attributes with the same Python types, operation
@@ -170,6 +176,20 @@ class _Plan:
     __slots__ = ("op", "dtype", "inputs", "attribs", "attr_copies", "attr_fills", "outputs", "tensors",
                  "out_types", "ref_pos", "attr_str_pos", "is_external", "is_variable", "update_slot",
                  "shape_kind", "shape", "nout", "out_flat", "shape_key")
+
+    def clone(self) -> _Plan:
+        """A copy sharing every field (derived plans replace some; spelled out because a
+        loop over ``__slots__`` costs four times as much)."""
+        p = _Plan()
+        p.op, p.dtype, p.inputs, p.attribs, p.attr_copies = self.op, self.dtype, self.inputs, self.attribs, \
+            self.attr_copies
+        p.attr_fills, p.outputs, p.tensors, p.out_types, p.ref_pos = self.attr_fills, self.outputs, self.tensors, \
+            self.out_types, self.ref_pos
+        p.attr_str_pos, p.is_external, p.is_variable, p.update_slot = self.attr_str_pos, self.is_external, \
+            self.is_variable, self.update_slot
+        p.shape_kind, p.shape, p.nout, p.out_flat, p.shape_key = self.shape_kind, self.shape, self.nout, \
+            self.out_flat, self.shape_key
+        return p
 
 
 class _Template:
@@ -451,9 +471,8 @@ class _Compiler:
             else:
                 self.emitted.add(tmpl.op.op)
             self.templates[key] = tmpl
-        values = [_number(numbers[-1 - o]) if o < 0 else
-                  (_STR_MARK if slots[o][0] in "'\"" else _SLOT_MARK) + str(o) for o in origin]
-        return self.specialize(tmpl, values, origin, type_ids)
+        values = [_number(numbers[-1 - o]) if o < 0 else None for o in origin]
+        return self.specialize(tmpl, values, origin, type_ids, slots)
 
     def compile_template(self, start: int, end: int, op_offset: int, slots: list[str], type_ids: list[int],
                          lhs_names: list[str]) -> _Template:
@@ -572,9 +591,10 @@ class _Compiler:
             tmpl.update_slot = int(first.name[2:])
         return tmpl
 
-    def specialize(self, tmpl: _Template, values: list[Any], origin: list[int], type_ids: tuple) -> _Plan:
+    def specialize(self, tmpl: _Template, values: list[Any], origin: list[int], type_ids: tuple,
+                   slots: list[str]) -> _Plan:
         """The plan of one exact template: ``tmpl`` with its numbers filled in (``values``
-        holds, per template slot, the number or the marker of the statement slot)."""
+        holds, per template slot, the number, or None for a statement slot)."""
         op = tmpl.op
         marks = tmpl.marks
         quick = tmpl.shape_only
@@ -588,6 +608,9 @@ class _Compiler:
         numeric = tmpl.numeric
         if numeric:
             return self._with_numbers(tmpl, numeric, values)
+        for i, o in enumerate(origin):  # the statement slots' markers
+            if o >= 0:
+                values[i] = (_STR_MARK if slots[o][0] in "'\"" else _SLOT_MARK) + str(o)
 
         def fill(v: Any) -> Any:
             if isinstance(v, list):
@@ -685,9 +708,7 @@ class _Compiler:
         with the numbers put in their places (see :func:`_numeric_recipe`): what statements
         differing in a scalar (``mul(x, 0.37)``) or a flat list of numbers cost."""
         proto, in_spots, attr_spots, frozen_proto = recipe
-        plan = _Plan()
-        for name in _Plan.__slots__:
-            setattr(plan, name, getattr(proto, name))
+        plan = proto.clone()
         if in_spots:
             inputs = list(proto.inputs)
             for j, k, spot in in_spots:
@@ -719,9 +740,7 @@ class _Compiler:
     def _with_shape(self, tmpl: _Template, proto: _Plan, extents: list[int], frozen_rest: list) -> _Plan:
         """``proto`` (a plan of variable form ``tmpl``) with other positive extents; what
         :meth:`specialize` computes for them, without filling and probing."""
-        plan = _Plan()
-        for name in _Plan.__slots__:
-            setattr(plan, name, getattr(proto, name))
+        plan = proto.clone()
         plan.attr_copies = [("shape", _LIST, extents)]
         plan.shape = tuple(extents)
         rest = dict(frozen_rest)
