@@ -3,18 +3,33 @@
 Both writers walk a flat :class:`~nnefx.graph.Graph`, keep only the operations the outputs
 (and, where the format has state, the updates) depend on, look each operation up in a
 table of per-operation exporters, and write a compound operation without an exporter of
-its own through its NNEF definition.  These three steps are the same whatever the target
-format, so they live here once.
+its own through its NNEF definition.  These steps are the same whatever the target
+format, so they live here once, together with the part of the exporters' context that
+does not depend on the format (:class:`ExportContextBase`: which graph tensor is which
+format value, the load-time data of variables and constants, and how a refusal is worded
+and located) and the temporary-then-rename file write.  What NNEF's attributes *mean*
+(padding, borders, coordinate transforms, ...) is in :mod:`._export_attrs`.
+
+Keeping one copy matters beyond tidiness: a refusal must read the same (``cannot write
+operation 'X' as FORMAT: ...`` at the operation's source position) whichever format was
+asked for, and a fix to the bookkeeping (an output never produced, a file half written)
+must reach both writers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
+from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Operation, Tensor
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 class ExporterTable(Generic[F]):
@@ -106,3 +121,160 @@ def single_operation_graph(graph: Graph, op: Operation,
                                     dtype=op.dtype))
     sub.outputs = [ident(n) for n in op.output_names()]
     return sub, local
+
+
+def operations_to_write(graph: Graph, *, keep_updates: bool = False) -> Iterator[Operation]:
+    """The operations a writer walks, in graph order: those :func:`reachable_operations`
+    keeps, without the ``external`` ones (a writer declares its inputs itself)."""
+    needed = reachable_operations(graph, keep_updates=keep_updates)
+    return (op for k, op in enumerate(graph.operations) if k in needed and op.op != "external")
+
+
+def input_shape(graph: Graph, name: str) -> tuple:
+    """The declared shape of graph input ``name``; a writer cannot declare an input without one."""
+    t = graph.tensors[name]
+    if t.shape is None:
+        raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
+    return tuple(t.shape)
+
+
+def constant_array(op: Operation, shape: tuple) -> np.ndarray | None:
+    """The value of a ``constant`` operation filling ``shape``, or None where it does not.
+
+    NNEF's ``constant`` repeats a single value over the shape, or lists every item in
+    row-major order; any other count is an error the caller words.
+    """
+    value = np.asarray(op.attribs.get("value", 0.0)).reshape(-1)
+    if value.size == 1:
+        return np.full(shape, value[0])
+    if value.size == int(np.prod(shape, dtype=np.int64)):
+        return value.reshape(shape)
+    return None
+
+
+def unique_name(hint: str, used: set[str]) -> str:
+    """``hint``, else the first free ``hint_1``, ``hint_2``, ...; the name is added to ``used``.
+
+    (Layer names in IR and node names in ONNX must each be unique within the file.)
+    """
+    name, k = hint, 0
+    while name in used:
+        k += 1
+        name = f"{hint}_{k}"
+    used.add(name)
+    return name
+
+
+class ExportContextBase(Generic[R]):
+    """The format-independent half of what a per-operation exporter sees.
+
+    ``refs`` maps graph tensor names to the format's values (an IR ``(layer, port)``, an
+    ONNX value name); ``consts`` holds the load-time data of ``variable``/``constant``
+    tensors that has not been written yet (an exporter may use it directly, e.g. a bias
+    folded into a layer, before it ever becomes a Const / initializer); ``op`` is the
+    operation being written, whose name and source position every refusal carries.
+    Subclasses add the format's value factory (``ref``, ``const``, ``layer``/``node``).
+    """
+
+    #: The format's name as refusals spell it ("IR v11", "ONNX").
+    FORMAT = "?"
+    #: Python literal types whose value :meth:`data` returns as an array.
+    LITERALS: tuple[type, ...] = (bool, int, float)
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.refs: dict[str, R] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.op: Operation | None = None
+
+    def fail(self, message: str) -> NNEFXError:
+        """The error refusing the current operation, at its source position (else the graph)."""
+        op = self.op
+        where = op.location if op is not None and op.location is not None else Location(field=self.graph.name)
+        prefix = f"cannot write operation '{op.op}' as {self.FORMAT}: " if op is not None else ""
+        return NNEFXError(prefix + message, where)
+
+    def data(self, value: Any) -> np.ndarray | None:
+        """Load-time data of a literal or a ``variable``/``constant`` tensor, else None."""
+        if isinstance(value, str):
+            return self.consts.get(value)
+        if isinstance(value, self.LITERALS):
+            return np.asarray(value)
+        return None
+
+    def bind(self, name: str, ref: R) -> None:
+        """Graph tensor ``name`` is the format value ``ref``."""
+        self.refs[name] = ref
+
+    def check_outputs(self, op: Operation) -> None:
+        """Every output of ``op`` was bound by its exporter (a missing one is a bug, said so)."""
+        for n in op.output_names():
+            if n not in self.refs:
+                raise self.fail(f"exporter did not produce output '{n}'")
+
+
+def compile_expanded(sub: Graph, atomic: set[str]) -> Graph:
+    """``sub`` (from :func:`single_operation_graph`) printed and compiled with every compound
+    expanded except the ``atomic`` operations (those the writer has exporters for)."""
+    from ..semantics.frontend import compile_document
+    from ..syntax.printer import print_graph
+
+    return compile_document(print_graph(sub), expand_all=True, atomic=atomic)
+
+
+def export_definition(ctx: ExportContextBase[Any], op: Operation, expanded: Graph, local: dict[str, str],
+                      child: ExportContextBase[Any], constant: Callable[[Operation, str], np.ndarray],
+                      export: Callable[[Operation], None]) -> None:
+    """Write ``op`` through its expanded definition ``expanded`` (see :func:`compile_expanded`).
+
+    ``child`` is a context over ``expanded`` sharing ``ctx``'s output file; the definition's
+    inputs are bound to ``op``'s, each ``variable``/``constant`` of the body becomes
+    load-time data (``constant(operation, name)``), every other operation is written by
+    ``export`` (with ``child.op`` set to it), and ``op``'s outputs are bound to the body's.
+    """
+    back = {v: k for k, v in local.items()}
+    for name in expanded.inputs:
+        child.bind(name, ctx.ref(back[name]))  # type: ignore[attr-defined]
+    for sop in expanded.operations:
+        if sop.op == "external":
+            continue
+        child.op = sop
+        if sop.op in ("variable", "constant"):
+            (n,) = sop.output_names()
+            child.consts[n] = constant(sop, n)
+            continue
+        export(sop)
+    ctx.op = op
+    for n in op.output_names():
+        ctx.bind(n, child.ref(local[n]))  # type: ignore[attr-defined]
+
+
+def write_atomically(items: list[tuple[str, bytes]]) -> None:
+    """Write every ``(path, data)`` to a temporary beside its target, then rename all into
+    place: an error (a full disk, a missing folder) never leaves a half-written model, and
+    a model of several files (IR's ``.xml`` + ``.bin``) is replaced only when all are written.
+    """
+    temps: list[tuple[str, str]] = []
+    try:
+        for target, data in items:
+            folder = os.path.dirname(os.path.abspath(target))
+            fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
+            temps.append((tmp, target))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o666 & ~_umask())   # mkstemp's 0600 -> what open() would have made
+        for tmp, target in temps:
+            os.replace(tmp, target)
+        temps = []
+    except OSError as exc:
+        raise NNEFXError(f"cannot write '{items[-1][0]}': {exc.strerror or exc}", Location(items[-1][0])) from None
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,9 +33,19 @@ from typing import Any
 
 import numpy as np
 
-from ...diagnostics import Location, NNEFXError
+from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation
-from .._export import reachable_operations, single_operation_graph
+from .._export import (
+    ExportContextBase,
+    compile_expanded,
+    constant_array,
+    export_definition,
+    input_shape,
+    operations_to_write,
+    single_operation_graph,
+    unique_name,
+    write_atomically,
+)
 
 #: nnefx data type -> IR element type.
 ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
@@ -97,12 +106,7 @@ class IRWriter:
 
     # --- building --------------------------------------------------------------------------
     def _unique_name(self, hint: str) -> str:
-        name, k = hint or "layer", 0
-        while name in self._layer_names:
-            k += 1
-            name = f"{hint}_{k}"
-        self._layer_names.add(name)
-        return name
+        return unique_name(hint or "layer", self._layer_names)
 
     def shape(self, ref: Ref) -> tuple:
         return self.meta[ref][0]
@@ -207,27 +211,21 @@ class IRWriter:
         return b'<?xml version="1.0"?>\n' + ET.tostring(net, encoding="utf-8") + b"\n"
 
 
-class ExportContext:
+class ExportContext(ExportContextBase[Ref]):
     """What an operation exporter sees: graph tensors as IR port refs, and a layer factory.
 
     Tensors are materialised on demand: ``variable``/``constant`` data becomes a Const layer
     only when some exporter asks for the tensor as a port (:meth:`ref`); exporters that can use
     the data directly (a grouped filter reshaped, a bias flattened) ask :meth:`data` first.
+    The bookkeeping (``refs``, ``consts``, ``op``), :meth:`fail`, :meth:`data` and :meth:`bind`
+    are those of every writer (:class:`~nnefx.formats._export.ExportContextBase`).
     """
 
-    def __init__(self, graph: Graph, writer: IRWriter):
-        self.graph = graph
-        self.w = writer
-        self.refs: dict[str, Ref] = {}
-        self.consts: dict[str, np.ndarray] = {}
-        self.op: Operation | None = None
+    FORMAT = "IR v11"
 
-    # --- errors -----------------------------------------------------------------------------
-    def fail(self, message: str) -> NNEFXError:
-        op = self.op
-        where = op.location if op is not None and op.location is not None else Location(field=self.graph.name)
-        prefix = f"cannot write operation '{op.op}' as IR v11: " if op is not None else ""
-        return NNEFXError(prefix + message, where)
+    def __init__(self, graph: Graph, writer: IRWriter):
+        super().__init__(graph)
+        self.w = writer
 
     # --- tensors ------------------------------------------------------------------------------
     def shape(self, value: Any) -> tuple:
@@ -255,14 +253,6 @@ class ExportContext:
         if isinstance(value, bool):
             return "boolean"
         return default
-
-    def data(self, value: Any) -> np.ndarray | None:
-        """Load-time data of a literal or a ``variable``/``constant`` tensor, else None."""
-        if isinstance(value, str):
-            return self.consts.get(value)
-        if isinstance(value, (bool, int, float)):
-            return np.asarray(value)
-        return None
 
     def ref(self, value: Any, etype: str | None = None) -> Ref:
         """The port holding tensor ``value`` (a name), or a Const for a literal."""
@@ -302,10 +292,6 @@ class ExportContext:
         got = self.w.add(type_, refs, outs, attrs=attrs, version=version, name=f"{hint}/{type_}")
         return got if outputs is not None else got[0]
 
-    def bind(self, name: str, ref: Ref) -> None:
-        """Tensor ``name`` of the graph is the value at port ``ref``."""
-        self.refs[name] = ref
-
 
 def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
@@ -315,15 +301,9 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, w)
     for name in graph.inputs:
-        t = graph.tensors[name]
-        if t.shape is None:
-            raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
-        ref = w.parameter(name, tuple(t.shape), ETYPE.get(t.dtype, "f32"))
+        ref = w.parameter(name, input_shape(graph, name), ETYPE.get(graph.tensors[name].dtype, "f32"))
         ctx.bind(name, ref)
-    needed = reachable_operations(graph, keep_updates=True)
-    for k, op in enumerate(graph.operations):
-        if k not in needed or op.op == "external":
-            continue
+    for op in operations_to_write(graph, keep_updates=True):
         ctx.op = op
         if op.op in ("variable", "constant"):
             (name,) = op.output_names()
@@ -334,13 +314,11 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
                 arr = np.asarray(t.data)
             else:
                 shape = tuple(op.attribs.get("shape", t.shape or ()))
-                value = np.asarray(op.attribs.get("value", 0.0))
-                if value.size == 1:
-                    arr = np.full(shape, value.reshape(-1)[0])
-                elif value.size == int(np.prod(shape, dtype=np.int64)):
-                    arr = value.reshape(shape)
-                else:
-                    raise ctx.fail(f"constant value of {value.size} items does not fill shape {shape}")
+                filled = constant_array(op, shape)
+                if filled is None:
+                    size = np.asarray(op.attribs.get("value", 0.0)).size
+                    raise ctx.fail(f"constant value of {size} items does not fill shape {shape}")
+                arr = filled
             ctx.consts[name] = np.asarray(arr, dtype=NUMPY[ETYPE.get(t.dtype, "f32")])
             if name in updated:
                 _state_read(ctx, op, name)
@@ -357,9 +335,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
             if exc.location is None:
                 exc.location = op.location
             raise
-        for n in op.output_names():
-            if n not in ctx.refs:
-                raise ctx.fail(f"exporter did not produce output '{n}'")
+        ctx.check_outputs(op)
     ctx.op = None
     for name in graph.outputs:
         if name not in ctx.refs:
@@ -392,34 +368,25 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
     to operations that have exporters, and export those in its place.
 
     The one operation is printed as a tiny document whose externals stand for its tensor
-    inputs; errors name the original operation and its position.
+    inputs (:func:`~nnefx.formats._export.export_definition`); errors name the original
+    operation and its position.
     """
-    from ...semantics.frontend import compile_document
-    from ...syntax.printer import print_graph
-    from .export_ops import exportable_ops
+    from .export_ops import exportable_ops, find_exporter
 
     sub, local = single_operation_graph(ctx.graph, op, ctx.shape)
     try:
-        expanded = compile_document(print_graph(sub), expand_all=True, atomic=set(exportable_ops()))
+        expanded = compile_expanded(sub, set(exportable_ops()))
     except NNEFXError as exc:
         raise ctx.fail(f"its definition cannot be expanded ({exc.message})") from None
     child = ExportContext(expanded, ctx.w)
-    back = {v: k for k, v in local.items()}
-    for name in expanded.inputs:
-        child.bind(name, ctx.ref(back[name]))
-    for sop in expanded.operations:
-        if sop.op == "external":
-            continue
-        child.op = sop
-        if sop.op in ("variable", "constant"):
-            (n,) = sop.output_names()
-            value = np.asarray(sop.attribs.get("value", 0.0))
-            shape = tuple(sop.attribs.get("shape", ()))
-            arr = np.full(shape, value.reshape(-1)[0]) if value.size == 1 else value.reshape(shape)
-            child.consts[n] = np.asarray(arr, dtype=NUMPY[ETYPE.get(expanded.tensors[n].dtype, "f32")])
-            continue
-        from .export_ops import find_exporter
 
+    def constant(sop: Operation, n: str) -> np.ndarray:
+        arr = constant_array(sop, tuple(sop.attribs.get("shape", ())))
+        if arr is None:
+            raise ctx.fail(f"its definition's constant '{n}' does not fill its shape")
+        return np.asarray(arr, dtype=NUMPY[ETYPE.get(expanded.tensors[n].dtype, "f32")])
+
+    def export(sop: Operation) -> None:
         fn = find_exporter(sop.op)
         if fn is None:
             raise ctx.fail(f"its definition uses '{sop.op}', which has no opset equivalent")
@@ -427,8 +394,8 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
             fn(child, sop)
         except NNEFXError as exc:
             raise ctx.fail(f"its definition's '{sop.op}' cannot be written: {exc.message}") from None
-    for n in op.output_names():
-        ctx.bind(n, child.ref(local[n]))
+
+    export_definition(ctx, op, expanded, local, child, constant, export)
 
 
 def _variable_id(op: Operation, name: str) -> str:
@@ -475,30 +442,5 @@ def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16:
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
     bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"
-    _atomic_write_pair([(bin_path, bytes(w.blob)), (path, xml)])
+    write_atomically([(bin_path, bytes(w.blob)), (path, xml)])
 
-
-def _atomic_write_pair(items: list[tuple[str, bytes]]) -> None:
-    """Write every file to a temporary beside it, then rename all into place."""
-    temps: list[tuple[str, str]] = []
-    try:
-        for target, data in items:
-            folder = os.path.dirname(os.path.abspath(target))
-            fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
-            temps.append((tmp, target))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())   # mkstemp's 0600 -> what open() would have made
-        for tmp, target in temps:
-            os.replace(tmp, target)
-    except OSError as exc:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        raise NNEFXError(f"cannot write '{items[-1][0]}': {exc.strerror or exc}", Location(items[-1][0])) from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -26,7 +26,6 @@ The protobuf is built with the optional ``onnx`` package and checked with
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +33,17 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
-from .._export import reachable_operations, single_operation_graph
+from .._export import (
+    ExportContextBase,
+    compile_expanded,
+    constant_array,
+    export_definition,
+    input_shape,
+    operations_to_write,
+    single_operation_graph,
+    unique_name,
+    write_atomically,
+)
 
 #: The ONNX operator set the writer targets (default domain).
 OPSET = 18
@@ -117,12 +126,7 @@ class Emitter:
         return name
 
     def node_name(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self._node_names:
-            k += 1
-            name = f"{hint}_{k}"
-        self._node_names.add(name)
-        return name
+        return unique_name(hint, self._node_names)
 
     def initializer(self, array: np.ndarray, name: str | None = None, hint: str = "const") -> str:
         """An initializer holding ``array``; small unnamed ones are shared when equal."""
@@ -196,28 +200,24 @@ class Emitter:
             self._used.add(new)
 
 
-class ExportContext:
+class ExportContext(ExportContextBase[str]):
     """What an operation exporter sees: graph tensors as ONNX values, and a node factory.
 
     ``variable``/``constant`` data becomes an initializer only when an exporter asks for the
     tensor as a value (:meth:`ref`); exporters that can use the data directly (a bias made
-    1-D, a filter reshaped) ask :meth:`data` first.
+    1-D, a filter reshaped) ask :meth:`data` first.  The bookkeeping (``refs``, ``consts``,
+    ``op``), :meth:`fail`, :meth:`data` and :meth:`bind` are those of every writer
+    (:class:`~nnefx.formats._export.ExportContextBase`); numpy arrays and scalars count as
+    literals here, since ONNX exporters pass computed tables (kernels of ones, gate orders).
     """
 
+    FORMAT = "ONNX"
+    LITERALS = (bool, int, float, np.ndarray, np.generic)
+
     def __init__(self, graph: Graph, emitter: Emitter, *, top: bool = True):
-        self.graph = graph
+        super().__init__(graph)
         self.e = emitter
         self.top = top
-        self.refs: dict[str, str] = {}
-        self.consts: dict[str, np.ndarray] = {}
-        self.op: Operation | None = None
-
-    # --- errors -----------------------------------------------------------------------------
-    def fail(self, message: str) -> NNEFXError:
-        op = self.op
-        where = op.location if op is not None and op.location is not None else Location(field=self.graph.name)
-        prefix = f"cannot write operation '{op.op}' as ONNX: " if op is not None else ""
-        return NNEFXError(prefix + message, where)
 
     def fallback(self, message: str) -> Fallback:
         return Fallback(message)
@@ -261,14 +261,6 @@ class ExportContext:
         if isinstance(value, (bool, np.bool_)):
             return NUMPY["logical"]
         return default if default is not None else NUMPY["scalar"]
-
-    def data(self, value: Any) -> np.ndarray | None:
-        """Load-time data of a literal or a ``variable``/``constant`` tensor, else None."""
-        if isinstance(value, str):
-            return self.consts.get(value)
-        if isinstance(value, (bool, int, float, np.ndarray, np.generic)):
-            return np.asarray(value)
-        return None
 
     def ref(self, value: Any, dtype: Any = None) -> str:
         """The ONNX value holding tensor ``value`` (a graph name or a value name), or an
@@ -319,10 +311,6 @@ class ExportContext:
         got = self.e.node(op_type, names, outs, hint, {k: v for k, v in attrs.items() if v is not None})
         return got if outputs is not None else got[0]
 
-    def bind(self, name: str, ref: str) -> None:
-        """Graph tensor ``name`` is the ONNX value ``ref``."""
-        self.refs[name] = ref
-
 
 # --- the driver --------------------------------------------------------------------------------
 
@@ -350,14 +338,10 @@ def _constant_data(ctx: ExportContext, op: Operation, name: str, graph: Graph) -
     shape = tuple(op.attribs.get("shape", t.shape or ()))
     if any(d is None for d in shape):
         raise ctx.fail(f"constant '{name}' has no definite shape")
-    value = np.asarray(op.attribs.get("value", 0.0)).reshape(-1)
-    volume = int(np.prod(shape, dtype=np.int64))
-    if value.size == 1:
-        arr = np.full(shape, value[0])
-    elif value.size == volume:
-        arr = value.reshape(shape)
-    else:
-        raise ctx.fail(f"constant value of {value.size} items does not fill shape {list(shape)}")
+    arr = constant_array(op, shape)
+    if arr is None:
+        size = np.asarray(op.attribs.get("value", 0.0)).size
+        raise ctx.fail(f"constant value of {size} items does not fill shape {list(shape)}")
     if dtype.kind in "iu" and arr.dtype.kind == "f":
         arr = np.floor(arr)
     return arr.astype(dtype)
@@ -373,9 +357,7 @@ def export_operation(ctx: ExportContext, op: Operation, depth: int = 0) -> None:
     if fn is not None:
         try:
             fn(ctx, op)
-            for n in op.output_names():
-                if n not in ctx.refs:
-                    raise ctx.fail(f"exporter did not produce output '{n}'")
+            ctx.check_outputs(op)
             return
         except Fallback as exc:
             reason = exc.message
@@ -403,10 +385,9 @@ def _is_compound(name: str) -> bool:
 def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str) -> None:
     """Write ``op`` through its fragment body: the one operation is printed as a tiny NNEF
     document whose externals stand for its tensor inputs, expanded by the front-end down to
-    operations with exporters, and each of those is exported in its place.  Errors name the
-    original operation and its position."""
-    from ...semantics.frontend import compile_document
-    from ...syntax.printer import print_graph
+    operations with exporters, and each of those is exported in its place
+    (:func:`~nnefx.formats._export.export_definition`).  Errors name the original operation
+    and its position."""
     from .export_ops import exportable_ops
 
     try:
@@ -414,29 +395,19 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}; its definition needs static input shapes ({exc.message})") from None
     try:
-        expanded = compile_document(print_graph(sub), expand_all=True, atomic=set(exportable_ops()) - {op.op})
+        expanded = compile_expanded(sub, set(exportable_ops()) - {op.op})
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}, and its definition cannot be expanded ({exc.message})") from None
     child = ExportContext(expanded, ctx.e, top=False)
-    back = {v: k for k, v in local.items()}
-    for name in expanded.inputs:
-        child.bind(name, ctx.ref(back[name]))
-    for sop in expanded.operations:
-        if sop.op == "external":
-            continue
-        child.op = sop
-        if sop.op in ("variable", "constant"):
-            (n,) = sop.output_names()
-            child.consts[n] = _constant_data(child, sop, n, expanded)
-            continue
+
+    def export(sop: Operation) -> None:
         try:
             export_operation(child, sop, depth + 1)
         except NNEFXError as exc:
             ctx.op = op
             raise ctx.fail(f"{reason}; its definition's '{sop.op}' cannot be written: {exc.message}") from None
-    ctx.op = op
-    for n in op.output_names():
-        ctx.bind(n, child.ref(local[n]))
+
+    export_definition(ctx, op, expanded, local, child, lambda sop, n: _constant_data(child, sop, n, expanded), export)
 
 
 def _value_info(onnx: Any, name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
@@ -481,17 +452,13 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
     ctx = ExportContext(graph, e)
     inputs = []
     for name in graph.inputs:
-        t = graph.tensors[name]
-        if t.shape is None:
-            raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
+        shape = input_shape(graph, name)
         e.claim(name)
-        e.meta[name] = (tuple(None if d is None else int(d) for d in t.shape), NUMPY.get(t.dtype, NUMPY["scalar"]))
+        e.meta[name] = (tuple(None if d is None else int(d) for d in shape),
+                        NUMPY.get(graph.tensors[name].dtype, NUMPY["scalar"]))
         ctx.bind(name, name)
         inputs.append(_value_info(onnx, name, e.meta[name][0], e.meta[name][1], name))
-    needed = reachable_operations(graph)
-    for k, op in enumerate(graph.operations):
-        if k not in needed or op.op == "external":
-            continue
+    for op in operations_to_write(graph):
         ctx.op = op
         if op.op in ("variable", "constant"):
             (name,) = op.output_names()
@@ -570,24 +537,4 @@ def write_onnx(model: Model | Graph, path: str | os.PathLike, **options: Any) ->
         graph = infer_shapes(graph)
         model = Model(graph, model.format, model.source, model.extras) if isinstance(model, Model) else graph
     proto = build(model, **options)
-    data = proto.SerializeToString()
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise NNEFXError(f"cannot write '{path}': {exc.strerror or exc}", Location(path)) from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    write_atomically([(path, proto.SerializeToString())])

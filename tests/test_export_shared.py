@@ -1,0 +1,126 @@
+"""What the IR v11 and ONNX writers share (nnefx.formats._export): the refusal wording and
+location, the bookkeeping of their contexts, the constant fill rule and the
+temporary-then-rename write.  Both writers rely on these, so they are checked once here,
+and through both writers where the wording must name the format."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from nnefx.diagnostics import Location, NNEFXError
+from nnefx.formats._export import (
+    ExportContextBase,
+    constant_array,
+    input_shape,
+    operations_to_write,
+    unique_name,
+    write_atomically,
+)
+from nnefx.graph import Graph, Operation, Tensor
+from nnefx.io.builder import GraphBuilder
+
+
+def _graph() -> Graph:
+    b = GraphBuilder("g")
+    x = b.external("x", shape=(1, 3))
+    b.op("exp", x)                       # not needed by the output: never written
+    b.output(b.op("neg", x), name="y")
+    return b.build().graph
+
+
+def test_operations_to_write_skip_externals_and_dead_code():
+    assert [op.op for op in operations_to_write(_graph())] == ["neg"]
+
+
+def test_input_without_shape_is_refused_at_the_input():
+    g = Graph(name="g", inputs=["x"], tensors={"x": Tensor("x", "scalar", None)})
+    with pytest.raises(NNEFXError, match="input 'x' has no known shape") as info:
+        input_shape(g, "x")
+    assert info.value.location == Location(field="x")
+
+
+def test_constant_array_repeats_or_lists_values():
+    op = Operation("constant", {}, {"output": "c"}, {"shape": [2, 2], "value": [1.5]})
+    assert constant_array(op, (2, 2)).tolist() == [[1.5, 1.5], [1.5, 1.5]]
+    op.attribs["value"] = [1.0, 2.0, 3.0, 4.0]
+    assert constant_array(op, (2, 2)).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    op.attribs["value"] = [1.0, 2.0, 3.0]
+    assert constant_array(op, (2, 2)) is None
+
+
+def test_unique_name_numbers_repeats():
+    used: set[str] = set()
+    assert [unique_name("conv", used) for _ in range(3)] == ["conv", "conv_1", "conv_2"]
+    assert used == {"conv", "conv_1", "conv_2"}
+
+
+class _Ctx(ExportContextBase[str]):
+    FORMAT = "TESTFMT"
+
+
+def test_fail_names_operation_format_and_position():
+    g = _graph()
+    ctx = _Ctx(g)
+    err = ctx.fail("no form")
+    assert err.message == "no form" and err.location == Location(field="g")
+    op = Operation("neg", {"x": "x"}, {"y": "y"}, {}, location=Location("m.nnef", 3, 5))
+    ctx.op = op
+    err = ctx.fail("no form")
+    assert err.message == "cannot write operation 'neg' as TESTFMT: no form"
+    assert err.location == Location("m.nnef", 3, 5)
+    with pytest.raises(NNEFXError, match="exporter did not produce output 'y'"):
+        ctx.check_outputs(op)
+    ctx.bind("y", "v")
+    ctx.check_outputs(op)
+
+
+def test_data_of_literals_and_constants():
+    ctx = _Ctx(_graph())
+    ctx.consts["w"] = np.ones(2)
+    assert ctx.data("w").tolist() == [1.0, 1.0]
+    assert ctx.data("x") is None
+    assert ctx.data(2.5).item() == 2.5
+    assert ctx.data(np.ones(2)) is None          # not a literal of the base context
+
+
+@pytest.mark.parametrize("fmt", ["IR v11", "ONNX"])
+def test_both_writers_word_refusals_alike(tmp_path, fmt):
+    if fmt == "ONNX":
+        pytest.importorskip("onnx")
+    from nnefx.semantics.frontend import compile_document
+
+    text = ("version 1.0;\ngraph g( x ) -> ( y )\n{\n    x = external<scalar>(shape = [1, 2, 4, 4]);\n"
+            "    w = constant<scalar>(shape = [2, 2, 3, 3], value = [1.0]);\n"
+            "    y = deconv(x, w, border = 'reflect');\n}\n")
+    g = compile_document(text, file="m.nnef")
+    if fmt == "ONNX":
+        from nnefx.formats.onnx.writer import write_onnx as write
+        target = tmp_path / "m.onnx"
+    else:
+        from nnefx.formats.ir.writer import write_ir as write
+        target = tmp_path / "m.xml"
+    with pytest.raises(NNEFXError) as info:
+        write(g, target)
+    assert info.value.message.startswith(f"cannot write operation 'deconv' as {fmt}: border 'reflect' of a "
+                                         "deconvolution has no ")
+    assert info.value.location.file == "m.nnef" and info.value.location.line == 6
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_atomically_all_or_nothing(tmp_path):
+    a, b = tmp_path / "a.bin", tmp_path / "a.xml"
+    a.write_bytes(b"old")
+    with pytest.raises(NNEFXError, match="cannot write") as info:
+        write_atomically([(str(a), b"new"), (str(tmp_path / "missing" / "a.xml"), b"x")])
+    assert info.value.location.file == str(tmp_path / "missing" / "a.xml")
+    assert a.read_bytes() == b"old"                              # untouched
+    assert sorted(os.listdir(tmp_path)) == ["a.bin"]            # no temporaries left
+    write_atomically([(str(a), b"new"), (str(b), b"xml")])
+    assert a.read_bytes() == b"new" and b.read_bytes() == b"xml"
+    assert sorted(os.listdir(tmp_path)) == ["a.bin", "a.xml"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(a).st_mode & 0o777 == 0o666 & ~mask
