@@ -1,6 +1,7 @@
-"""What the IR v11 and ONNX writers share (nnefx.formats._export): the refusal wording and
-location, the bookkeeping of their contexts, the constant fill rule and the
-temporary-then-rename write.  Both writers rely on these, so they are checked once here,
+"""What the IR v11 and ONNX writers share (nnefx.formats._export, ._export_attrs): the refusal
+wording and location, the bookkeeping of their contexts, the constant fill rule, the
+temporary-then-rename write, and what NNEF's attributes mean (slices, windows, reductions,
+resize transforms).  Both writers rely on these, so they are checked once here,
 and through both writers where the wording must name the format."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from nnefx.diagnostics import Location, NNEFXError
+from nnefx.formats import _export_attrs as attrs
 from nnefx.formats._export import (
     ExportContextBase,
     constant_array,
@@ -124,3 +126,64 @@ def test_write_atomically_all_or_nothing(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert os.stat(a).st_mode & 0o777 == 0o666 & ~mask
+
+
+# --- NNEF attribute semantics (nnefx.formats._export_attrs) -----------------------------------
+
+
+def _op(name: str, **attribs) -> Operation:
+    return Operation(name, {"input": "x"}, {"output": "y"}, attribs)
+
+
+def test_backward_slices_stop_through_index_0():
+    assert attrs.slice_stop(-1, -1) == attrs.INT64_MIN
+    assert attrs.slice_stop(-1, 1) == -1 and attrs.slice_stop(0, -1) == 0
+    # (axis, first, step, count): 4 items backward from 3 run through index 0
+    assert attrs.slice_bounds([(1, 3, -1, 4), (2, 0, 2, 3)]) == ([1, 2], [3, 0], [attrs.INT64_MIN, 6], [-1, 2])
+    x = np.arange(10)
+    assert x[3:None:-1].tolist() == [3, 2, 1, 0]   # what INT64_MIN stands for
+
+
+def test_window_padding_asks_extents_only_when_automatic():
+    def never() -> tuple:
+        raise AssertionError("extents asked for")
+
+    op = _op("max_pool", size=[1, 1, 3, 3], padding=[(0, 0), (0, 0), (1, 1), (0, 2)], stride=[], dilation=[])
+    assert attrs.window_padding(op, 4, [1, 1, 3, 3], never) == ([(0, 0), (0, 0), (1, 1), (0, 2)], [1] * 4, [1] * 4)
+    op = _op("conv", padding=[], stride=[2, 2], dilation=[1, 1])
+    # automatic: output ceil(5 / 2) = 3, total padding (3 - 1) * 2 + 3 - 5 = 2, split 1 / 1
+    assert attrs.window_padding(op, 2, [3, 3], lambda: (5, 6)) == ([(1, 1), (0, 1)], [2, 2], [1, 1])
+
+
+def test_window_span():
+    assert attrs.window_span(3, 3, 2, 1) == 7     # windows at 0, 2, 4, each 3 long
+    assert attrs.window_span(1, 3, 1, 2) == 5     # one dilated window: taps 0, 2, 4
+
+
+def test_box_mode_and_reductions():
+    assert attrs.box_mode(_op("box", border="ignore")) == ("constant", False)
+    assert attrs.box_mode(_op("box", border="ignore", normalize=True)) == ("ignore", True)
+    assert attrs.box_mode(_op("avg_pool", border="ignore")) == ("ignore", True)
+    assert attrs.box_mode(_op("rms_pool")) == ("constant", True)
+    assert attrs.reduction(_op("sum_reduce", normalize=True)) == "mean"
+    assert attrs.reduction(_op("sum_reduce")) == "sum"
+    assert attrs.reduction(_op("any_reduce")) == "any"
+    assert attrs.reduced_shape((2, 3, 4), [0, 2]) == (1, 3, 1)
+
+
+def test_clamp_bounds_and_defaults():
+    assert attrs.literal_bounds(0.0, 6) == (0.0, 6.0)
+    assert attrs.literal_bounds(1.0, 0.0) is None          # max(min(x, 0), 1) = 1 everywhere
+    assert attrs.literal_bounds("a", 1.0) is None
+    assert attrs.lrn_params(_op("local_response_normalization")) == (1.0, 0.5, 1.0)
+    bn = Operation("batch_normalization", {"input": "x", "mean": "m", "variance": "v"}, {"output": "y"}, {})
+    assert attrs.batch_norm_inputs(bn) == {"mean": "m", "variance": "v", "offset": 0.0, "scale": 1.0}
+
+
+@pytest.mark.parametrize(("method", "border", "transform"), [
+    ("symmetric", "replicate", "half_pixel"), ("asymmetric", "replicate", "asymmetric"),
+    ("aligned", "replicate", "align_corners"), ("aligned", "constant", "align_corners"),
+    ("symmetric", "constant", None), ("asymmetric", "constant", None)])
+def test_linear_upsample_transform(method, border, transform):
+    op = _op("multilinear_upsample", method=method, border=border)
+    assert attrs.linear_upsample_transform(op) == (method, border, transform)

@@ -12,6 +12,10 @@ binds the operation's output tensors to ports.  The rules every exporter follows
   layer.
 * **Static shapes.**  Port dims are written from the graph's inferred shapes; helper layers
   compute theirs here.
+* **One reading of NNEF.**  What an operation's attributes mean (automatic padding, slice
+  stops, reductions, border and resize modes, defaults) comes from
+  :mod:`nnefx.formats._export_attrs`, shared with the ONNX exporters, so both formats
+  compute the same thing for the same document; this module only emits layers.
 
 The legacy/modern traps that matter when mapping back: Gather takes (data, indices, axis);
 Slice-8 takes (data, start, stop, step, axes) and is not the legacy ``Slice`` (a split);
@@ -29,6 +33,19 @@ import numpy as np
 
 from ...graph import Operation
 from .._export import ExporterTable
+from .._export_attrs import (
+    REDUCTIONS,
+    batch_norm_inputs,
+    box_mode,
+    linear_upsample_transform,
+    literal_bounds,
+    lrn_params,
+    reduced_shape,
+    reduction,
+    slice_bounds,
+    window_padding,
+    window_span,
+)
 from .writer import ETYPE, ExportContext
 
 Exporter = Callable[[ExportContext, Operation], None]
@@ -209,8 +226,9 @@ def _selu(ctx: ExportContext, op: Operation) -> None:
 @exporter("clamp")
 def _clamp(ctx: ExportContext, op: Operation) -> None:
     x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
-    if not isinstance(a, str) and not isinstance(b, str) and float(a) <= float(b):
-        ctx.bind(out(op), unop(ctx, "Clamp", x, {"min": float(a), "max": float(b)}))
+    bounds = literal_bounds(a, b)
+    if bounds is not None:
+        ctx.bind(out(op), unop(ctx, "Clamp", x, {"min": bounds[0], "max": bounds[1]}))
         return
     xr, ar, br = nnef_operands(ctx, op, [x, a, b])
     ctx.bind(out(op), reshape_to(ctx, binop(ctx, "Maximum", binop(ctx, "Minimum", xr, br), ar), out_shape(ctx, op)))
@@ -282,20 +300,14 @@ def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border
 
 def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int], transposed: bool = False,
             allow_negative_end: bool = False) -> tuple[list[tuple[int, int]], list[int], list[int]]:
-    """Explicit padding, stride and dilation of a windowed op over its last ``n`` dims."""
-    from ...ops._common import resolve_padding_down, resolve_padding_up, window_arrays
-
+    """Explicit padding, stride and dilation of a windowed op over its last ``n`` dims
+    (:func:`~nnefx.formats._export_attrs.window_padding`), refused where negative."""
     xs = ctx.shape(x)[-n:]
-    size, pads, stride, dil = window_arrays(op.op, n, size, op.attribs.get("padding", []),
-                                            op.attribs.get("stride", []), op.attribs.get("dilation", []))
-    if transposed:
-        X = out_shape(ctx, op)[-n:]
-        pads = resolve_padding_up(xs, X, size, stride, dil, pads)
-    else:
-        pads = resolve_padding_down(xs, size, stride, dil, pads)
+    pads, stride, dil = window_padding(op, n, size, lambda: xs,
+                                       (lambda: out_shape(ctx, op)[-n:]) if transposed else None)
     if any(p < 0 or (q < 0 and not allow_negative_end) for p, q in pads):
         raise ctx.fail(f"negative padding {pads} has no opset form")
-    return [tuple(p) for p in pads], stride, dil
+    return pads, stride, dil
 
 
 def _bias_add(ctx: ExportContext, op: Operation, y: Any) -> Any:
@@ -346,7 +358,7 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     # OpenVINO's output_padding
     pads = [(p, max(q, 0)) for p, q in pads]
     shape = out_shape(ctx, op)
-    base = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 - pads[i][0] - pads[i][1] for i in range(n)]
+    base = [window_span(xs[2 + i], fs[2 + i], stride[i], dil[i]) - pads[i][0] - pads[i][1] for i in range(n)]
     extra = [shape[2 + i] - base[i] for i in range(n)]
     if any(e < 0 or e >= max(stride[i], dil[i]) for i, e in enumerate(extra)):
         raise ctx.fail(f"output shape {shape} needs output padding {extra} outside the opset's range")
@@ -380,7 +392,7 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
     trimmed = []
     for i in range(2, len(xs)):
         p, q = pads[i]
-        reach = (ys[i] - 1) * stride[i] + (size[i] - 1) * dil[i] + 1 - p - xs[i]
+        reach = window_span(ys[i], size[i], stride[i], dil[i]) - p - xs[i]
         trimmed.append((p, min(q, max(reach, 0))))
     return x, size[2:], trimmed, stride[2:], dil[2:]
 
@@ -428,9 +440,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
     n = size[axes[0]] if axes else 1
     if any(size[a] != n for a in axes) or n % 2 == 0:
         raise ctx.fail(f"window size {size} has no LRN form (needs one odd size on every normalized axis)")
-    alpha = float(op.attribs.get("alpha", 1.0))
-    beta = float(op.attribs.get("beta", 0.5))
-    bias = float(op.attribs.get("bias", 1.0))
+    alpha, beta, bias = lrn_params(op)
     if bias <= 0:
         raise ctx.fail(f"bias {bias} <= 0 has no LRN form")
     # NNEF divides alpha by the window volume; LRN divides it by size ** len(axes): the same.
@@ -494,22 +504,11 @@ def _split(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(n, r)
 
 
-_INT64_MIN = -(2 ** 63)
-
-
 def slice_layer(ctx: ExportContext, x: Any, plan: list[tuple[int, int, int, int]], shape: tuple) -> Any:
     """Slice-8 from resolved (axis, first index, stride, count) items."""
     if not plan:
         return ctx.ref(x)
-    axes, start, stop, step = [], [], [], []
-    for a, b, s, count in plan:
-        e = b + count * s
-        if s < 0 and e < 0:
-            e = _INT64_MIN   # "through index 0": -1 would wrap to the last element
-        axes.append(a)
-        start.append(b)
-        stop.append(e)
-        step.append(s)
+    axes, start, stop, step = slice_bounds(plan)
     return ctx.layer("Slice", [x, ctx.ints(start), ctx.ints(stop), ctx.ints(step), ctx.ints(axes)], shape,
                      version="opset8")
 
@@ -572,15 +571,13 @@ def _gather(ctx: ExportContext, op: Operation) -> None:
 
 # --- reductions and normalizations ----------------------------------------------------------
 
-_REDUCE = {"sum_reduce": "ReduceSum", "mean_reduce": "ReduceMean", "max_reduce": "ReduceMax",
-           "min_reduce": "ReduceMin", "any_reduce": "ReduceLogicalOr", "all_reduce": "ReduceLogicalAnd"}
+_REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin",
+           "any": "ReduceLogicalOr", "all": "ReduceLogicalAnd"}
 
 
-@exporter(*_REDUCE)
+@exporter(*REDUCTIONS)
 def _reduce(ctx: ExportContext, op: Operation) -> None:
-    kind = _REDUCE[op.op]
-    if op.op == "sum_reduce" and op.attribs.get("normalize", False):
-        kind = "ReduceMean"
+    kind = _REDUCE[reduction(op)]
     x = op.inputs["input"]
     axes = [int(a) for a in op.attribs["axes"]]
     if not axes:
@@ -598,7 +595,7 @@ def _softmax(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(out(op), ctx.layer("Softmax", [x], shape, attrs={"axis": axes[0]}, version="opset8"))
         return
     # several axes: the definition, max-shifted as NNEF writes it
-    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    red = reduced_shape(shape, axes)
     m = ctx.layer("ReduceMax", [x, ctx.ints(axes)], red, attrs={"keep_dims": True})
     e = unop(ctx, "Exp", binop(ctx, "Subtract", x, m))
     s = ctx.layer("ReduceSum", [e, ctx.ints(axes)], red, attrs={"keep_dims": True})
@@ -627,16 +624,16 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     shape = ctx.shape(x)
     eps = float(op.attribs["epsilon"])
-    names = ("mean", "variance", "offset", "scale")
+    params = batch_norm_inputs(op)
     if len(shape) >= 2:
-        vecs = {k: _channel_vector(ctx, op.inputs.get(k, 0.0 if k != "scale" else 1.0), shape[1]) for k in names}
+        vecs = {k: _channel_vector(ctx, v, shape[1]) for k, v in params.items()}
         if all(v is not None for v in vecs.values()):
             ctx.bind(out(op), ctx.layer(
                 "BatchNormInference", [x, vecs["scale"], vecs["offset"], vecs["mean"], vecs["variance"]], shape,
                 attrs={"epsilon": eps}, version="opset5"))
             return
     # general broadcasting: the definition offset + scale * (x - mean) / sqrt(variance + eps)
-    mean, var, off, sc = nnef_operands(ctx, op, [op.inputs.get(k, 0.0 if k != "scale" else 1.0) for k in names])
+    mean, var, off, sc = nnef_operands(ctx, op, list(params.values()))
     den = unop(ctx, "Sqrt", binop(ctx, "Add", var, scalar_const(ctx, eps)))
     y = binop(ctx, "Add", off, binop(ctx, "Divide", binop(ctx, "Multiply", sc, binop(ctx, "Subtract", x, mean)), den))
     ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
@@ -648,7 +645,7 @@ def _l2_norm(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
-    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    red = reduced_shape(shape, axes)
     s = ctx.layer("ReduceSum", [binop(ctx, "Multiply", x, x), ctx.ints(axes)], red, attrs={"keep_dims": True})
     sigma = binop(ctx, "Add", unop(ctx, "Sqrt", s), scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
     den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))
@@ -884,10 +881,8 @@ def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
     # checked against Interpolate-11 'linear': symmetric + replicate = half_pixel, asymmetric +
     # replicate = asymmetric, aligned (either border) = align_corners; a zero ('constant')
     # border outside the aligned method has no Interpolate form
-    method = op.attribs.get("method", "symmetric")
-    border = op.attribs.get("border", "replicate")
-    transform = {"symmetric": "half_pixel", "asymmetric": "asymmetric", "aligned": "align_corners"}.get(method)
-    if transform is None or (border != "replicate" and method != "aligned"):
+    method, border, transform = linear_upsample_transform(op)
+    if transform is None:
         raise ctx.fail(f"method '{method}' with border '{border}' has no Interpolate form")
     ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", transform))
 
@@ -897,7 +892,7 @@ def _moments(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
-    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    red = reduced_shape(shape, axes)
     mean = ctx.layer("ReduceMean", [x, ctx.ints(axes)], red, attrs={"keep_dims": True})
     d = binop(ctx, "Subtract", x, mean)
     var = ctx.layer("ReduceMean", [binop(ctx, "Multiply", d, d), ctx.ints(axes)], red, attrs={"keep_dims": True})
@@ -911,10 +906,7 @@ def _box(ctx: ExportContext, op: Operation) -> None:
     # AvgPool, whose exclude-pad matches border 'ignore' (only a normalized box divides by the
     # count of real values)
     x, size, pads, stride, _ = _pool_window(ctx, op)
-    border = op.attribs.get("border", "constant")
-    normalize = op.op == "rms_pool" or bool(op.attribs.get("normalize", False))
-    if border == "ignore" and not normalize:
-        border = "constant"   # a sum over the real values only = a sum with zeros padded
+    border, normalize = box_mode(op)
     xin = ctx.ref(x)
     if op.op == "rms_pool":
         xin = binop(ctx, "Multiply", xin, xin)
@@ -939,7 +931,7 @@ def _argmax_reduce(ctx: ExportContext, op: Operation) -> None:
     if len(axes) != 1:
         raise ctx.fail(f"argmax over several axes {axes} (a flattened index) has no TopK form")
     a = axes[0]
-    ks = tuple(1 if i == a else d for i, d in enumerate(xs))
+    ks = reduced_shape(xs, [a])
     # the first maximum wins, as TopK-11 with stable=true keeps it
     _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
                        attrs={"axis": a, "mode": "max", "sort": "value", "index_element_type": "i64",
@@ -1209,7 +1201,7 @@ def _argmin_reduce(ctx: ExportContext, op: Operation) -> None:
     axes = sorted(int(a) % len(xs) for a in op.attribs["axes"])
     if len(axes) != 1:
         raise ctx.fail(f"argmin over several axes {axes} (a flattened index) has no TopK form")
-    ks = tuple(1 if i == axes[0] else d for i, d in enumerate(xs))
+    ks = reduced_shape(xs, axes)
     _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
                        attrs={"axis": axes[0], "mode": "min", "sort": "value", "index_element_type": "i64",
                               "stable": True}, version="opset11")
@@ -1221,7 +1213,7 @@ def _l1_norm(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
-    red = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    red = reduced_shape(shape, axes)
     s = ctx.layer("ReduceSum", [unop(ctx, "Abs", x), ctx.ints(axes)], red, attrs={"keep_dims": True})
     sigma = binop(ctx, "Add", s, scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
     den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))

@@ -11,6 +11,10 @@ binds the operation's output tensors to ONNX values.  The rules every exporter f
   lower rank get trailing unit dimensions (:func:`aligned`) before any broadcasting node.
 * **Shapes.**  Unknown dims (``None``) travel as long as an operation does not need them;
   those that do (automatic padding, slicing, splitting) ask ``ctx.shape`` for static ones.
+* **One reading of NNEF.**  What an operation's attributes mean (automatic padding, slice
+  stops, reductions, border and resize modes, defaults) comes from
+  :mod:`nnefx.formats._export_attrs`, shared with the IR exporters, so both formats
+  compute the same thing for the same document; this module only emits nodes.
 
 The traps that matter (all checked by ``tests/test_onnx_export*.py`` against nnefx):
 NNEF ``round`` is floor(x + 0.5) while ONNX Round goes half to even; NNEF ``cast`` of
@@ -30,6 +34,21 @@ import numpy as np
 
 from ...graph import Operation
 from .._export import ExporterTable
+from .._export_attrs import (
+    INT64_MIN,
+    REDUCTIONS,
+    batch_norm_inputs,
+    box_mode,
+    linear_upsample_transform,
+    literal_bounds,
+    lrn_params,
+    reduced_shape,
+    reduction,
+    slice_bounds,
+    slice_stop,
+    window_padding,
+    window_span,
+)
 from .writer import NUMPY, ExportContext, _dims_broadcast
 
 Exporter = Callable[[ExportContext, Operation], None]
@@ -40,7 +59,6 @@ find_exporter = _TABLE.find
 F32 = NUMPY["scalar"]
 I64 = NUMPY["integer"]
 BOOL = NUMPY["logical"]
-_INT64_MIN = -(2 ** 63)
 
 
 
@@ -227,9 +245,10 @@ def _prelu(ctx: ExportContext, op: Operation) -> None:
 def _clamp(ctx: ExportContext, op: Operation) -> None:
     # max(min(x, b), a); Clip only where it means the same (literal bounds with a <= b)
     x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
-    if not isinstance(a, str) and not isinstance(b, str) and float(a) <= float(b):
+    bounds = literal_bounds(a, b)
+    if bounds is not None:
         dt = ctx.dtype(x)
-        ctx.bind(out(op), ctx.node("Clip", [x, scalar(ctx, float(a), dt), scalar(ctx, float(b), dt)], ctx.dims(x)))
+        ctx.bind(out(op), ctx.node("Clip", [x, scalar(ctx, bounds[0], dt), scalar(ctx, bounds[1], dt)], ctx.dims(x)))
         return
     xr, ar, br = operands(ctx, op, [x, a, b])
     ctx.bind(out(op), binop(ctx, "Max", binop(ctx, "Min", xr, br), ar))
@@ -378,11 +397,10 @@ def _mirror_even(ctx: ExportContext, x: str, k: int, p: int, q: int) -> str:
     z = ctx.dims(x)[k]
     parts = []
     if p:
-        parts.append(_slice_axis(ctx, x, k, p - 1, _INT64_MIN, -1, p))
+        parts.append(_slice_axis(ctx, x, k, p - 1, INT64_MIN, -1, p))
     parts.append(x)
     if q:
-        end = z - 1 - q   # -1 would wrap to the last element: "through index 0" is INT64_MIN
-        parts.append(_slice_axis(ctx, x, k, z - 1, end if end >= 0 else _INT64_MIN, -1, q))
+        parts.append(_slice_axis(ctx, x, k, z - 1, slice_stop(z - 1 - q, -1), -1, q))
     shape = list(ctx.dims(x))
     shape[k] = z + p + q
     return ctx.node("Concat", parts, tuple(shape), axis=k)
@@ -399,18 +417,11 @@ def _pad_node(ctx: ExportContext, x: str, pads: list[tuple[int, int]], mode: str
 
 def _window(ctx: ExportContext, op: Operation, x: Any, n: int, size: list[int], transposed: bool = False
             ) -> tuple[list[tuple[int, int]], list[int], list[int]]:
-    """Explicit padding, stride and dilation of a windowed op over the last ``n`` dims."""
-    from ...ops._common import resolve_padding_down, resolve_padding_up, window_arrays
-
-    size, pads, stride, dil = window_arrays(op.op, n, size, op.attribs.get("padding", []),
-                                            op.attribs.get("stride", []), op.attribs.get("dilation", []))
-    if pads is None:   # automatic: computed from the (static) extents
-        xs = _static(ctx, ctx.dims(x)[-n:])
-        if transposed:
-            pads = resolve_padding_up(xs, _static(ctx, ctx.dims(out(op))[-n:]), size, stride, dil, pads)
-        else:
-            pads = resolve_padding_down(xs, size, stride, dil, pads)
-    return [tuple(p) for p in pads], stride, dil
+    """Explicit padding, stride and dilation of a windowed op over the last ``n`` dims
+    (:func:`~nnefx.formats._export_attrs.window_padding`); automatic padding needs static
+    extents, fixed padding does not."""
+    return window_padding(op, n, size, lambda: _static(ctx, ctx.dims(x)[-n:]),
+                          (lambda: _static(ctx, ctx.dims(out(op))[-n:])) if transposed else None)
 
 
 def _pads_attr(pads: list[tuple[int, int]]) -> list[int]:
@@ -480,7 +491,7 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     # puts positions before it (zeros padded on); the end padding is whatever makes the
     # output X long: a crop where X < F - p, else positions past the full extent, which
     # receive nothing either (ConvTranspose's output_padding, or zeros padded on)
-    full = [(xs[2 + i] - 1) * stride[i] + (fs[2 + i] - 1) * dil[i] + 1 for i in range(n)]
+    full = [window_span(xs[2 + i], fs[2 + i], stride[i], dil[i]) for i in range(n)]
     lead = [max(-p, 0) for p, _ in pads]
     want = [shape[2 + i] - lead[i] for i in range(n)]
     if any(w < 1 for w in want):
@@ -606,10 +617,7 @@ def _max_pool(ctx: ExportContext, op: Operation) -> None:
 def _box(ctx: ExportContext, op: Operation) -> None:
     # avg_pool = normalized box; box = window sum; rms_pool = sqrt(avg_pool(x^2))
     x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
-    border = op.attribs.get("border", "constant")
-    normalize = op.op != "box" or bool(op.attribs.get("normalize", False))
-    if border == "ignore" and not normalize:
-        border = "constant"   # a sum over the real values only = a sum with zeros padded
+    border, normalize = box_mode(op)
     xin = ctx.ref(x)
     if op.op == "rms_pool":
         xin = binop(ctx, "Mul", xin, xin)
@@ -654,9 +662,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
     for name in ("alpha", "beta", "bias"):
         if isinstance(op.attribs.get(name, op.inputs.get(name)), str):
             raise ctx.fallback(f"a tensor '{name}' has no LRN form")
-    alpha = float(op.attribs.get("alpha", 1.0))
-    beta = float(op.attribs.get("beta", 0.5))
-    bias = float(op.attribs.get("bias", 1.0))
+    alpha, beta, bias = lrn_params(op)
     ctx.bind(out(op), unop(ctx, "LRN", x, size=size[1], alpha=alpha, beta=beta, bias=bias))
 
 
@@ -678,13 +684,9 @@ def _nearest_upsample(ctx: ExportContext, op: Operation) -> None:
 
 @exporter("multilinear_upsample")
 def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
-    # 'symmetric' = half-pixel centres, 'asymmetric' = i / f, 'aligned' = corners aligned.
-    # Resize clamps source coordinates at the edges = NNEF's 'replicate'; a zero border is
-    # read only by the first two methods, and then Resize has no form for it.
-    method = op.attribs.get("method", "symmetric")
-    border = op.attribs.get("border", "replicate")
-    transform = {"symmetric": "half_pixel", "asymmetric": "asymmetric", "aligned": "align_corners"}.get(method)
-    if transform is None or (border != "replicate" and method != "aligned"):
+    # Resize's coordinate transform, as _export_attrs.linear_upsample_transform explains
+    method, border, transform = linear_upsample_transform(op)
+    if transform is None:
         raise ctx.fallback(f"method '{method}' with border '{border}' has no Resize form")
     ctx.bind(out(op), _resize(ctx, op, "linear", transform))
 
@@ -788,15 +790,7 @@ def _slice(ctx: ExportContext, op: Operation) -> None:
                        op.attribs.get("stride", []))
     if any(b is None for _, b, _, _ in plan):
         raise ctx.fail(f"slicing needs the static extents of axes {list(op.attribs['axes'])}")
-    axes, starts, ends, steps = [], [], [], []
-    for a, b, s, count in plan:
-        e = b + count * s
-        if s < 0 and e < 0:
-            e = _INT64_MIN   # "through index 0": -1 would wrap to the last element
-        axes.append(a)
-        starts.append(b)
-        ends.append(e)
-        steps.append(s)
+    axes, starts, ends, steps = slice_bounds(plan)
     if not axes:
         ctx.bind(out(op), unop(ctx, "Identity", x))
         return
@@ -830,8 +824,8 @@ def _gather(ctx: ExportContext, op: Operation) -> None:
 
 # --- reductions and normalizations ----------------------------------------------------------
 
-_REDUCE = {"sum_reduce": "ReduceSum", "mean_reduce": "ReduceMean", "max_reduce": "ReduceMax",
-           "min_reduce": "ReduceMin", "any_reduce": "ReduceMax", "all_reduce": "ReduceMin"}
+_REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin",
+           "any": "ReduceMax", "all": "ReduceMin"}
 
 
 def reduce(ctx: ExportContext, kind: str, x: Any, axes: list[int]) -> str:
@@ -841,21 +835,19 @@ def reduce(ctx: ExportContext, kind: str, x: Any, axes: list[int]) -> str:
         return unop(ctx, "Identity", ref)
     dims = ctx.dims(ref)
     axes = [a % len(dims) for a in axes]
-    red = tuple(1 if k in axes else d for k, d in enumerate(dims))
-    return ctx.node(kind, [ref, ctx.ints(axes)], red, keepdims=1)
+    return ctx.node(kind, [ref, ctx.ints(axes)], reduced_shape(dims, axes), keepdims=1)
 
 
-@exporter(*_REDUCE)
+@exporter(*REDUCTIONS)
 def _reduce(ctx: ExportContext, op: Operation) -> None:
-    kind = _REDUCE[op.op]
-    if op.op == "sum_reduce" and op.attribs.get("normalize", False):
-        kind = "ReduceMean"
+    what = reduction(op)
+    kind = _REDUCE[what]
     x = ctx.ref(op.inputs["input"])
     axes = [int(a) for a in op.attribs["axes"]]
     if not axes:   # nothing reduced (ONNX would reduce everything)
         ctx.bind(out(op), unop(ctx, "Identity", x))
         return
-    if op.op in ("any_reduce", "all_reduce"):
+    if what in ("any", "all"):
         # no logical reductions before opset 20: max/min over 0/1 integers
         xi = ctx.node("Cast", [x], ctx.dims(x), dtype=np.int32, to=_elem(np.int32))
         r = reduce(ctx, kind, xi, axes)
@@ -877,8 +869,7 @@ def _arg_reduce(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(out(op), ctx.const(np.zeros([d for d in ctx.shape(x)], np.int64)))
         return
     if len(axes) == 1:
-        red = tuple(1 if k == axes[0] else d for k, d in enumerate(dims))
-        ctx.bind(out(op), ctx.node(kind, [x], red, dtype=I64, axis=axes[0], keepdims=1, select_last_index=0))
+        ctx.bind(out(op), ctx.node(kind, [x], reduced_shape(dims, axes), dtype=I64, axis=axes[0], keepdims=1, select_last_index=0))
         return
     kept = [k for k in range(r) if k not in axes]
     perm = kept + axes
@@ -939,8 +930,8 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     dims = ctx.dims(x)
     eps = attr_scalar(ctx, op, "epsilon")
-    names = ("scale", "offset", "mean", "variance")
-    vals = {k: op.inputs.get(k, 1.0 if k == "scale" else 0.0) for k in names}
+    names = ("scale", "offset", "mean", "variance")   # BatchNormalization's input order
+    vals = batch_norm_inputs(op)
     if len(dims) >= 2 and dims[1] is not None:
         vecs = [_channel_vector(ctx, vals[k], dims[1]) for k in names]
         if all(v is not None for v in vecs):
@@ -1386,7 +1377,7 @@ def _desample(ctx: ExportContext, op: Operation) -> None:
     if any(p < 0 for p, _ in pads):
         raise ctx.fallback(f"negative padding {pads} has no scatter form here")
     n = len(size)
-    full = [(xs[2 + k] - 1) * stride[k] + (size[k] - 1) * dil[k] + 1 for k in range(n)]
+    full = [window_span(xs[2 + k], size[k], stride[k], dil[k]) for k in range(n)]
     extents = tuple(max(full[k], pads[k][0] + od[2 + k]) for k in range(n))
     idx = _to_spatial(ctx, ctx.ref(op.inputs["index"], I64), move)
     flat = _flat_positions(ctx, idx, size, stride, dil, extents, xs, [0] * n)
@@ -1558,7 +1549,7 @@ def _ir_strided_slice(ctx: ExportContext, op: Operation) -> None:
     # begin/end are resolved already (in range; end -1 with a negative stride = through 0)
     x = ctx.ref(op.inputs["input"])
     begin, end, stride = ([int(v) for v in op.attribs[k]] for k in ("begin", "end", "stride"))
-    ends = [e if not (st < 0 and e < 0) else _INT64_MIN for e, st in zip(end, stride, strict=True)]
+    ends = [slice_stop(e, st) for e, st in zip(end, stride, strict=True)]
     ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints(begin), ctx.ints(ends), ctx.ints(range(len(begin))),
                                          ctx.ints(stride)], ctx.dims(out(op))))
 
