@@ -202,6 +202,10 @@ class ExportContextBase(Generic[R]):
             return np.asarray(value)
         return None
 
+    def ref(self, value: Any) -> R:
+        """The format value holding tensor ``value`` (materialised on demand): the writer's."""
+        raise NotImplementedError
+
     def bind(self, name: str, ref: R) -> None:
         """Graph tensor ``name`` is the format value ``ref``."""
         self.refs[name] = ref
@@ -211,6 +215,14 @@ class ExportContextBase(Generic[R]):
         for n in op.output_names():
             if n not in self.refs:
                 raise self.fail(f"exporter did not produce output '{n}'")
+
+
+def export_copy_n(ctx: ExportContextBase[Any], op: Operation) -> None:
+    """``copy_n``: every output is the input itself.  No node or layer is needed in any
+    format (a value may feed any number of consumers), so one exporter serves all."""
+    x = ctx.ref(op.inputs["x"])
+    for n in op.output_names():
+        ctx.bind(n, x)
 
 
 def compile_expanded(sub: Graph, atomic: set[str]) -> Graph:
@@ -234,7 +246,7 @@ def export_definition(ctx: ExportContextBase[Any], op: Operation, expanded: Grap
     """
     back = {v: k for k, v in local.items()}
     for name in expanded.inputs:
-        child.bind(name, ctx.ref(back[name]))  # type: ignore[attr-defined]
+        child.bind(name, ctx.ref(back[name]))
     for sop in expanded.operations:
         if sop.op == "external":
             continue
@@ -246,7 +258,7 @@ def export_definition(ctx: ExportContextBase[Any], op: Operation, expanded: Grap
         export(sop)
     ctx.op = op
     for n in op.output_names():
-        ctx.bind(n, child.ref(local[n]))  # type: ignore[attr-defined]
+        ctx.bind(n, child.ref(local[n]))
 
 
 def write_atomically(items: list[tuple[str, bytes]]) -> None:

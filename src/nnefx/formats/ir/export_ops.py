@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
-from .._export import ExporterTable
+from .._export import ExporterTable, export_copy_n
 from .._export_attrs import (
     REDUCTIONS,
     batch_norm_inputs,
@@ -595,11 +595,15 @@ def _softmax(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(out(op), ctx.layer("Softmax", [x], shape, attrs={"axis": axes[0]}, version="opset8"))
         return
     # several axes: the definition, max-shifted as NNEF writes it
-    red = reduced_shape(shape, axes)
-    m = ctx.layer("ReduceMax", [x, ctx.ints(axes)], red, attrs={"keep_dims": True})
+    m = reduce_layer(ctx, "ReduceMax", x, axes, shape)
     e = unop(ctx, "Exp", binop(ctx, "Subtract", x, m))
-    s = ctx.layer("ReduceSum", [e, ctx.ints(axes)], red, attrs={"keep_dims": True})
+    s = reduce_layer(ctx, "ReduceSum", e, axes, shape)
     ctx.bind(out(op), binop(ctx, "Divide", e, s))
+
+
+def reduce_layer(ctx: ExportContext, kind: str, x: Any, axes: list[int], shape: tuple) -> Any:
+    """A ``kind`` reduction of ``x`` (of ``shape``) over ``axes``, reduced dims kept (NNEF's)."""
+    return ctx.layer(kind, [x, ctx.ints(axes)], reduced_shape(shape, axes), attrs={"keep_dims": True})
 
 
 def _channel_vector(ctx: ExportContext, value: Any, channels: int) -> Any | None:
@@ -639,15 +643,16 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
 
 
-@exporter("l2_normalization")
-def _l2_norm(ctx: ExportContext, op: Operation) -> None:
-    # NNEF: x / max(sqrt(sum(x^2)) + bias, epsilon); NormalizeL2 puts eps inside the sqrt
+@exporter("l1_normalization", "l2_normalization")
+def _lp_norm(ctx: ExportContext, op: Operation) -> None:
+    # NNEF: x / max(norm + bias, epsilon), norm = sum(|x|) or sqrt(sum(x^2)); NormalizeL2
+    # puts eps inside the sqrt, so the definition is written out
     x = ctx.ref(op.inputs["input"])
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
-    red = reduced_shape(shape, axes)
-    s = ctx.layer("ReduceSum", [binop(ctx, "Multiply", x, x), ctx.ints(axes)], red, attrs={"keep_dims": True})
-    sigma = binop(ctx, "Add", unop(ctx, "Sqrt", s), scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
+    l2 = op.op == "l2_normalization"
+    s = reduce_layer(ctx, "ReduceSum", binop(ctx, "Multiply", x, x) if l2 else unop(ctx, "Abs", x), axes, shape)
+    sigma = binop(ctx, "Add", unop(ctx, "Sqrt", s) if l2 else s, scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
     den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))
     ctx.bind(out(op), binop(ctx, "Divide", x, den))
 
@@ -850,21 +855,25 @@ def _ir_argmax(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), parts[0] if len(parts) == 1 else ctx.layer("Concat", parts, shape, attrs={"axis": 1}))
 
 
+def _sequence_lengths(ctx: ExportContext, lens: Any, n: int, layer: str) -> Any:
+    """The per-batch-item lengths of a sequence layer: load-time data (one length repeated for
+    every item) or a run-time ``[N]`` tensor; ``layer`` names the form in a refusal."""
+    data = ctx.data(lens)
+    if data is not None:
+        arr = np.asarray(data, dtype=np.int64).reshape(-1)
+        return ctx.const(np.repeat(arr, n) if arr.size == 1 else arr, "i64")
+    if ctx.shape(lens) == (n,):
+        return ctx.ref(lens)
+    raise ctx.fail(f"run-time sequence lengths of shape {ctx.shape(lens)} have no {layer} form")
+
+
 @exporter("ir_lstm_sequence")
 def _ir_lstm_sequence(ctx: ExportContext, op: Operation) -> None:
     # the operation *is* LSTMSequence-5 (batch first, gates f,i,c,o, sigmoid/tanh/tanh)
     x = op.inputs["input"]
     n = ctx.shape(x)[0]
     hs = ctx.shape(op.inputs["initial_hidden"])[2]
-    lens = op.inputs["sequence_lengths"]
-    data = ctx.data(lens)
-    if data is not None:
-        arr = np.asarray(data, dtype=np.int64).reshape(-1)
-        lens_ref = ctx.const(np.repeat(arr, n) if arr.size == 1 else arr, "i64")
-    elif ctx.shape(lens) in ((n,),):
-        lens_ref = ctx.ref(lens)
-    else:
-        raise ctx.fail(f"run-time sequence lengths of shape {ctx.shape(lens)} have no LSTMSequence form")
+    lens_ref = _sequence_lengths(ctx, op.inputs["sequence_lengths"], n, "LSTMSequence")
     names = op.output_names()
     refs = ctx.layer("LSTMSequence", [x, op.inputs["initial_hidden"], op.inputs["initial_cell"], lens_ref,
                                       op.inputs["W"], op.inputs["R"], op.inputs["B"]],
@@ -892,10 +901,9 @@ def _moments(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
-    red = reduced_shape(shape, axes)
-    mean = ctx.layer("ReduceMean", [x, ctx.ints(axes)], red, attrs={"keep_dims": True})
+    mean = reduce_layer(ctx, "ReduceMean", x, axes, shape)
     d = binop(ctx, "Subtract", x, mean)
-    var = ctx.layer("ReduceMean", [binop(ctx, "Multiply", d, d), ctx.ints(axes)], red, attrs={"keep_dims": True})
+    var = reduce_layer(ctx, "ReduceMean", binop(ctx, "Multiply", d, d), axes, shape)
     ctx.bind(out(op, 0), mean)
     ctx.bind(out(op, 1), var)
 
@@ -923,18 +931,18 @@ def _box(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@exporter("argmax_reduce")
-def _argmax_reduce(ctx: ExportContext, op: Operation) -> None:
+@exporter("argmax_reduce", "argmin_reduce")
+def _arg_reduce(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     xs = ctx.shape(x)
     axes = sorted(int(a) % len(xs) for a in op.attribs["axes"])
+    name = op.op[:6]   # argmax / argmin
     if len(axes) != 1:
-        raise ctx.fail(f"argmax over several axes {axes} (a flattened index) has no TopK form")
-    a = axes[0]
-    ks = reduced_shape(xs, [a])
-    # the first maximum wins, as TopK-11 with stable=true keeps it
+        raise ctx.fail(f"{name} over several axes {axes} (a flattened index) has no TopK form")
+    ks = reduced_shape(xs, axes)
+    # the first extreme wins, as TopK-11 with stable=true keeps it
     _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
-                       attrs={"axis": a, "mode": "max", "sort": "value", "index_element_type": "i64",
+                       attrs={"axis": axes[0], "mode": name[3:], "sort": "value", "index_element_type": "i64",
                               "stable": True}, version="opset11")
     ctx.bind(out(op), idx)
 
@@ -1063,15 +1071,7 @@ def _ir_gru_rnn_sequence(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     n = ctx.shape(x)[0]
     hs = ctx.shape(op.inputs["initial_hidden"])[2]
-    lens = op.inputs["sequence_lengths"]
-    data = ctx.data(lens)
-    if data is not None:
-        arr = np.asarray(data, dtype=np.int64).reshape(-1)
-        lens_ref = ctx.const(np.repeat(arr, n) if arr.size == 1 else arr, "i64")
-    elif ctx.shape(lens) == (n,):
-        lens_ref = ctx.ref(lens)
-    else:
-        raise ctx.fail(f"run-time sequence lengths of shape {ctx.shape(lens)} have no sequence-layer form")
+    lens_ref = _sequence_lengths(ctx, op.inputs["sequence_lengths"], n, "sequence-layer")
     attrs: dict[str, Any] = {"hidden_size": hs, "direction": str(op.attribs.get("direction", "forward")),
                              "clip": float(op.attribs.get("clip", 0.0)), "activations_alpha": [],
                              "activations_beta": []}
@@ -1153,11 +1153,7 @@ def _add_n(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
 
 
-@exporter("copy_n")
-def _copy_n(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(op.inputs["x"])
-    for n in op.output_names():
-        ctx.bind(n, x)
+exporter("copy_n")(export_copy_n)
 
 
 @exporter("stack")
@@ -1192,32 +1188,6 @@ def _rsqr_softabs(ctx: ExportContext, op: Operation) -> None:
     else:                  # sqrt(x^2 + epsilon)
         y = unop(ctx, "Sqrt", binop(ctx, "Add", sq, scalar_const(ctx, float(op.attribs["epsilon"]))))
     ctx.bind(out(op), y)
-
-
-@exporter("argmin_reduce")
-def _argmin_reduce(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(op.inputs["input"])
-    xs = ctx.shape(x)
-    axes = sorted(int(a) % len(xs) for a in op.attribs["axes"])
-    if len(axes) != 1:
-        raise ctx.fail(f"argmin over several axes {axes} (a flattened index) has no TopK form")
-    ks = reduced_shape(xs, axes)
-    _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
-                       attrs={"axis": axes[0], "mode": "min", "sort": "value", "index_element_type": "i64",
-                              "stable": True}, version="opset11")
-    ctx.bind(out(op), idx)
-
-
-@exporter("l1_normalization")
-def _l1_norm(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(op.inputs["input"])
-    shape = ctx.shape(x)
-    axes = [int(a) for a in op.attribs["axes"]]
-    red = reduced_shape(shape, axes)
-    s = ctx.layer("ReduceSum", [unop(ctx, "Abs", x), ctx.ints(axes)], red, attrs={"keep_dims": True})
-    sigma = binop(ctx, "Add", s, scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
-    den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))
-    ctx.bind(out(op), binop(ctx, "Divide", x, den))
 
 
 @exporter("separable_conv")

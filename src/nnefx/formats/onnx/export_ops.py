@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
-from .._export import ExporterTable
+from .._export import ExporterTable, export_copy_n
 from .._export_attrs import (
     INT64_MIN,
     REDUCTIONS,
@@ -588,27 +588,34 @@ def _avg_pool(ctx: ExportContext, x: Any, size: list[int], pads: list, stride: l
         return binop(ctx, "Div", total, scalar(ctx, float(np.prod(size)), dt))
     dims = ctx.dims(xin)
     filled = ctx.node("ConstantOfShape", [ctx.node("Shape", [xin], (len(dims),), dtype=I64)], dims, dtype=dt,
-                      value=_one_tensor(dt))
+                      value=_filled_tensor(1, dt))
     return binop(ctx, "Div", total, ctx.node("Conv", [filled, ones], shape, **attrs))
 
 
-def _one_tensor(dtype: Any) -> Any:
+def _filled_tensor(value: float, dtype: Any) -> Any:
+    """ConstantOfShape's ``value``: a one-item tensor of ``dtype``."""
     from onnx import numpy_helper
 
-    return numpy_helper.from_array(np.ones((1,), dtype=dtype))
+    return numpy_helper.from_array(np.full((1,), value, dtype=dtype))
+
+
+def _max_pool_input(ctx: ExportContext, op: Operation, x: Any, pads: list, size: list[int]) -> tuple[str, list]:
+    """MaxPool's input and padding for NNEF's border: negative padding cropped off; MaxPool
+    never reads its padding (as 'ignore'), while NNEF 'constant' pads with zeros that take
+    part and the other modes with copies, so those are padded explicitly first."""
+    border = op.attribs.get("border", "constant")
+    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    pads = full[2:]
+    if border != "ignore" and any(p or q for p, q in pads):
+        xin = explicit_pad(ctx, xin, full, border)
+        pads = [(0, 0)] * len(size)
+    return xin, pads
 
 
 @exporter("max_pool")
 def _max_pool(ctx: ExportContext, op: Operation) -> None:
     x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
-    border = op.attribs.get("border", "constant")
-    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
-    pads = full[2:]
-    if border != "ignore" and any(p or q for p, q in pads):
-        # MaxPool never reads its padding (as 'ignore'); NNEF 'constant' pads with zeros that
-        # take part, the other modes with copies: pad explicitly first
-        xin = explicit_pad(ctx, xin, full, border)
-        pads = [(0, 0)] * len(size)
+    xin, pads = _max_pool_input(ctx, op, x, pads, size)
     ctx.bind(out(op), finish(ctx.node("MaxPool", [xin], pooled, kernel_shape=size, pads=_pads_attr(pads),
                                       strides=stride, dilations=dil)))
 
@@ -960,11 +967,7 @@ def _add_n(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@exporter("copy_n")
-def _copy_n(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(op.inputs["x"])
-    for n in op.output_names():
-        ctx.bind(n, x)
+exporter("copy_n")(export_copy_n)
 
 
 # --- IR/ONNX-import extension operations back to their ONNX nodes ----------------------------
@@ -1254,14 +1257,8 @@ def _window_offsets(ctx: ExportContext, flat: str, extents: tuple, size: list[in
 @exporter("argmax_pool", "max_pool_with_index")
 def _argmax_pool(ctx: ExportContext, op: Operation) -> None:
     x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
-    border = op.attribs.get("border", "constant")
-    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
-    pads = full[2:]
-    shifts = [p for p, _ in pads]
-    if border != "ignore" and any(p or q for p, q in pads):
-        xin = explicit_pad(ctx, xin, full, border)
-        pads = [(0, 0)] * len(size)
-        shifts = [0] * len(size)
+    xin, pads = _max_pool_input(ctx, op, x, pads, size)
+    shifts = [p for p, _ in pads]   # window origins move by the padding MaxPool itself adds
     extents = _static(ctx, ctx.dims(xin)[2:])
     vals, flat = ctx.node("MaxPool", [xin], outputs=[(pooled, ctx.dtype(xin)), (pooled, I64)], kernel_shape=size,
                           pads=_pads_attr(pads), strides=stride, dilations=dil)
@@ -1384,7 +1381,7 @@ def _desample(ctx: ExportContext, op: Operation) -> None:
     volume = int(np.prod(extents, dtype=np.int64))
     lead = tuple(xs[:2])
     zeros = ctx.node("ConstantOfShape", [ctx.ints(lead + (volume,))], lead + (volume,), dtype=ctx.dtype(x),
-                     value=_zero_tensor(ctx.dtype(x)))
+                     value=_filled_tensor(0, ctx.dtype(x)))
     where = ctx.node("Reshape", [flat, ctx.ints([0, 0, -1])], lead + (int(np.prod(xs[2:])),))
     vals = ctx.node("Reshape", [x, ctx.ints([0, 0, -1])], lead + (int(np.prod(xs[2:])),))
     buf = ctx.node("ScatterElements", [zeros, where, vals], lead + (volume,), axis=2, reduction="add")
@@ -1393,12 +1390,6 @@ def _desample(ctx: ExportContext, op: Operation) -> None:
     ends = [p + od[2 + k] for k, (p, _) in enumerate(pads)]
     y = ctx.node("Slice", [buf, ctx.ints(starts), ctx.ints(ends), ctx.ints(range(2, 2 + n))], od)
     ctx.bind(out(op), _from_spatial(ctx, y, final, move))
-
-
-def _zero_tensor(dtype: Any) -> Any:
-    from onnx import numpy_helper
-
-    return numpy_helper.from_array(np.zeros((1,), dtype=dtype))
 
 
 @exporter("debox")
