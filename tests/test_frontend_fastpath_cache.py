@@ -200,3 +200,20 @@ def test_plans_derived_by_substituting_numbers() -> None:
         assert check(text.replace("shape = [0, 12]", bad)) == "error"
     assert check(text.replace("axes = [0, 2]", "axes = [0, 7]")) == "error"
     assert check(text.replace("alpha = 1e3", "alpha = 1")) == "error"
+
+
+def test_shapes_of_delegated_statements_are_memoised_by_input_shapes() -> None:
+    """Calls of a document fragment are expanded by the general machinery and their
+    operations shaped through a memo keyed on operation, attributes and input shapes: calls
+    on tensors of other shapes, and with other attribute values, get their own shapes."""
+    text = ("version 1.0;\nextension KHR_enable_fragment_definitions;\n"
+            "fragment f( a: tensor<scalar>, k: integer ) -> ( b: tensor<scalar> )\n"
+            "{ t = mul(a, 0.5); u = sum_reduce(t, axes = [k]); b = sigmoid(u); }\n"
+            "graph G( x, z ) -> ( y, w, v, q )\n{\n  x = external(shape = [2, 3, 4]);\n"
+            "  z = external(shape = [5, 6]);\n  y = f(x, k = 1);\n  w = f(z, k = 1);\n  v = f(x, k = 2);\n"
+            "  q = f(x, k = 1);\n}\n")
+    assert took_fast_path(text)
+    assert check(text) == "ok"
+    g = compile_document(text)
+    assert [g.tensors[n].shape for n in ("y", "w", "v", "q")] == [(2, 1, 4), (5, 1), (2, 3, 1), (2, 1, 4)]
+    assert check(text.replace("w = f(z, k = 1)", "w = f(z, k = 2)")) == "error"  # axis 2 of a rank-2 tensor

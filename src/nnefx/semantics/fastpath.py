@@ -70,7 +70,7 @@ from ..syntax.parser import (
 from .checker import Checker, Scope
 from .evaluator import TensorRef
 from .expander import MAX_OPERATIONS, MAX_STEPS, STEPS_PER_ASSIGNMENT, Expander, _graph_target
-from .shapes import infer_operation
+from .shapes import _input_shape, infer_operation
 from .stdlib import KNOWN_EXTENSIONS, library, visible_fragments
 from .types import TensorT
 
@@ -846,7 +846,38 @@ class _Compiler:
         for op in graph.operations[before:]:
             self.emitted.add(op.op)
             if self.shapes:
-                infer_operation(graph, op, None)
+                self.infer_delegated(graph, op)
+
+    def infer_delegated(self, graph: Graph, op: Operation) -> None:
+        """``infer_operation`` for an operation a delegated statement emitted, memoised like
+        the plans' shape results: a registry shape rule sees only the operation's name,
+        generic type, attributes and input shapes (literals are rank 0), so those (type-exact)
+        are the key; the first result of each key is the ordinary shape pass's."""
+        if op.op in ("external", "variable", "constant", "update"):
+            infer_operation(graph, op, None)  # shaped from their own attributes, not a rule
+            return
+        tensors = graph.tensors
+        try:
+            shapes_in = _input_shape(graph, list(op.inputs.values()))
+        except KeyError:  # an unknown tensor: the shape pass reports it
+            infer_operation(graph, op, None)
+            return
+        key = ("delegated", op.op, op.dtype, tuple(op.inputs), _frozen(list(op.attribs.items())), _frozen(shapes_in),
+               tuple([len(v) if isinstance(v, list) else -1 for v in op.outputs.values()]))
+        names = op.output_names()
+        memo = self.shape_memo
+        result = memo.get(key)
+        if result is None:
+            before = repr(op.attribs)  # as in shape_of: a rule editing its attributes is not replayed
+            infer_operation(graph, op, None)
+            if repr(op.attribs) != before:
+                raise Bail("a shape rule changed its attributes")
+            if len(memo) >= _CACHE_LIMIT:
+                memo.clear()
+            memo[key] = [tensors[n].shape for n in names]
+            return
+        for name, shape in zip(names, result, strict=True):
+            tensors[name].shape = shape
 
     def prescan(self, pos: int) -> tuple[set[str], int]:
         """Left-hand side names and number of the statements from ``pos`` on (the expander
