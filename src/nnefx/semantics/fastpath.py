@@ -862,11 +862,16 @@ class _Compiler:
         except KeyError:  # an unknown tensor: the shape pass reports it
             infer_operation(graph, op, None)
             return
-        key = ("delegated", op.op, op.dtype, tuple(op.inputs), _frozen(list(op.attribs.items())), _frozen(shapes_in),
-               tuple([len(v) if isinstance(v, list) else -1 for v in op.outputs.values()]))
+        attribs = op.attribs
+        key = ("delegated", op.op, op.dtype, tuple(op.inputs), _frozen(list(attribs.items())) if attribs else None,
+               _hashable_shapes(shapes_in), tuple([len(v) if isinstance(v, list) else -1 for v in op.outputs.values()]))
         names = op.output_names()
         memo = self.shape_memo
-        result = memo.get(key)
+        try:
+            result = memo.get(key)
+        except TypeError:  # a list inside a tuple argument: not memoised
+            infer_operation(graph, op, None)
+            return
         if result is None:
             before = repr(op.attribs)  # as in shape_of: a rule editing its attributes is not replayed
             infer_operation(graph, op, None)
@@ -917,6 +922,14 @@ class _Compiler:
         if repr(op.attribs) != before:
             raise Bail("a shape rule changed its attributes")
         return [graph.tensors[name].shape for name in op.output_names()]
+
+
+def _hashable_shapes(shapes: list) -> tuple:
+    """Input shapes as ``_input_shape`` gives them, hashable: a shape (ints and None), None
+    or a tuple of those as they are, a list marked as such (which of these an input is
+    follows from the operation's declaration, which is in the key too); a list inside a
+    tuple stays a list (unhashable: the caller does not memoise that)."""
+    return tuple([("list", _hashable_shapes(v)) if type(v) is list else v for v in shapes])
 
 
 def _numeric_recipe(tmpl: _Template, plan: _Plan, attr_numbers: list[tuple[str, Any]]) -> tuple | bool:
