@@ -32,20 +32,8 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
+from .. import _export_attrs as nnef_attrs
 from .._export import ExporterTable, export_copy_n
-from .._export_attrs import (
-    REDUCTIONS,
-    batch_norm_inputs,
-    box_mode,
-    linear_upsample_transform,
-    literal_bounds,
-    lrn_params,
-    reduced_shape,
-    reduction,
-    slice_bounds,
-    window_padding,
-    window_span,
-)
 from .writer import ETYPE, ExportContext
 
 Exporter = Callable[[ExportContext, Operation], None]
@@ -226,7 +214,7 @@ def _selu(ctx: ExportContext, op: Operation) -> None:
 @exporter("clamp")
 def _clamp(ctx: ExportContext, op: Operation) -> None:
     x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
-    bounds = literal_bounds(a, b)
+    bounds = nnef_attrs.literal_bounds(a, b)
     if bounds is not None:
         ctx.bind(out(op), unop(ctx, "Clamp", x, {"min": bounds[0], "max": bounds[1]}))
         return
@@ -303,7 +291,7 @@ def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int], 
     """Explicit padding, stride and dilation of a windowed op over its last ``n`` dims
     (:func:`~nnefx.formats._export_attrs.window_padding`), refused where negative."""
     xs = ctx.shape(x)[-n:]
-    pads, stride, dil = window_padding(op, n, size, lambda: xs,
+    pads, stride, dil = nnef_attrs.window_padding(op, n, size, lambda: xs,
                                        (lambda: out_shape(ctx, op)[-n:]) if transposed else None)
     if any(p < 0 or (q < 0 and not allow_negative_end) for p, q in pads):
         raise ctx.fail(f"negative padding {pads} has no opset form")
@@ -358,7 +346,7 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     # OpenVINO's output_padding
     pads = [(p, max(q, 0)) for p, q in pads]
     shape = out_shape(ctx, op)
-    base = [window_span(xs[2 + i], fs[2 + i], stride[i], dil[i]) - pads[i][0] - pads[i][1] for i in range(n)]
+    base = [nnef_attrs.window_span(xs[2 + i], fs[2 + i], stride[i], dil[i]) - pads[i][0] - pads[i][1] for i in range(n)]
     extra = [shape[2 + i] - base[i] for i in range(n)]
     if any(e < 0 or e >= max(stride[i], dil[i]) for i, e in enumerate(extra)):
         raise ctx.fail(f"output shape {shape} needs output padding {extra} outside the opset's range")
@@ -392,7 +380,7 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
     trimmed = []
     for i in range(2, len(xs)):
         p, q = pads[i]
-        reach = window_span(ys[i], size[i], stride[i], dil[i]) - p - xs[i]
+        reach = nnef_attrs.window_span(ys[i], size[i], stride[i], dil[i]) - p - xs[i]
         trimmed.append((p, min(q, max(reach, 0))))
     return x, size[2:], trimmed, stride[2:], dil[2:]
 
@@ -440,7 +428,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
     n = size[axes[0]] if axes else 1
     if any(size[a] != n for a in axes) or n % 2 == 0:
         raise ctx.fail(f"window size {size} has no LRN form (needs one odd size on every normalized axis)")
-    alpha, beta, bias = lrn_params(op)
+    alpha, beta, bias = nnef_attrs.lrn_params(op)
     if bias <= 0:
         raise ctx.fail(f"bias {bias} <= 0 has no LRN form")
     # NNEF divides alpha by the window volume; LRN divides it by size ** len(axes): the same.
@@ -508,7 +496,7 @@ def slice_layer(ctx: ExportContext, x: Any, plan: list[tuple[int, int, int, int]
     """Slice-8 from resolved (axis, first index, stride, count) items."""
     if not plan:
         return ctx.ref(x)
-    axes, start, stop, step = slice_bounds(plan)
+    axes, start, stop, step = nnef_attrs.slice_bounds(plan)
     return ctx.layer("Slice", [x, ctx.ints(start), ctx.ints(stop), ctx.ints(step), ctx.ints(axes)], shape,
                      version="opset8")
 
@@ -575,9 +563,9 @@ _REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": 
            "any": "ReduceLogicalOr", "all": "ReduceLogicalAnd"}
 
 
-@exporter(*REDUCTIONS)
+@exporter(*nnef_attrs.REDUCTIONS)
 def _reduce(ctx: ExportContext, op: Operation) -> None:
-    kind = _REDUCE[reduction(op)]
+    kind = _REDUCE[nnef_attrs.reduction(op)]
     x = op.inputs["input"]
     axes = [int(a) for a in op.attribs["axes"]]
     if not axes:
@@ -603,7 +591,7 @@ def _softmax(ctx: ExportContext, op: Operation) -> None:
 
 def reduce_layer(ctx: ExportContext, kind: str, x: Any, axes: list[int], shape: tuple) -> Any:
     """A ``kind`` reduction of ``x`` (of ``shape``) over ``axes``, reduced dims kept (NNEF's)."""
-    return ctx.layer(kind, [x, ctx.ints(axes)], reduced_shape(shape, axes), attrs={"keep_dims": True})
+    return ctx.layer(kind, [x, ctx.ints(axes)], nnef_attrs.reduced_shape(shape, axes), attrs={"keep_dims": True})
 
 
 def _channel_vector(ctx: ExportContext, value: Any, channels: int) -> Any | None:
@@ -628,7 +616,7 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     shape = ctx.shape(x)
     eps = float(op.attribs["epsilon"])
-    params = batch_norm_inputs(op)
+    params = nnef_attrs.batch_norm_inputs(op)
     if len(shape) >= 2:
         vecs = {k: _channel_vector(ctx, v, shape[1]) for k, v in params.items()}
         if all(v is not None for v in vecs.values()):
@@ -890,7 +878,7 @@ def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
     # checked against Interpolate-11 'linear': symmetric + replicate = half_pixel, asymmetric +
     # replicate = asymmetric, aligned (either border) = align_corners; a zero ('constant')
     # border outside the aligned method has no Interpolate form
-    method, border, transform = linear_upsample_transform(op)
+    method, border, transform = nnef_attrs.linear_upsample_transform(op)
     if transform is None:
         raise ctx.fail(f"method '{method}' with border '{border}' has no Interpolate form")
     ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", transform))
@@ -914,7 +902,7 @@ def _box(ctx: ExportContext, op: Operation) -> None:
     # AvgPool, whose exclude-pad matches border 'ignore' (only a normalized box divides by the
     # count of real values)
     x, size, pads, stride, _ = _pool_window(ctx, op)
-    border, normalize = box_mode(op)
+    border, normalize = nnef_attrs.box_mode(op)
     xin = ctx.ref(x)
     if op.op == "rms_pool":
         xin = binop(ctx, "Multiply", xin, xin)
@@ -939,7 +927,7 @@ def _arg_reduce(ctx: ExportContext, op: Operation) -> None:
     name = op.op[:6]   # argmax / argmin
     if len(axes) != 1:
         raise ctx.fail(f"{name} over several axes {axes} (a flattened index) has no TopK form")
-    ks = reduced_shape(xs, axes)
+    ks = nnef_attrs.reduced_shape(xs, axes)
     # the first extreme wins, as TopK-11 with stable=true keeps it
     _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
                        attrs={"axis": axes[0], "mode": name[3:], "sort": "value", "index_element_type": "i64",

@@ -35,17 +35,7 @@ import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation
-from .._export import (
-    ExportContextBase,
-    compile_expanded,
-    constant_array,
-    export_definition,
-    input_shape,
-    operations_to_write,
-    single_operation_graph,
-    unique_name,
-    write_atomically,
-)
+from .. import _export
 
 #: nnefx data type -> IR element type.
 ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
@@ -106,7 +96,7 @@ class IRWriter:
 
     # --- building --------------------------------------------------------------------------
     def _unique_name(self, hint: str) -> str:
-        return unique_name(hint or "layer", self._layer_names)
+        return _export.unique_name(hint or "layer", self._layer_names)
 
     def shape(self, ref: Ref) -> tuple:
         return self.meta[ref][0]
@@ -211,7 +201,7 @@ class IRWriter:
         return b'<?xml version="1.0"?>\n' + ET.tostring(net, encoding="utf-8") + b"\n"
 
 
-class ExportContext(ExportContextBase[Ref]):
+class ExportContext(_export.ExportContextBase[Ref]):
     """What an operation exporter sees: graph tensors as IR port refs, and a layer factory.
 
     Tensors are materialised on demand: ``variable``/``constant`` data becomes a Const layer
@@ -301,9 +291,9 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, w)
     for name in graph.inputs:
-        ref = w.parameter(name, input_shape(graph, name), ETYPE.get(graph.tensors[name].dtype, "f32"))
+        ref = w.parameter(name, _export.input_shape(graph, name), ETYPE.get(graph.tensors[name].dtype, "f32"))
         ctx.bind(name, ref)
-    for op in operations_to_write(graph, keep_updates=True):
+    for op in _export.operations_to_write(graph, keep_updates=True):
         ctx.op = op
         if op.op in ("variable", "constant"):
             (name,) = op.output_names()
@@ -314,7 +304,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
                 arr = np.asarray(t.data)
             else:
                 shape = tuple(op.attribs.get("shape", t.shape or ()))
-                filled = constant_array(op, shape)
+                filled = _export.constant_array(op, shape)
                 if filled is None:
                     size = np.asarray(op.attribs.get("value", 0.0)).size
                     raise ctx.fail(f"constant value of {size} items does not fill shape {shape}")
@@ -373,15 +363,15 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
     """
     from .export_ops import exportable_ops, find_exporter
 
-    sub, local = single_operation_graph(ctx.graph, op, ctx.shape)
+    sub, local = _export.single_operation_graph(ctx.graph, op, ctx.shape)
     try:
-        expanded = compile_expanded(sub, set(exportable_ops()))
+        expanded = _export.compile_expanded(sub, set(exportable_ops()))
     except NNEFXError as exc:
         raise ctx.fail(f"its definition cannot be expanded ({exc.message})") from None
     child = ExportContext(expanded, ctx.w)
 
     def constant(sop: Operation, n: str) -> np.ndarray:
-        arr = constant_array(sop, tuple(sop.attribs.get("shape", ())))
+        arr = _export.constant_array(sop, tuple(sop.attribs.get("shape", ())))
         if arr is None:
             raise ctx.fail(f"its definition's constant '{n}' does not fill its shape")
         return np.asarray(arr, dtype=NUMPY[ETYPE.get(expanded.tensors[n].dtype, "f32")])
@@ -395,7 +385,7 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
         except NNEFXError as exc:
             raise ctx.fail(f"its definition's '{sop.op}' cannot be written: {exc.message}") from None
 
-    export_definition(ctx, op, expanded, local, child, constant, export)
+    _export.export_definition(ctx, op, expanded, local, child, constant, export)
 
 
 def _variable_id(op: Operation, name: str) -> str:
@@ -442,5 +432,5 @@ def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16:
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
     bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"
-    write_atomically([(bin_path, bytes(w.blob)), (path, xml)])
+    _export.write_atomically([(bin_path, bytes(w.blob)), (path, xml)])
 

@@ -33,22 +33,8 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
+from .. import _export_attrs as nnef_attrs
 from .._export import ExporterTable, export_copy_n
-from .._export_attrs import (
-    INT64_MIN,
-    REDUCTIONS,
-    batch_norm_inputs,
-    box_mode,
-    linear_upsample_transform,
-    literal_bounds,
-    lrn_params,
-    reduced_shape,
-    reduction,
-    slice_bounds,
-    slice_stop,
-    window_padding,
-    window_span,
-)
 from .writer import NUMPY, ExportContext, _dims_broadcast
 
 Exporter = Callable[[ExportContext, Operation], None]
@@ -245,7 +231,7 @@ def _prelu(ctx: ExportContext, op: Operation) -> None:
 def _clamp(ctx: ExportContext, op: Operation) -> None:
     # max(min(x, b), a); Clip only where it means the same (literal bounds with a <= b)
     x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
-    bounds = literal_bounds(a, b)
+    bounds = nnef_attrs.literal_bounds(a, b)
     if bounds is not None:
         dt = ctx.dtype(x)
         ctx.bind(out(op), ctx.node("Clip", [x, scalar(ctx, bounds[0], dt), scalar(ctx, bounds[1], dt)], ctx.dims(x)))
@@ -397,10 +383,10 @@ def _mirror_even(ctx: ExportContext, x: str, k: int, p: int, q: int) -> str:
     z = ctx.dims(x)[k]
     parts = []
     if p:
-        parts.append(_slice_axis(ctx, x, k, p - 1, INT64_MIN, -1, p))
+        parts.append(_slice_axis(ctx, x, k, p - 1, nnef_attrs.INT64_MIN, -1, p))
     parts.append(x)
     if q:
-        parts.append(_slice_axis(ctx, x, k, z - 1, slice_stop(z - 1 - q, -1), -1, q))
+        parts.append(_slice_axis(ctx, x, k, z - 1, nnef_attrs.slice_stop(z - 1 - q, -1), -1, q))
     shape = list(ctx.dims(x))
     shape[k] = z + p + q
     return ctx.node("Concat", parts, tuple(shape), axis=k)
@@ -420,7 +406,7 @@ def _window(ctx: ExportContext, op: Operation, x: Any, n: int, size: list[int], 
     """Explicit padding, stride and dilation of a windowed op over the last ``n`` dims
     (:func:`~nnefx.formats._export_attrs.window_padding`); automatic padding needs static
     extents, fixed padding does not."""
-    return window_padding(op, n, size, lambda: _static(ctx, ctx.dims(x)[-n:]),
+    return nnef_attrs.window_padding(op, n, size, lambda: _static(ctx, ctx.dims(x)[-n:]),
                           (lambda: _static(ctx, ctx.dims(out(op))[-n:])) if transposed else None)
 
 
@@ -491,7 +477,7 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     # puts positions before it (zeros padded on); the end padding is whatever makes the
     # output X long: a crop where X < F - p, else positions past the full extent, which
     # receive nothing either (ConvTranspose's output_padding, or zeros padded on)
-    full = [window_span(xs[2 + i], fs[2 + i], stride[i], dil[i]) for i in range(n)]
+    full = [nnef_attrs.window_span(xs[2 + i], fs[2 + i], stride[i], dil[i]) for i in range(n)]
     lead = [max(-p, 0) for p, _ in pads]
     want = [shape[2 + i] - lead[i] for i in range(n)]
     if any(w < 1 for w in want):
@@ -624,7 +610,7 @@ def _max_pool(ctx: ExportContext, op: Operation) -> None:
 def _box(ctx: ExportContext, op: Operation) -> None:
     # avg_pool = normalized box; box = window sum; rms_pool = sqrt(avg_pool(x^2))
     x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
-    border, normalize = box_mode(op)
+    border, normalize = nnef_attrs.box_mode(op)
     xin = ctx.ref(x)
     if op.op == "rms_pool":
         xin = binop(ctx, "Mul", xin, xin)
@@ -669,7 +655,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
     for name in ("alpha", "beta", "bias"):
         if isinstance(op.attribs.get(name, op.inputs.get(name)), str):
             raise ctx.fallback(f"a tensor '{name}' has no LRN form")
-    alpha, beta, bias = lrn_params(op)
+    alpha, beta, bias = nnef_attrs.lrn_params(op)
     ctx.bind(out(op), unop(ctx, "LRN", x, size=size[1], alpha=alpha, beta=beta, bias=bias))
 
 
@@ -692,7 +678,7 @@ def _nearest_upsample(ctx: ExportContext, op: Operation) -> None:
 @exporter("multilinear_upsample")
 def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
     # Resize's coordinate transform, as _export_attrs.linear_upsample_transform explains
-    method, border, transform = linear_upsample_transform(op)
+    method, border, transform = nnef_attrs.linear_upsample_transform(op)
     if transform is None:
         raise ctx.fallback(f"method '{method}' with border '{border}' has no Resize form")
     ctx.bind(out(op), _resize(ctx, op, "linear", transform))
@@ -797,7 +783,7 @@ def _slice(ctx: ExportContext, op: Operation) -> None:
                        op.attribs.get("stride", []))
     if any(b is None for _, b, _, _ in plan):
         raise ctx.fail(f"slicing needs the static extents of axes {list(op.attribs['axes'])}")
-    axes, starts, ends, steps = slice_bounds(plan)
+    axes, starts, ends, steps = nnef_attrs.slice_bounds(plan)
     if not axes:
         ctx.bind(out(op), unop(ctx, "Identity", x))
         return
@@ -842,12 +828,12 @@ def reduce(ctx: ExportContext, kind: str, x: Any, axes: list[int]) -> str:
         return unop(ctx, "Identity", ref)
     dims = ctx.dims(ref)
     axes = [a % len(dims) for a in axes]
-    return ctx.node(kind, [ref, ctx.ints(axes)], reduced_shape(dims, axes), keepdims=1)
+    return ctx.node(kind, [ref, ctx.ints(axes)], nnef_attrs.reduced_shape(dims, axes), keepdims=1)
 
 
-@exporter(*REDUCTIONS)
+@exporter(*nnef_attrs.REDUCTIONS)
 def _reduce(ctx: ExportContext, op: Operation) -> None:
-    what = reduction(op)
+    what = nnef_attrs.reduction(op)
     kind = _REDUCE[what]
     x = ctx.ref(op.inputs["input"])
     axes = [int(a) for a in op.attribs["axes"]]
@@ -876,7 +862,7 @@ def _arg_reduce(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(out(op), ctx.const(np.zeros([d for d in ctx.shape(x)], np.int64)))
         return
     if len(axes) == 1:
-        ctx.bind(out(op), ctx.node(kind, [x], reduced_shape(dims, axes), dtype=I64, axis=axes[0], keepdims=1, select_last_index=0))
+        ctx.bind(out(op), ctx.node(kind, [x], nnef_attrs.reduced_shape(dims, axes), dtype=I64, axis=axes[0], keepdims=1, select_last_index=0))
         return
     kept = [k for k in range(r) if k not in axes]
     perm = kept + axes
@@ -938,7 +924,7 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     dims = ctx.dims(x)
     eps = attr_scalar(ctx, op, "epsilon")
     names = ("scale", "offset", "mean", "variance")   # BatchNormalization's input order
-    vals = batch_norm_inputs(op)
+    vals = nnef_attrs.batch_norm_inputs(op)
     if len(dims) >= 2 and dims[1] is not None:
         vecs = [_channel_vector(ctx, vals[k], dims[1]) for k in names]
         if all(v is not None for v in vecs):
@@ -1374,7 +1360,7 @@ def _desample(ctx: ExportContext, op: Operation) -> None:
     if any(p < 0 for p, _ in pads):
         raise ctx.fallback(f"negative padding {pads} has no scatter form here")
     n = len(size)
-    full = [window_span(xs[2 + k], size[k], stride[k], dil[k]) for k in range(n)]
+    full = [nnef_attrs.window_span(xs[2 + k], size[k], stride[k], dil[k]) for k in range(n)]
     extents = tuple(max(full[k], pads[k][0] + od[2 + k]) for k in range(n))
     idx = _to_spatial(ctx, ctx.ref(op.inputs["index"], I64), move)
     flat = _flat_positions(ctx, idx, size, stride, dil, extents, xs, [0] * n)
@@ -1540,7 +1526,7 @@ def _ir_strided_slice(ctx: ExportContext, op: Operation) -> None:
     # begin/end are resolved already (in range; end -1 with a negative stride = through 0)
     x = ctx.ref(op.inputs["input"])
     begin, end, stride = ([int(v) for v in op.attribs[k]] for k in ("begin", "end", "stride"))
-    ends = [slice_stop(e, st) for e, st in zip(end, stride, strict=True)]
+    ends = [nnef_attrs.slice_stop(e, st) for e, st in zip(end, stride, strict=True)]
     ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints(begin), ctx.ints(ends), ctx.ints(range(len(begin))),
                                          ctx.ints(stride)], ctx.dims(out(op))))
 

@@ -33,17 +33,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
-from .._export import (
-    ExportContextBase,
-    compile_expanded,
-    constant_array,
-    export_definition,
-    input_shape,
-    operations_to_write,
-    single_operation_graph,
-    unique_name,
-    write_atomically,
-)
+from .. import _export
 
 #: The ONNX operator set the writer targets (default domain).
 OPSET = 18
@@ -126,7 +116,7 @@ class Emitter:
         return name
 
     def node_name(self, hint: str) -> str:
-        return unique_name(hint, self._node_names)
+        return _export.unique_name(hint, self._node_names)
 
     def initializer(self, array: np.ndarray, name: str | None = None, hint: str = "const") -> str:
         """An initializer holding ``array``; small unnamed ones are shared when equal."""
@@ -200,7 +190,7 @@ class Emitter:
             self._used.add(new)
 
 
-class ExportContext(ExportContextBase[str]):
+class ExportContext(_export.ExportContextBase[str]):
     """What an operation exporter sees: graph tensors as ONNX values, and a node factory.
 
     ``variable``/``constant`` data becomes an initializer only when an exporter asks for the
@@ -338,7 +328,7 @@ def _constant_data(ctx: ExportContext, op: Operation, name: str, graph: Graph) -
     shape = tuple(op.attribs.get("shape", t.shape or ()))
     if any(d is None for d in shape):
         raise ctx.fail(f"constant '{name}' has no definite shape")
-    arr = constant_array(op, shape)
+    arr = _export.constant_array(op, shape)
     if arr is None:
         size = np.asarray(op.attribs.get("value", 0.0)).size
         raise ctx.fail(f"constant value of {size} items does not fill shape {list(shape)}")
@@ -391,11 +381,11 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
     from .export_ops import exportable_ops
 
     try:
-        sub, local = single_operation_graph(ctx.graph, op, ctx.shape)
+        sub, local = _export.single_operation_graph(ctx.graph, op, ctx.shape)
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}; its definition needs static input shapes ({exc.message})") from None
     try:
-        expanded = compile_expanded(sub, set(exportable_ops()) - {op.op})
+        expanded = _export.compile_expanded(sub, set(exportable_ops()) - {op.op})
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}, and its definition cannot be expanded ({exc.message})") from None
     child = ExportContext(expanded, ctx.e, top=False)
@@ -407,7 +397,7 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
             ctx.op = op
             raise ctx.fail(f"{reason}; its definition's '{sop.op}' cannot be written: {exc.message}") from None
 
-    export_definition(ctx, op, expanded, local, child, lambda sop, n: _constant_data(child, sop, n, expanded), export)
+    _export.export_definition(ctx, op, expanded, local, child, lambda sop, n: _constant_data(child, sop, n, expanded), export)
 
 
 def _value_info(onnx: Any, name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
@@ -452,13 +442,13 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
     ctx = ExportContext(graph, e)
     inputs = []
     for name in graph.inputs:
-        shape = input_shape(graph, name)
+        shape = _export.input_shape(graph, name)
         e.claim(name)
         e.meta[name] = (tuple(None if d is None else int(d) for d in shape),
                         NUMPY.get(graph.tensors[name].dtype, NUMPY["scalar"]))
         ctx.bind(name, name)
         inputs.append(_value_info(onnx, name, e.meta[name][0], e.meta[name][1], name))
-    for op in operations_to_write(graph):
+    for op in _export.operations_to_write(graph):
         ctx.op = op
         if op.op in ("variable", "constant"):
             (name,) = op.output_names()
@@ -537,4 +527,4 @@ def write_onnx(model: Model | Graph, path: str | os.PathLike, **options: Any) ->
         graph = infer_shapes(graph)
         model = Model(graph, model.format, model.source, model.extras) if isinstance(model, Model) else graph
     proto = build(model, **options)
-    write_atomically([(path, proto.SerializeToString())])
+    _export.write_atomically([(path, proto.SerializeToString())])
