@@ -194,6 +194,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from . import winograd  # noqa: E402
 from ._common import (  # noqa: E402
     BORDERS,
     attr_error,
@@ -570,6 +571,11 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
             epilogue = None
         else:
             epilogue.no_negative_zero = not bool(np.signbit(b[b == 0]).any())
+    return _conv_run(x, filter, w, b, border, padding, stride, dilation, groups, out_shape, epilogue, True)
+
+
+def _conv_run(x, filter, w, b, border, padding, stride, dilation, groups, out_shape, epilogue, allow_winograd):
+    """The body of :func:`_conv_fast` once arguments are checked (``filter``: as passed)."""
     B, C = x.shape[:2]
     c = w.shape[0]
     n = x.ndim - 2
@@ -583,6 +589,11 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
     y = np.empty((B, G, cg, X), np.float32)
     bias_item = b.reshape(()) if b.size == 1 else b.reshape((c,) + (1,) * n)
     pointwise = all(f == 1 for f in F) and not any(p or q for p, q in win.pads)
+    if (allow_winograd and n == 2 and G == 1 and F == (3, 3) and win.stride == [1, 1] and win.dilation == [1, 1]
+            and border == "constant" and all(p >= 0 and q >= 0 for p, q in win.pads) and B * X > 0
+            and winograd.pays(C, c, B, -(-xs[0] // 2), -(-xs[1] // 2))):
+        _conv_winograd(x, filter, w, b, bias_item, win, y.reshape((B, c) + xs), epilogue)
+        return y.reshape((B, c) + xs)
     # Small images (late layers): several batch items per product, or BLAS runs on thin,
     # slow matrices (7×7 = 49 columns: 25 % below its speed on wide ones).  Only products
     # big enough that OpenBLAS already runs them on all its threads: grouping tiny ones
@@ -649,6 +660,78 @@ def _conv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=()
             if epilogue is not None:
                 epilogue.apply(i0 + j, yi)
     return y.reshape((B, c) + xs)
+
+
+class PreparedFilter:
+    """A plan step's cache of a constant filter's Winograd transform (see :func:`prepared_conv`).
+
+    ``source`` is the filter array the transform was made from; it is reused only for that
+    very object (held here, so its identity cannot pass to another array), which the planner
+    guarantees never changes: it wraps only steps whose filter is a constant of the plan.
+    """
+
+    __slots__ = ("source", "transformed")
+
+    def __init__(self) -> None:
+        self.source: object = None
+        self.transformed: np.ndarray | None = None
+
+
+_PREPARED: contextvars.ContextVar[PreparedFilter | None] = contextvars.ContextVar("conv_prepared", default=None)
+
+
+def prepared_conv(conv_kernel):
+    """Wrap a (guarded, possibly fused) ``conv`` kernel whose filter argument is a constant.
+
+    Each call makes the step's :class:`PreparedFilter` visible to :func:`_conv_fast`, which
+    then transforms the filter for Winograd once instead of on every run (a 512×512 3×3
+    filter: ≈ 15 ms, more than the convolution).  Results are identical with or without.
+    """
+    holder = PreparedFilter()
+
+    def run(*args, **kwargs):
+        token = _PREPARED.set(holder)
+        try:
+            return conv_kernel(*args, **kwargs)
+        finally:
+            _PREPARED.reset(token)
+
+    run.prepared = holder  # for tests and profiling
+    return run
+
+
+def _winograd_filter(filter, w):
+    holder = _PREPARED.get()
+    if holder is not None and holder.source is filter:
+        return holder.transformed
+    U = winograd.transform_filter(w)
+    if holder is not None:
+        holder.source, holder.transformed = filter, U
+    return U
+
+
+def _conv_winograd(x, filter, w, b, bias_item, win, y, epilogue):
+    """3×3 stride-1 convolution by Winograd F(2×2, 3×3) (:mod:`nnefx.ops.winograd`).
+
+    Any batch item whose result is not all finite is computed again by the direct path: a
+    NaN or Inf, or an overflow inside the transforms, spreads over whole 4×4 input tiles,
+    where the direct sum keeps it to the windows that read it.  The check is a sum over the
+    item's output (a non-finite sum of finite values, i.e. huge ones, also falls back).
+    """
+    U = _winograd_filter(filter, w)
+    pads = [tuple(p) for p in win.pads]
+
+    def finish(i):
+        yi = y[i]
+        if not math.isfinite(float(np.add.reduce(yi, axis=None))):
+            item = x[i:i + 1]
+            np.copyto(yi, _conv_run(item, w, w, b, "constant", pads, [1, 1], [1, 1], 1, (1,) + yi.shape,
+                                    None, False)[0])
+        if epilogue is not None:
+            epilogue.apply(i, yi)
+
+    with np.errstate(over="ignore", invalid="ignore"):  # overflows inside the transforms: see finish
+        winograd.conv3x3(x, U, bias_item, pads, y, finish)
 
 
 #: Columns a product should have at least when batch items are small enough to share one

@@ -370,6 +370,8 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     if fuse and backend == "fast":
         protected = {canon(n) for n in result_names} | {canon(u[4]) for u in updates}
         kept, labels = _fuse_conv_epilogues(kept, resolve, protected, graph)
+    if backend == "fast":
+        kept = _prepare_constant_filters(kept, resolve, const_values)
     fused = sum(label.count("+") for label in labels.values())
 
     # ---- 4. slots and lifetimes ----------------------------------------------------------
@@ -586,6 +588,37 @@ def _fuse_conv_epilogues(kept: list[Entry], resolve: Resolver, protected: set[st
         if isinstance(skip, str):
             readers[skip] = [at if r == chain[0] else r for r in readers[skip]]
     return [e for e in entries if e is not None], labels
+
+
+def _prepare_constant_filters(kept: list[Entry], resolve: Resolver,
+                              const_values: Mapping[str, np.ndarray]) -> list[Entry]:
+    """Let ``conv`` steps with a constant 3×3 filter keep its Winograd transform across runs.
+
+    Why: the fast kernel computes 3×3 stride-1 convolutions of many channels by Winograd
+    F(2×2, 3×3), whose transformed filter costs about as much as the convolution itself.
+    A filter that is a constant of the plan (a ``constant``, or a ``variable`` no ``update``
+    changes; :meth:`Session.assign` compiles a new plan) is the same, unchanged array in
+    every run, so its step's kernel is wrapped by :func:`nnefx.ops.sliding.prepared_conv`,
+    which caches the transform for that array.  Filters computed at run time or fed as
+    inputs are transformed on every call.  Only the registry's ``conv`` (plain or fused).
+    """
+    from ..ops.sliding import prepared_conv
+
+    try:
+        conv_def = resolve("conv")
+    except NNEFXError:
+        return kept
+    if conv_def is not registry.get("conv"):
+        return kept
+    out: list[Entry] = []
+    for entry in kept:
+        i, op, opdef, kernel, args, kwargs = entry
+        if opdef is conv_def and len(args) >= 2 and isinstance(args[1], str):
+            value = const_values.get(args[1])
+            if value is not None and getattr(value, "ndim", 0) == 4 and tuple(value.shape[2:]) == (3, 3):
+                entry = (i, op, opdef, prepared_conv(kernel), args, kwargs)
+        out.append(entry)
+    return out
 
 
 # ---- helpers ------------------------------------------------------------------------------
