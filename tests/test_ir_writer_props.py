@@ -7,27 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from _export_helpers import property_settings, window
 from nnefx.io.builder import GraphBuilder
 from test_ir_writer import check
 
 pytest.importorskip("openvino")
 
-SETTINGS = settings(max_examples=25, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
-
-@st.composite
-def window(draw, pool: bool):
-    k = [draw(st.integers(1, 3)) for _ in range(2)]
-    s = [draw(st.integers(1, 3)) for _ in range(2)]
-    d = [draw(st.integers(1, 2)) for _ in range(2)] if not pool else [1, 1]
-    X = [draw(st.integers((k[i] - 1) * d[i] + 1, 9)) for i in range(2)]
-    auto = draw(st.booleans())
-    pads = [] if auto else [(draw(st.integers(0, k[i] - 1)), draw(st.integers(0, k[i] - 1))) for i in range(2)]
-    return X, k, s, d, pads
+SETTINGS = property_settings(25)
 
 
 def reflectable(pads, X):

@@ -19,6 +19,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import nnefx  # noqa: E402
+from _export_helpers import run_ort, save_onnx  # noqa: E402
 from _ops_samples import SAMPLES  # noqa: E402
 from _ops_samples import nnef_literal as _literal  # noqa: E402
 from nnefx.diagnostics import NNEFXError  # noqa: E402
@@ -43,13 +44,6 @@ def rand(*shape, lo=-1.0, hi=1.0):
     return RNG.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-def run_ort(model_or_path, feeds: dict) -> dict:
-    src = model_or_path if isinstance(model_or_path, str) else model_or_path.SerializeToString()
-    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, feeds), strict=True))
-
-
 def close(got, want, rtol=1e-5):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
@@ -72,9 +66,7 @@ def close(got, want, rtol=1e-5):
 def check(model, feeds: dict, tmp_path, rtol=1e-5) -> str:
     """Save as ONNX, check it, run it with onnxruntime and nnefx: the outputs must agree."""
     want = Session(model, "fast").run(feeds)
-    path = str(tmp_path / "model.onnx")
-    nnefx.save(model, path)
-    onnx.checker.check_model(path, full_check=True)
+    path = save_onnx(model, str(tmp_path / "model.onnx"))
     got = run_ort(path, feeds)
     assert list(got) == list(want)
     for k in want:
@@ -280,9 +272,7 @@ def test_symbolic_batch_from_an_ir_network(tmp_path, name):
     d = "tests/fixtures/ir/opset"
     model = nnefx.load(f"{d}/{name}.xml")
     assert model.graph.tensors["x"].shape[0] is None
-    path = str(tmp_path / f"{name}.onnx")
-    nnefx.save(model, path)
-    onnx.checker.check_model(path, full_check=True)
+    path = save_onnx(model, str(tmp_path / f"{name}.onnx"))
     dim = onnx.load(path).graph.input[0].type.tensor_type.shape.dim[0]
     assert dim.dim_param and not dim.dim_value
     x = np.load(f"{d}/{name}.x.npy")
@@ -425,9 +415,8 @@ graph G( a, idx ) -> ( tv, ti, sv, si, nd, rg, rz )
 def test_compress_to_fp16_stores_half_weights_behind_cast(tmp_path):
     model = nnefx.load("examples/digits/model")
     path16, path32 = str(tmp_path / "m16.onnx"), str(tmp_path / "m32.onnx")
-    nnefx.save(model, path16, compress_to_fp16=True)
+    save_onnx(model, path16, compress_to_fp16=True)
     nnefx.save(model, path32)
-    onnx.checker.check_model(path16, full_check=True)
     m = onnx.load(path16)
     floats = {i.data_type for i in m.graph.initializer if len(i.dims) and np.prod(i.dims) > 1} - {
         onnx.TensorProto.INT64}   # (the Reshape's target shape)

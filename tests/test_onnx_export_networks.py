@@ -19,16 +19,12 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import nnefx  # noqa: E402
+from _export_helpers import run_ort, save_onnx  # noqa: E402
 from nnefx.cli import main  # noqa: E402
 from nnefx.runtime.session import Session  # noqa: E402
 
 DIGITS = "examples/digits/model"
 RTOL = 1e-4
-
-
-def run_ort(path: str, feeds: dict) -> dict:
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
 
 
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -38,9 +34,7 @@ def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
 
 def test_digits_example_exports_and_agrees(tmp_path):
     model = nnefx.load(DIGITS)
-    path = str(tmp_path / "digits.onnx")
-    nnefx.save(model, path)
-    onnx.checker.check_model(path, full_check=True)
+    path = save_onnx(model, str(tmp_path / "digits.onnx"))
     proto = onnx.load(path)
     assert [n.op_type for n in proto.graph.node] == ["Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Reshape",
                                                      "Gemm", "Softmax"]
@@ -133,9 +127,7 @@ def converted(request, tmp_path_factory):
 def test_real_network_round_trip_matches_torch(converted):
     name, folder, x, expected, tmp = converted
     model = nnefx.load(folder)
-    path = str(tmp / "back.onnx")
-    nnefx.save(model, path)
-    onnx.checker.check_model(path, full_check=True)
+    path = save_onnx(model, str(tmp / "back.onnx"))
     feed = x.astype(np.int64) if x.dtype.kind == "i" else x
     (got,) = run_ort(path, {model.graph.inputs[0]: feed}).values()
     assert got.shape == expected.shape
@@ -151,9 +143,7 @@ def test_torch_onnx_read_by_nnefx_and_written_again(converted):
     name, _, x, _, tmp = converted
     original = str(tmp / "net.onnx")
     model = nnefx.load(original)
-    path = str(tmp / "again.onnx")
-    nnefx.save(model, path)
-    onnx.checker.check_model(path, full_check=True)
+    path = save_onnx(model, str(tmp / "again.onnx"))
     first = ort.InferenceSession(original, providers=["CPUExecutionProvider"]).get_inputs()[0].name
     feed = x.astype(np.int64) if x.dtype.kind == "i" else x
     (want,) = run_ort(original, {first: feed}).values()

@@ -7,28 +7,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from _export_helpers import property_settings, window  # noqa: E402
 from nnefx.io.builder import GraphBuilder  # noqa: E402
 from test_onnx_export import check  # noqa: E402
 
-SETTINGS = settings(max_examples=50, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = property_settings(50)
 
 
-@st.composite
-def window(draw, pool: bool):
-    k = [draw(st.integers(1, 3)) for _ in range(2)]
-    s = [draw(st.integers(1, 3)) for _ in range(2)]
-    d = [draw(st.integers(1, 2)) for _ in range(2)] if not pool else [1, 1]
-    X = [draw(st.integers((k[i] - 1) * d[i] + 2, 9)) for i in range(2)]
-    auto = draw(st.booleans())
-    pads = [] if auto else [(draw(st.integers(-1, k[i] - 1)), draw(st.integers(-1, k[i] - 1))) for i in range(2)]
-    return X, k, s, d, pads
+#: windows with negative paddings (crops) and one spare position per extent
+WINDOW = window(pool=False, min_pad=-1, spare=2)
 
 
 def _fits(X, k, d, pads):
@@ -37,7 +30,7 @@ def _fits(X, k, d, pads):
 
 
 @SETTINGS
-@given(w=window(pool=False), groups=st.sampled_from([1, 2, 0]), border=st.sampled_from(
+@given(w=WINDOW, groups=st.sampled_from([1, 2, 0]), border=st.sampled_from(
     ["constant", "replicate", "reflect", "reflect-even"]), bias=st.sampled_from(["none", "var", "input"]),
     seed=st.integers(0, 2 ** 16))
 def test_conv(tmp_path, w, groups, border, bias, seed):
@@ -60,7 +53,7 @@ def test_conv(tmp_path, w, groups, border, bias, seed):
 
 
 @SETTINGS
-@given(w=window(pool=False), groups=st.sampled_from([1, 2, 0]), seed=st.integers(0, 2 ** 16))
+@given(w=WINDOW, groups=st.sampled_from([1, 2, 0]), seed=st.integers(0, 2 ** 16))
 def test_deconv(tmp_path, w, groups, seed):
     (X, k, s, d, pads), rng = w, np.random.default_rng(seed)
     per = 1 if groups == 0 else 6 // groups
@@ -78,7 +71,7 @@ def test_deconv(tmp_path, w, groups, seed):
 
 
 @SETTINGS
-@given(w=window(pool=False), op=st.sampled_from(["max_pool", "avg_pool", "box", "rms_pool"]),
+@given(w=WINDOW, op=st.sampled_from(["max_pool", "avg_pool", "box", "rms_pool"]),
        border=st.sampled_from(["constant", "ignore", "replicate", "reflect", "reflect-even"]),
        channels=st.booleans(), seed=st.integers(0, 2 ** 16))
 def test_pooling(tmp_path, w, op, border, channels, seed):
@@ -202,7 +195,7 @@ def test_random_graphs(tmp_path, case):
 
 
 @SETTINGS
-@given(w=window(pool=False), border=st.sampled_from(["constant", "ignore", "replicate", "reflect", "reflect-even"]),
+@given(w=WINDOW, border=st.sampled_from(["constant", "ignore", "replicate", "reflect", "reflect-even"]),
        channels=st.booleans(), normalize=st.booleans(), seed=st.integers(0, 2 ** 16))
 def test_window_index_family(tmp_path, w, border, channels, normalize, seed):
     """argmax_pool / max_pool_with_index (MaxPool's flat indices turned into window offsets),

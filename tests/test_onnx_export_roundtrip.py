@@ -12,6 +12,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import nnefx  # noqa: E402
+from _export_helpers import run_ort, save_onnx  # noqa: E402
 from nnefx.diagnostics import NNEFXError  # noqa: E402
 from test_onnx_nodes import CASES, MORE, make  # noqa: E402
 
@@ -22,7 +23,7 @@ REFUSED: set[str] = set()
 
 
 def _run(path: str, feeds: dict) -> list[np.ndarray]:
-    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return list(run_ort(path, feeds).values())
 
 
 @pytest.mark.parametrize("index", range(len(ALL)), ids=IDS)
@@ -41,8 +42,7 @@ def test_single_node_round_trip(tmp_path, index):
         with pytest.raises(NNEFXError, match="as ONNX"):
             nnefx.save(loaded, dst)
         return
-    nnefx.save(loaded, dst)
-    onnx.checker.check_model(dst, full_check=True)
+    save_onnx(loaded, dst)
     got = _run(dst, {k: v for k, v in feeds.items() if k in loaded.graph.inputs})
     assert len(got) == len(want)
     for w, g in zip(want, got, strict=True):
@@ -76,8 +76,7 @@ def test_torch_network_round_trip(tmp_path, name, cls, shape, opset):
     want = _run(src, {"input": x})
     model = nnefx.load(src)
     dst = str(tmp_path / "again.onnx")
-    nnefx.save(model, dst)
-    onnx.checker.check_model(dst, full_check=True)
+    save_onnx(model, dst)
     got = _run(dst, {"input": x})
     assert len(got) == len(want)
     for w, g in zip(want, got, strict=True):
