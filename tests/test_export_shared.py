@@ -79,6 +79,36 @@ def test_fail_names_operation_format_and_position():
     ctx.check_outputs(op)
 
 
+def test_constant_value_and_its_refusal():
+    ctx = _Ctx(_graph())
+    op = Operation("constant", {}, {"output": "c"}, {"shape": [2, 2], "value": [1.0, 2.0, 3.0]},
+                   location=Location("m.nnef", 4, 9))
+    ctx.op = op
+    with pytest.raises(NNEFXError, match=r"as TESTFMT: constant value of 3 items does not fill shape \(2, 2\)$"):
+        ctx.constant_value(op, (2, 2))
+    with pytest.raises(NNEFXError, match=r"does not fill shape \[2, 2\]$") as info:
+        ctx.constant_value(op, (2, 2), [2, 2])
+    assert info.value.location == Location("m.nnef", 4, 9)
+    op.attribs["value"] = [7.0]
+    assert ctx.constant_value(op, (2, 2)).tolist() == [[7.0, 7.0], [7.0, 7.0]]
+
+
+def test_run_exporter_locates_unlocated_errors():
+    ctx = _Ctx(_graph())
+    op = Operation("neg", {"x": "x"}, {"y": "y"}, {}, location=Location("m.nnef", 6, 5))
+
+    def broken(c, o):
+        raise NNEFXError("a helper's complaint")
+
+    with pytest.raises(NNEFXError) as info:
+        ctx.run_exporter(broken, op)
+    assert info.value.location == Location("m.nnef", 6, 5)
+    ctx.op = op
+    with pytest.raises(NNEFXError, match="did not produce output 'y'"):
+        ctx.run_exporter(lambda c, o: None, op)
+    ctx.run_exporter(lambda c, o: c.bind("y", "v"), op)
+
+
 def test_data_of_literals_and_constants():
     ctx = _Ctx(_graph())
     ctx.consts["w"] = np.ones(2)

@@ -216,6 +216,27 @@ class ExportContextBase(Generic[R]):
             if n not in self.refs:
                 raise self.fail(f"exporter did not produce output '{n}'")
 
+    def run_exporter(self, fn: Callable[[Any, Operation], None], op: Operation) -> None:
+        """``fn(self, op)``, then :meth:`check_outputs`; an error an exporter raised without a
+        location (a helper's, a kernel rule's) gets ``op``'s source position."""
+        try:
+            fn(self, op)
+        except NNEFXError as exc:
+            if exc.location is None:
+                exc.location = op.location
+            raise
+        self.check_outputs(op)
+
+    def constant_value(self, op: Operation, shape: tuple, shown: Any = None) -> np.ndarray:
+        """The value of ``constant`` operation ``op`` over ``shape`` (:func:`constant_array`),
+        refused where its items do not fill the shape; ``shown`` is the shape as the message
+        prints it (the writers' messages differ there: IR shows a tuple, ONNX a list)."""
+        arr = constant_array(op, shape)
+        if arr is None:
+            size = np.asarray(op.attribs.get("value", 0.0)).size
+            raise self.fail(f"constant value of {size} items does not fill shape {shape if shown is None else shown}")
+        return arr
+
 
 def export_copy_n(ctx: ExportContextBase[Any], op: Operation) -> None:
     """``copy_n``: every output is the input itself.  No node or layer is needed in any

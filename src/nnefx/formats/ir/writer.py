@@ -303,12 +303,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
                     raise ctx.fail(f"variable '{op.attribs.get('label', name)}' has no data")
                 arr = np.asarray(t.data)
             else:
-                shape = tuple(op.attribs.get("shape", t.shape or ()))
-                filled = _export.constant_array(op, shape)
-                if filled is None:
-                    size = np.asarray(op.attribs.get("value", 0.0)).size
-                    raise ctx.fail(f"constant value of {size} items does not fill shape {shape}")
-                arr = filled
+                arr = ctx.constant_value(op, tuple(op.attribs.get("shape", t.shape or ())))
             ctx.consts[name] = np.asarray(arr, dtype=NUMPY[ETYPE.get(t.dtype, "f32")])
             if name in updated:
                 _state_read(ctx, op, name)
@@ -319,13 +314,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         fn = find_exporter(op.op) or _expanded_exporter(op.op)
         if fn is None:
             raise ctx.fail("no opset equivalent is known for this operation")
-        try:
-            fn(ctx, op)
-        except NNEFXError as exc:
-            if exc.location is None:
-                exc.location = op.location
-            raise
-        ctx.check_outputs(op)
+        ctx.run_exporter(fn, op)
     ctx.op = None
     for name in graph.outputs:
         if name not in ctx.refs:

@@ -328,10 +328,7 @@ def _constant_data(ctx: ExportContext, op: Operation, name: str, graph: Graph) -
     shape = tuple(op.attribs.get("shape", t.shape or ()))
     if any(d is None for d in shape):
         raise ctx.fail(f"constant '{name}' has no definite shape")
-    arr = _export.constant_array(op, shape)
-    if arr is None:
-        size = np.asarray(op.attribs.get("value", 0.0)).size
-        raise ctx.fail(f"constant value of {size} items does not fill shape {list(shape)}")
+    arr = ctx.constant_value(op, shape, list(shape))
     if dtype.kind in "iu" and arr.dtype.kind == "f":
         arr = np.floor(arr)
     return arr.astype(dtype)
@@ -346,15 +343,10 @@ def export_operation(ctx: ExportContext, op: Operation, depth: int = 0) -> None:
     reason = "no ONNX equivalent is known for this operation"
     if fn is not None:
         try:
-            fn(ctx, op)
-            ctx.check_outputs(op)
+            ctx.run_exporter(fn, op)
             return
         except Fallback as exc:
             reason = exc.message
-        except NNEFXError as exc:
-            if exc.location is None:
-                exc.location = op.location
-            raise
         except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:
             # an attribute combination an exporter did not foresee: say so, never a traceback
             raise ctx.fail(f"unexpected attributes or shapes ({type(exc).__name__}: {exc})") from None
