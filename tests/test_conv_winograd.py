@@ -1,6 +1,6 @@
 """Winograd F(2×2, 3×3) in the fast ``conv`` kernel (``nnefx.ops.winograd``).
 
-The path is normally taken only for ≥ 128 channels; these tests lower the thresholds
+The path is normally taken only for ≥ 256 channels and ≥ 14×14 outputs; these tests lower the thresholds
 (``winograd.MIN_CHANNELS`` / ``MIN_COLUMNS``) so that small, fast cases exercise it, and
 check: agreement with the formal kernel within the documented bound on random shapes (odd
 sizes, every padding 0..2 per side, batches, partial tiles), batch grouping with a partial
@@ -29,6 +29,7 @@ def forced(monkeypatch):
     """Winograd for every eligible convolution, however small."""
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
     monkeypatch.setattr(winograd, "MIN_COLUMNS", 0)
+    monkeypatch.setattr(winograd, "MIN_TILES", 0)
 
 
 @pytest.fixture
@@ -96,11 +97,15 @@ def test_not_taken_for_other_windows(forced, calls):
 
 
 def test_thresholds_keep_small_layers_on_im2col(calls):
-    x = RNG.standard_normal((1, 64, 16, 16)).astype(np.float32)
-    CONV.fast_kernel(x, RNG.standard_normal((64, 64, 3, 3)).astype(np.float32), 0.0, padding=[(1, 1), (1, 1)])
-    assert calls == []  # 64 channels: below MIN_CHANNELS
-    x = RNG.standard_normal((1, 128, 14, 14)).astype(np.float32)
-    CONV.fast_kernel(x, RNG.standard_normal((128, 128, 3, 3)).astype(np.float32), 0.0, padding=[(1, 1), (1, 1)])
+    pads = [(1, 1), (1, 1)]
+    x = RNG.standard_normal((1, 128, 16, 16)).astype(np.float32)
+    CONV.fast_kernel(x, RNG.standard_normal((128, 128, 3, 3)).astype(np.float32), 0.0, padding=pads)
+    assert calls == []  # 128 channels: below MIN_CHANNELS
+    x = RNG.standard_normal((1, 256, 7, 7)).astype(np.float32)
+    w = RNG.standard_normal((256, 256, 3, 3)).astype(np.float32)
+    CONV.fast_kernel(x, w, 0.0, padding=pads)
+    assert calls == []  # 7×7: too few tiles
+    CONV.fast_kernel(np.zeros((1, 256, 14, 14), np.float32), w, 0.0, padding=pads)
     assert len(calls) == 1
 
 
@@ -173,7 +178,7 @@ def test_resnet_layer_error_vs_float64():
     pads = [(1, 1), (1, 1)]
     old = winograd.MIN_CHANNELS
     try:
-        got = CONV.fast_kernel(x, w, 0.0, padding=pads)  # Winograd (≥ 128 channels)
+        got = CONV.fast_kernel(x, w, 0.0, padding=pads)  # Winograd (≥ 256 channels, 7×7 tiles)
         winograd.MIN_CHANNELS = 10 ** 9
         im2col = CONV.fast_kernel(x, w, 0.0, padding=pads)
     finally:
@@ -251,11 +256,11 @@ graph g( x, f ) -> ( y )
 BLOCK = """version 1.0;
 graph g( x ) -> ( y )
 {
-    x = external<scalar>(shape = [2, 128, 9, 9]);
-    w1 = variable<scalar>(shape = [128, 128, 3, 3], label = 'w1');
-    b1 = variable<scalar>(shape = [1, 128], label = 'b1');
-    w2 = variable<scalar>(shape = [128, 128, 3, 3], label = 'w2');
-    b2 = variable<scalar>(shape = [1, 128], label = 'b2');
+    x = external<scalar>(shape = [2, 256, 14, 13]);
+    w1 = variable<scalar>(shape = [256, 256, 3, 3], label = 'w1');
+    b1 = variable<scalar>(shape = [1, 256], label = 'b1');
+    w2 = variable<scalar>(shape = [256, 256, 3, 3], label = 'w2');
+    b2 = variable<scalar>(shape = [1, 256], label = 'b2');
     h = relu(conv(x, w1, b1, padding = [(1, 1), (1, 1)]));
     y = relu(add(conv(h, w2, b2, padding = [(1, 1), (1, 1)]), x));
 }
@@ -263,14 +268,14 @@ graph g( x ) -> ( y )
 
 
 def test_residual_block_matches_torch(calls):
-    """A ResNet basic block at the default thresholds (128 channels): Winograd, fused, vs torch."""
+    """A ResNet basic block at the default thresholds (256 channels, odd width): Winograd, fused, vs torch."""
     torch = pytest.importorskip("torch")
-    scale = np.sqrt(2 / (9 * 128))
-    values = {"w1": (RNG.standard_normal((128, 128, 3, 3)) * scale).astype(np.float32),
-              "b1": RNG.standard_normal((1, 128)).astype(np.float32) * 0.1,
-              "w2": (RNG.standard_normal((128, 128, 3, 3)) * scale).astype(np.float32),
-              "b2": RNG.standard_normal((1, 128)).astype(np.float32) * 0.1}
-    x = RNG.standard_normal((2, 128, 9, 9)).astype(np.float32)
+    scale = np.sqrt(2 / (9 * 256))
+    values = {"w1": (RNG.standard_normal((256, 256, 3, 3)) * scale).astype(np.float32),
+              "b1": RNG.standard_normal((1, 256)).astype(np.float32) * 0.1,
+              "w2": (RNG.standard_normal((256, 256, 3, 3)) * scale).astype(np.float32),
+              "b2": RNG.standard_normal((1, 256)).astype(np.float32) * 0.1}
+    x = RNG.standard_normal((2, 256, 14, 13)).astype(np.float32)
     session = nnefx.Session(compile_document(BLOCK), variables=values)
     got = session.run({"x": x})["y"]
     assert len(calls) == 2

@@ -6,7 +6,7 @@ each 2×2 output tile from a 4×4 input tile with 16 — 2.25× fewer — as 16 
 matrix products (one per tile position), at the price of linear transforms of the input
 tiles and of the products, which are numpy passes here (no compiled code).  On the
 benchmark machine those passes cost about as much as the products save for 64-channel
-layers, so :func:`pays` uses it only from 128 channels on (see BENCHMARKS.md).
+layers, so :func:`pays` uses it only from 256 channels on (see BENCHMARKS.md).
 
 With ``d`` a 4×4 input tile, ``g`` a 3×3 filter and (rows of the matrices)::
 
@@ -42,13 +42,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: Fewest input and output channels for which the transforms pay for themselves (below,
-#: e.g. 64-channel 56×56 layers, the numpy passes cost more than the saved products).
-MIN_CHANNELS = 128
+#: Fewest input and output channels for which the transforms pay for themselves.  Layer by
+#: layer on the benchmark machine (2 threads, in-process A/B, min of 16–48 calls):
+#: 64 ch 56×56 1.2–1.6× *slower* than im2col, 128 ch 28×28 0.93–0.98× (and slower in one
+#: whole-network profile), 256 ch 14×14 0.72–0.86×; so only from 256 channels on.
+MIN_CHANNELS = 256
 
 #: Fewest tile columns (tiles · items) a product should have: thinner products (one 7×7
 #: image: 4×5 tiles) read the 16/9 larger transformed filter for too little work.
 MIN_COLUMNS = 48
+
+#: Fewest 2×2 tiles per image: on small images the partial edge tiles and the extra tile
+#: column waste too much (7×7: 4×5 tile columns for 12.25 tiles' worth of outputs, the
+#: products only 1.4× fewer instead of 2.25×), measured no faster than im2col.
+MIN_TILES = 49
 
 #: Tile columns to aim for per product when several batch items share one (small images).
 GROUP_COLUMNS = 256
@@ -75,7 +82,7 @@ def geometry(H: int, W: int, pads) -> tuple[int, int, int, int]:
 def pays(C: int, c: int, B: int, Th: int, Tw: int) -> bool:
     """Whether Winograd beats im2col here (measured on the benchmark machine, see module doc)."""
     columns = min(B, group_size(B, Th, Tw)) * Th * (Tw + 1)
-    return C >= MIN_CHANNELS and c >= MIN_CHANNELS and columns >= MIN_COLUMNS
+    return C >= MIN_CHANNELS and c >= MIN_CHANNELS and columns >= MIN_COLUMNS and Th * Tw >= MIN_TILES
 
 
 def group_size(B: int, Th: int, Tw: int) -> int:
