@@ -1,6 +1,6 @@
 """Latency and peak memory of nnefx's fast backend against onnxruntime and nnef-tools.
 
-    python benchmarks/run.py [--nets 18,50] [--batches 1,8] [--repeats 10] [--size 224]
+    python benchmarks/run.py [--nets 18,50] [--batches 1,8] [--repeats 10] [--size 224] [--wait-idle 120]
 
 For each ResNet and batch size: the torch network is exported to ONNX, converted to NNEF by
 nnef-tools, then the three engines run the same input, all limited to 2 threads, in blocks
@@ -123,6 +123,33 @@ def measure_memory(engine: str, onnx_path: Path, nnef_path: Path, batch: int, si
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_growth_mb"]
 
 
+def cpu_idle(seconds: float = 4.0) -> float:
+    """Fraction of all CPUs' time spent idle over the next ``seconds`` (from /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    idle0, total0 = sample()
+    time.sleep(seconds)
+    idle1, total1 = sample()
+    return (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def wait_idle(limit: float, threshold: float = 0.9) -> float:
+    """Wait (up to ``limit`` seconds) until the CPUs are ``threshold`` idle over 4 s; the last idle share.
+
+    Why: on a shared machine another job starting mid-run makes 2-thread BLAS wait for its
+    second thread (whole runs 2–10× slower); rows measured that way mislead.
+    """
+    deadline = time.monotonic() + limit
+    idle = cpu_idle()
+    while idle < threshold and time.monotonic() < deadline:
+        idle = cpu_idle()
+    return idle
+
+
 def bench(depth: int, batch: int, size: int, repeats: int, work: Path, engines: tuple = ENGINES) -> dict:
     onnx_path, nnef_path = prepare(depth, batch, size, work)
     x = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
@@ -165,6 +192,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--engines", default=",".join(ENGINES), help="engines to time (default: all three)")
     p.add_argument("--work", default=None, help="folder for the exported models (default: a temp folder)")
+    p.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                   help="before each row, wait up to SECONDS for the CPUs to be >= 90%% idle over 4 s "
+                        "(the idle share found is printed after the row)")
     args = p.parse_args()
     engines = tuple(e for e in args.engines.split(",") if e)
     unknown = [e for e in engines if e not in ENGINES]
@@ -186,6 +216,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for depth in (int(d) for d in args.nets.split(",")):
         for batch in (int(b) for b in args.batches.split(",")):
+            idle = wait_idle(args.wait_idle) if args.wait_idle > 0 else None
             r = bench(depth, batch, args.size, args.repeats, work, engines)
 
             def cell(key: str, fmt: str, r: dict = r) -> str:
@@ -195,7 +226,9 @@ def main() -> None:
                      else "-")
             print(f"| {r['net']} | {batch} | {cell('nnefx_ms', '.1f')} | {cell('onnxruntime_ms', '.1f')} | "
                   f"{cell('nnef-tools_ms', '.1f')} | {ratio} | {cell('nnefx_peak_mb', '.0f')} | "
-                  f"{cell('onnxruntime_peak_mb', '.0f')} | {cell('nnef-tools_peak_mb', '.0f')} |", flush=True)
+                  f"{cell('onnxruntime_peak_mb', '.0f')} | {cell('nnef-tools_peak_mb', '.0f')} |"
+                  + ("" if idle is None else f" (CPUs {idle:.0%} idle before, load {os.getloadavg()[0]:.2f} after)"),
+                  flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
