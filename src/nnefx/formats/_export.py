@@ -206,6 +206,13 @@ class ExportContextBase(Generic[R]):
         """The format value holding tensor ``value`` (materialised on demand): the writer's."""
         raise NotImplementedError
 
+    def output_ref(self, name: str) -> R:
+        """The value of graph output ``name``; an output that is a ``variable``/``constant``
+        (never bound by an exporter) is materialised here."""
+        if name not in self.refs:
+            self.ref(name)
+        return self.refs[name]
+
     def bind(self, name: str, ref: R) -> None:
         """Graph tensor ``name`` is the format value ``ref``."""
         self.refs[name] = ref

@@ -317,9 +317,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         ctx.run_exporter(fn, op)
     ctx.op = None
     for name in graph.outputs:
-        if name not in ctx.refs:
-            ctx.ref(name)  # an output that is a constant/variable
-        ref = ctx.refs[name]
+        ref = ctx.output_ref(name)
         if any(n != name and (n in graph.inputs or n in graph.outputs) for n, r in ctx.refs.items() if r == ref):
             # the output is another input/output under a second name (a copy, a no-op reshape):
             # give it a port of its own so both names survive

@@ -475,9 +475,7 @@ def _name_values(ctx: ExportContext, graph: Graph) -> None:
     mapping: dict[str, str] = {}
     taken: set[str] = set()
     for name in graph.outputs:
-        if name not in ctx.refs:
-            ctx.ref(name)   # an output that is a variable/constant
-        ref = ctx.refs[name]
+        ref = ctx.output_ref(name)
         if ref == name:
             continue
         if ref in e.node_outputs and ref not in mapping:
