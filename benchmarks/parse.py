@@ -20,6 +20,7 @@ or garbage), after one warm-up parse of a *different* small document:
   ``infer_shapes``),
   best of ``--repeat`` runs (small documents: about a second's worth of runs, at most 300;
   the median and the first timed run are printed too);
+* every timed run starts after a full garbage collection (untimed);
 * nnefx keeps the statement forms it compiled between documents (``fastpath.FORM_CACHE_SIZE``):
   the ``nnefx`` rows forget them before every run (``fastpath.clear_caches()``), so each run
   pays for compiling every form as the first document of a process does; the ``nnefx-warm``
@@ -43,6 +44,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -256,11 +258,12 @@ WARM: dict[str, Callable[[], str]] = {
 
 
 def _prepare(tool: str, doc: str) -> Callable[[], None]:
-    """What runs, untimed, before each timed run: nothing for the official parser; for
-    nnefx, forgetting the statement forms compiled so far (and, for nnefx-warm, reading
-    another document of the kind)."""
+    """What runs, untimed, before each timed run: for nnefx, forgetting the statement forms
+    compiled so far (and, for nnefx-warm, reading another document of the kind); then, for
+    every tool, a full garbage collection, so that no run pays for the previous run's (or
+    the warm-up document's) garbage."""
     if tool == "official":
-        return lambda: None
+        return gc.collect
     from nnefx.semantics import fastpath
 
     warm = WARM[doc]() if tool == "nnefx-warm" else None
@@ -269,6 +272,7 @@ def _prepare(tool: str, doc: str) -> Callable[[], None]:
         fastpath.clear_caches()
         if warm is not None:
             _run_once(tool, warm, LOWERED.get(doc))
+        gc.collect()
 
     return prepare
 
