@@ -217,3 +217,18 @@ def test_clamp_bounds_and_defaults():
 def test_linear_upsample_transform(method, border, transform):
     op = _op("multilinear_upsample", method=method, border=border)
     assert attrs.linear_upsample_transform(op) == (method, border, transform)
+
+
+def test_fp16_storage_rule():
+    from nnefx.formats._export import fp16_storable
+
+    assert fp16_storable(np.ones(4, np.float32))
+    assert not fp16_storable(np.ones(1, np.float32))                          # a scalar stays exact
+    assert not fp16_storable(np.ones(4, np.float64))
+    assert not fp16_storable(np.array([1.0, 70000.0], np.float32))           # would become inf
+    assert fp16_storable(np.array([np.inf, -65504.0], np.float32))          # infinities stay infinite
+
+
+def test_transpose_perm_keeps_trailing_dims():
+    assert attrs.transpose_perm(_op("transpose", axes=[1, 0]), 4) == [1, 0, 2, 3]
+    assert attrs.transpose_perm(_op("transpose", axes=[2, 0, 1]), 3) == [2, 0, 1]

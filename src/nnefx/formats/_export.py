@@ -123,6 +123,37 @@ def single_operation_graph(graph: Graph, op: Operation,
     return sub, local
 
 
+def graph_with_shapes(graph: Graph) -> Graph:
+    """``graph`` itself when every tensor shape is known, else a copy with shapes inferred:
+    writers declare every value's shape."""
+    if any(t.shape is None for t in graph.tensors.values()):
+        from ..semantics.shapes import infer_shapes
+
+        return infer_shapes(graph)
+    return graph
+
+
+def is_compound(name: str) -> bool:
+    """Whether ``name`` is a compound (fragment-defined) operation: one a writer may write
+    through its NNEF definition when it has no exporter of its own."""
+    from ..ops import registry
+
+    d = registry.find(name)
+    return d is not None and bool(d.compound)
+
+
+#: The largest finite float16 value.
+FP16_MAX = 65504.0
+
+
+def fp16_storable(arr: np.ndarray) -> bool:
+    """Whether weights ``arr`` are stored as float16 under ``compress_to_fp16``: float32 data
+    of more than one item (scalars stay exact) whose finite values all fit float16's range
+    (a larger one would become infinite).  One rule, so that ``--fp16`` keeps the same
+    weights exact in IR and in ONNX."""
+    return arr.dtype == np.float32 and arr.size > 1 and bool(np.all(np.abs(arr[np.isfinite(arr)]) <= FP16_MAX))
+
+
 def operations_to_write(graph: Graph, *, keep_updates: bool = False) -> Iterator[Operation]:
     """The operations a writer walks, in graph order: those :func:`reachable_operations`
     keeps, without the ``external`` ones (a writer declares its inputs itself)."""

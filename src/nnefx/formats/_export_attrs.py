@@ -93,6 +93,15 @@ def lrn_params(op: Operation) -> tuple[float, float, float]:
             float(op.attribs.get("bias", 1.0)))
 
 
+# --- shapes -----------------------------------------------------------------------------------
+
+def transpose_perm(op: Operation, rank: int) -> list[int]:
+    """The full permutation of ``transpose``: NNEF's ``axes`` may list only the leading
+    dimensions; the others keep their places."""
+    axes = [int(a) for a in op.attribs["axes"]]
+    return axes + list(range(len(axes), rank))
+
+
 # --- element-wise, reductions, normalisation --------------------------------------------------
 
 def literal_bounds(a: Any, b: Any) -> tuple[float, float] | None:

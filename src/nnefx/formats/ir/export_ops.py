@@ -466,9 +466,7 @@ def _squeeze(ctx: ExportContext, op: Operation) -> None:
 @exporter("transpose")
 def _transpose(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
-    axes = [int(a) for a in op.attribs["axes"]]
-    rank = len(ctx.shape(x))
-    perm = axes + list(range(len(axes), rank))
+    perm = nnef_attrs.transpose_perm(op, len(ctx.shape(x)))
     ctx.bind(out(op), ctx.layer("Transpose", [x, ctx.ints(perm)], out_shape(ctx, op)))
 
 

@@ -131,8 +131,7 @@ class IRWriter:
     def const(self, array: Any, etype: str, name: str = "") -> Ref:
         """A Const layer holding ``array`` (shared when the same bytes are asked for again)."""
         arr = np.array(np.asarray(array), dtype=NUMPY[etype], order="C")  # (ascontiguousarray makes 0-d 1-d)
-        compress = (self.compress_to_fp16 and etype == "f32" and arr.size > 1
-                    and bool(np.all(np.abs(arr[np.isfinite(arr)]) <= 65504.0)))
+        compress = self.compress_to_fp16 and _export.fp16_storable(arr)
         store_type = "f16" if compress else etype
         data = arr.astype(np.dtype(NUMPY[store_type]).newbyteorder("<")).tobytes()
         key = (hashlib.sha256(data).digest(), len(data), store_type, arr.shape, etype)  # not the bytes twice
@@ -334,10 +333,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
 
 def _expanded_exporter(name: str) -> Any:
     """For a compound operation with no exporter of its own: export its NNEF definition."""
-    from ...ops import registry
-
-    d = registry.find(name)
-    return _export_expanded if d is not None and d.compound else None
+    return _export_expanded if _export.is_compound(name) else None
 
 
 def _export_expanded(ctx: ExportContext, op: Operation) -> None:
@@ -410,12 +406,9 @@ def _state_write(ctx: ExportContext, op: Operation) -> None:
 def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16: bool = False,
              weights: str | os.PathLike | None = None) -> None:
     """Write ``model`` as IR v11: ``path`` (``.xml``) and ``weights`` (default: ``.bin`` beside it)."""
-    from ...semantics.shapes import infer_shapes
-
     graph = model.graph if isinstance(model, Model) else model
     path = os.fspath(path)
-    if any(t.shape is None for t in graph.tensors.values()):
-        graph = infer_shapes(graph)
+    graph = _export.graph_with_shapes(graph)
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
     bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"

@@ -726,8 +726,7 @@ def _squeeze(ctx: ExportContext, op: Operation) -> None:
 @exporter("transpose")
 def _transpose(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
-    axes = [int(a) for a in op.attribs["axes"]]
-    perm = axes + list(range(len(axes), ctx.rank(x)))
+    perm = nnef_attrs.transpose_perm(op, ctx.rank(x))
     ctx.bind(out(op), ctx.node("Transpose", [x], ctx.dims(out(op)), perm=perm))
 
 

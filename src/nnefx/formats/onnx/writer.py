@@ -131,8 +131,7 @@ class Emitter:
             if key in self._const_cache:
                 return self._const_cache[key]
         vname = self.claim(name) if name is not None else self.fresh(hint)
-        if (self.compress_to_fp16 and arr.dtype == np.float32 and arr.size > 1
-                and bool(np.all(np.abs(arr[np.isfinite(arr)]) <= 65504.0))):
+        if self.compress_to_fp16 and _export.fp16_storable(arr):
             # half-precision storage, widened by a Cast where it is read (what
             # onnxconverter-common's float16 conversion with keep_io_types writes)
             from onnx import TensorProto, helper
@@ -350,18 +349,11 @@ def export_operation(ctx: ExportContext, op: Operation, depth: int = 0) -> None:
         except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:
             # an attribute combination an exporter did not foresee: say so, never a traceback
             raise ctx.fail(f"unexpected attributes or shapes ({type(exc).__name__}: {exc})") from None
-    if not _is_compound(op.op):
+    if not _export.is_compound(op.op):
         raise ctx.fail(reason)
     if depth >= MAX_DEPTH:
         raise ctx.fail(f"{reason} (and its definition nests too deeply)")
     _export_expanded(ctx, op, depth, reason)
-
-
-def _is_compound(name: str) -> bool:
-    from ...ops import registry
-
-    d = registry.find(name)
-    return d is not None and bool(d.compound)
 
 
 def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str) -> None:
@@ -509,12 +501,10 @@ def _version() -> str:
 
 def write_onnx(model: Model | Graph, path: str | os.PathLike, **options: Any) -> None:
     """Write ``model`` as an ONNX file at ``path`` (temporary beside it, then renamed)."""
-    from ...semantics.shapes import infer_shapes
-
     path = os.fspath(path)
     graph = model.graph if isinstance(model, Model) else model
-    if any(t.shape is None for t in graph.tensors.values()):
-        graph = infer_shapes(graph)
-        model = Model(graph, model.format, model.source, model.extras) if isinstance(model, Model) else graph
+    shaped = _export.graph_with_shapes(graph)
+    if shaped is not graph:
+        model = Model(shaped, model.format, model.source, model.extras) if isinstance(model, Model) else shaped
     proto = build(model, **options)
     _export.write_atomically([(path, proto.SerializeToString())])
