@@ -154,8 +154,6 @@ _CACHE_LIMIT = 4096
 #: Slot kinds next to type ids (which are >= 0) in keys.
 _STRING, _INT, _REAL = -1, -2, -3
 
-#: Whether a numeric literal is real (has a fraction or an exponent), as the lexer decides.
-_IS_REAL = re.compile(r"[.eE]").search
 
 # Numeric literals in a template (identifiers and strings already cut out as ``\x00``).
 _NUMBERS = re.compile(r"(?<![A-Za-z0-9_.])(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)(?![A-Za-z0-9_.])", re.ASCII)
@@ -454,8 +452,11 @@ class _Compiler:
                 if k < len(numbers):
                     origin.append(-1 - k)
             self.forms[pieces] = origin
-        merged_types = tuple([type_ids[o] if o >= 0 else _REAL if _IS_REAL(numbers[-1 - o]) else _INT
-                              for o in origin])
+        # the numbers' values, and their kinds from the values' types (the lexer's rule: real
+        # when the literal has a fraction or an exponent, which is what _number tests)
+        values = [_number(numbers[-1 - o]) if o < 0 else None for o in origin]
+        merged_types = tuple([type_ids[o] if o >= 0 else _REAL if type(v) is float else _INT
+                              for o, v in zip(origin, values, strict=True)])
         op_name, gen = m.group("op", "gen")
         key = (op_name, gen, pieces, lhs_key, merged_types)
         tmpl = self.templates.get(key)
@@ -471,7 +472,6 @@ class _Compiler:
             else:
                 self.emitted.add(tmpl.op.op)
             self.templates[key] = tmpl
-        values = [_number(numbers[-1 - o]) if o < 0 else None for o in origin]
         return self.specialize(tmpl, values, origin, type_ids, slots)
 
     def compile_template(self, start: int, end: int, op_offset: int, slots: list[str], type_ids: list[int],
@@ -707,7 +707,7 @@ class _Compiler:
         """The plan :meth:`specialize` makes for ``values``, from the template's first plan
         with the numbers put in their places (see :func:`_numeric_recipe`): what statements
         differing in a scalar (``mul(x, 0.37)``) or a flat list of numbers cost."""
-        proto, in_spots, attr_spots, frozen_proto = recipe
+        proto, in_spots, attr_spots, frozen_proto, _ = recipe
         plan = proto.clone()
         if in_spots:
             inputs = list(proto.inputs)
@@ -728,7 +728,7 @@ class _Compiler:
             plan.attribs = attribs
             plan.attr_copies = copies
         # the first plan may come from another document's compiler: look the id up here
-        shape_key = (id(tmpl), tuple(frozen.items()) if attr_spots else tuple(frozen_proto.items()))
+        shape_key = (id(tmpl), tuple(frozen.items())) if attr_spots else (id(tmpl), recipe[4])
         sid = self.shape_keys.get(shape_key)
         if sid is None:
             if len(self.shape_keys) >= _CACHE_LIMIT:
@@ -963,7 +963,7 @@ def _numeric_recipe(tmpl: _Template, plan: _Plan, attr_numbers: list[tuple[str, 
             attr_spots.append((k, copies.get(k, -1), spot))
     if not in_spots and not attr_spots:
         return False
-    return (plan, in_spots, attr_spots, dict(attr_numbers))
+    return (plan, in_spots, attr_spots, dict(attr_numbers), tuple(attr_numbers))
 
 
 def _number_spot(v: Any, marks: dict) -> Any:
