@@ -407,6 +407,16 @@ class _Compiler:
         #: a shared form's first plan (made by another document's compiler)
         self.shape_ids = _shape_ids
 
+    def shape_id(self, shape_key: tuple) -> int:
+        """The small int that names ``(template, attribute values)`` in shape memo keys (an int
+        hashes fast); ids are never reused, so clearing the table when it is full is safe."""
+        sid = self.shape_keys.get(shape_key)
+        if sid is None:
+            if len(self.shape_keys) >= _CACHE_LIMIT:
+                self.shape_keys.clear()
+            sid = self.shape_keys[shape_key] = next(self.shape_ids)
+        return sid
+
     def type_id(self, checker_type: Any, dtype: str) -> int:
         key = (checker_type, dtype)
         types = self.types
@@ -668,12 +678,7 @@ class _Compiler:
         # results of shape rules are shared by the plans of one template whose attributes
         # (string slots aside, which are part of the memo key) are equal
         shape_key = (id(tmpl), tuple(attr_numbers))
-        sid = self.shape_keys.get(shape_key)
-        if sid is None:  # an int names it in memo keys (hashes fast); never reused, so clearing is safe
-            if len(self.shape_keys) >= _CACHE_LIMIT:
-                self.shape_keys.clear()
-            sid = self.shape_keys[shape_key] = next(self.shape_ids)
-        plan.shape_key = sid
+        plan.shape_key = self.shape_id(shape_key)
         plan.shape_kind = 0
         plan.shape = None
         if self.shapes:
@@ -729,12 +734,7 @@ class _Compiler:
             plan.attr_copies = copies
         # the first plan may come from another document's compiler: look the id up here
         shape_key = (id(tmpl), tuple(frozen.items())) if attr_spots else (id(tmpl), recipe[4])
-        sid = self.shape_keys.get(shape_key)
-        if sid is None:
-            if len(self.shape_keys) >= _CACHE_LIMIT:
-                self.shape_keys.clear()
-            sid = self.shape_keys[shape_key] = next(self.shape_ids)
-        plan.shape_key = sid
+        plan.shape_key = self.shape_id(shape_key)
         return plan
 
     def _with_shape(self, tmpl: _Template, proto: _Plan, extents: list[int], frozen_rest: list) -> _Plan:
@@ -745,12 +745,7 @@ class _Compiler:
         plan.shape = tuple(extents)
         rest = dict(frozen_rest)
         shape_key = (id(tmpl), tuple([(k, _frozen(extents) if k == "shape" else rest[k]) for k in proto.attribs]))
-        sid = self.shape_keys.get(shape_key)
-        if sid is None:
-            if len(self.shape_keys) >= _CACHE_LIMIT:
-                self.shape_keys.clear()
-            sid = self.shape_keys[shape_key] = next(self.shape_ids)
-        plan.shape_key = sid
+        plan.shape_key = self.shape_id(shape_key)
         return plan
 
     # --- statements the general machinery reads one by one -----------------------------
