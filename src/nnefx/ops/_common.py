@@ -345,6 +345,8 @@ def _fits(value: Any, typ: str) -> bool:
 
 
 _PASSED_LIMIT = 4096
+#: Exact types :func:`_frozen` keys as ``(type, value)`` without further tests.
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 def _frozen(value: Any) -> Any:
@@ -353,6 +355,11 @@ def _frozen(value: Any) -> Any:
     Types are kept next to values because ``1``, ``1.0`` and ``True`` hash alike but are
     different NNEF types to the attribute check.
     """
+    t = type(value)
+    if t in _ATOMS:  # the common exact types first (same result as the general rules below)
+        return (t, value)
+    if t is list or t is tuple:
+        return (t, *[_frozen(v) for v in value])
     if isinstance(value, (list, tuple)):
         return (type(value),) + tuple(_frozen(v) for v in value)
     if value is None or isinstance(value, (str, int, float, bool, np.generic)):
@@ -368,7 +375,7 @@ def _check_key(args: tuple, kwargs: dict, is_shape_rule: bool) -> Any:
     (they cost more than the kernel itself for small tensors).
     """
     try:
-        attrs = tuple((k, _frozen(v)) for k, v in kwargs.items())
+        attrs = tuple([(k, _frozen(v)) for k, v in kwargs.items()])
     except TypeError:
         return None
     if is_shape_rule:
