@@ -42,6 +42,8 @@ PROVISIONAL_VIEWS: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
 }
 
 _cache: dict[str, Any] = {"key": None}
+#: (library, visible domains) -> fragment table of the final dialect (see visible_fragments)
+_visible: dict[tuple, dict[str, ast.Fragment]] = {}
 
 
 class Library:
@@ -53,9 +55,15 @@ class Library:
 
 
 def _registry_key() -> tuple:
+    """What the library is built from: every operation's name and declaration.  Read off
+    the registry table in its own order (no sort, no generator: this runs for every
+    document, and sorting ~200 names cost about as much as the rest of a small document's
+    header); a different order only means a rebuild, never a stale library."""
     from ..ops import registry
 
-    return tuple((op.name, op.declaration) for op in registry.all_ops())
+    registry._ensure_loaded()
+    table = registry._REGISTRY
+    return tuple(table), tuple([op.declaration for op in table.values()])
 
 
 def library() -> Library:
@@ -93,7 +101,16 @@ def library() -> Library:
 def visible_fragments(dialect: str, extensions: list[str]) -> dict[str, ast.Fragment]:
     """Standard fragments a document of ``dialect`` with ``extensions`` may call."""
     lib = library()
-    domains = {"nnef"} | {EXTENSION_DOMAINS[e] for e in extensions if e in EXTENSION_DOMAINS}
+    domains = frozenset({"nnef"} | {EXTENSION_DOMAINS[e] for e in extensions if e in EXTENSION_DOMAINS})
+    if dialect != "provisional":
+        # the filtered table per library build and domain set (a fresh dict per call: callers own it)
+        key = (lib, domains)
+        cached = _visible.get(key)
+        if cached is None:
+            if len(_visible) >= 16:
+                _visible.clear()
+            cached = _visible[key] = {name: f for name, f in lib.fragments.items() if f.domain in domains}
+        return dict(cached)
     table = {name: f for name, f in lib.fragments.items() if f.domain in domains}
     if dialect == "provisional":
         table = dict(table)
