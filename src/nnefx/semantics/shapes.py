@@ -69,8 +69,7 @@ def _unknown(s: Any) -> bool:
 def _set(graph: Graph, names: Any, shapes: Any, op: Operation) -> None:
     if isinstance(names, str):
         if shapes is not None:
-            if not isinstance(shapes, (tuple, list)) or not all(
-                    d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in shapes):
+            if not isinstance(shapes, (tuple, list)) or not _dims(shapes):
                 raise NNEFXError(f"shape rule of '{op.op}' returned an invalid shape {shapes!r}", op.location)
             shapes = tuple(shapes)
         graph.tensors[names].shape = shapes
@@ -129,24 +128,26 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
         for n in outs:
             _set(graph, n, var_shape, op)
         return
-    from ..ops import registry
-
-    entry = registry.find(op.op)
+    entry = _find(op.op)
     if entry is None:
         raise NNEFXError(f"operation '{op.op}' is not supported: no registered operation of that name "
                          "(custom primitives have no shape rule)", op.location)
     if entry.shape_rule is None:
         raise NNEFXError(f"operation '{op.op}' has no shape rule yet", op.location)
-    args = [_input_shape(graph, v) for v in op.inputs.values()]
-    if any(_unknown(a) for a in args):
-        for n in outs:
-            _set(graph, n, None, op)
-        return
+    tensors = graph.tensors
+    # (plain loops: this runs once per operation of every document)
+    args = [tensors[v].shape if type(v) is str else _input_shape(graph, v) for v in op.inputs.values()]
+    partial = False
+    for a in args:
+        if a is None or type(a) is not tuple and _unknown(a):
+            for n in outs:
+                _set(graph, n, None, op)
+            return
+        if not partial and (isinstance(a, tuple) and None in a or isinstance(a, list) and any(None in x for x in a)):
+            partial = True
     kwargs = dict(op.attribs)
     if entry.generic and _accepts_dtype(entry.shape_rule):
         kwargs["dtype"] = op.dtype
-    partial = any(isinstance(a, tuple) and None in a or isinstance(a, list) and any(None in x for x in a)
-                  for a in args)
     try:
         result = entry.shape_rule(*args, **kwargs)
     except NNEFXError as exc:
@@ -168,6 +169,15 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
         _set(graph, names, shape, op)
 
 
+def _find(name: str) -> Any:
+    """``registry.find`` (imported on first use: the registry imports the operator families)."""
+    global _find
+    from ..ops.registry import find
+
+    _find = find
+    return find(name)
+
+
 #: rule -> whether it takes ``dtype`` (``inspect.signature`` costs ~20 µs; rules are
 #: module-level functions, so the table stays as small as the registry).
 _DTYPE_RULES: dict[Any, bool] = {}
@@ -187,8 +197,17 @@ def _accepts_dtype(rule: Any) -> bool:
     return known
 
 
+def _dims(v: Any) -> bool:
+    """Whether every item of ``v`` is an extent: None or an int that is not a bool (a plain
+    loop, exact ``int`` first: it runs for every result shape)."""
+    for d in v:
+        if type(d) is not int and d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+            return False
+    return True
+
+
 def _is_shape(v: Any) -> bool:
-    return isinstance(v, tuple) and all(d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in v)
+    return isinstance(v, tuple) and _dims(v)
 
 
 def _fmt(shape: tuple) -> str:
