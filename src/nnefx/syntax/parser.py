@@ -129,6 +129,9 @@ class Parser:
         self.keywords = KEYWORDS[dialect]
         self.tokens = tokenize(text, file) if isinstance(text, str) else text
         self.pos = 0
+        #: the current token, ``tokens[pos]``: a plain attribute kept in step with ``pos``
+        #: (read a few times per token; a property call each time was a fifth of parsing)
+        self.tok: Token = self.tokens[0] if self.tokens else None  # type: ignore[assignment]
         self.depth = 0
         #: whether operator expressions are allowed where we are
         self.compositional = True
@@ -136,10 +139,6 @@ class Parser:
         self.extensions: set[str] = set()
 
     # --- token helpers ------------------------------------------------------------------
-
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.pos]
 
     def peek(self, k: int = 1) -> Token:
         return self.tokens[min(self.pos + k, len(self.tokens) - 1)]
@@ -159,6 +158,7 @@ class Parser:
         t = self.tok
         if t.kind != EOF:
             self.pos += 1
+            self.tok = self.tokens[self.pos]
         return t
 
     def is_op(self, value: str, tok: Token | None = None) -> bool:
@@ -557,6 +557,7 @@ class Parser:
                 # keyword nor a logical literal and is not called)
                 if start.value not in self.keywords and start.value != "true" and start.value != "false":
                     self.pos += 1
+                    self.tok = nxt
                     return ast.Identifier(loc=self.loc(start), end=self.end(), name=start.value)
         with self.nested(start):
             expr = self.parse_binary(1)
@@ -610,7 +611,7 @@ class Parser:
         return self.parse_postfix(self.parse_primary(), t)
 
     def parse_postfix(self, expr: ast.Expr, start: Token) -> ast.Expr:
-        while self.is_op("["):
+        while (t := self.tok).kind == OP and t.value == "[":
             bracket = self.tok
             if not self.compositional:
                 raise self._flat_error("a subscript", bracket)
@@ -673,7 +674,7 @@ class Parser:
                     raise self._flat_error("a parenthesised expression", t)
                 return first
             items = [first]
-            while self.is_op(","):
+            while (t2 := self.tok).kind == OP and t2.value == ",":
                 self.advance()
                 items.append(self.parse_expr())
             self.expect_op(")", "to close the tuple")
@@ -723,7 +724,7 @@ class Parser:
             return self._node_depth(ast.Comprehension(loc=self.loc(t), end=self.end(), iterators=[it],
                                                       condition=cond, body=first), first, cond, it.iterable)
         items = [first]
-        while self.is_op(","):
+        while (t2 := self.tok).kind == OP and t2.value == ",":
             self.advance()
             items.append(self.parse_expr())
         self.expect_op("]", "to close the array")
@@ -751,6 +752,7 @@ class Parser:
             raise self.error(f"invocation of '{name_tok.value}' needs at least one argument")
         while True:
             a = self.tok
+            # (token tests spelled out: this loop runs once per argument of every invocation)
             if a.kind == NAME and a.value not in self.keywords and self.is_op("=", self.peek()):
                 self.advance()
                 self.advance()
@@ -759,7 +761,8 @@ class Parser:
             else:
                 value = self.parse_expr()
                 args.append(ast.Argument(loc=self.loc(a), end=self.end(), name=None, value=value))
-            if self.is_op(","):
+            t = self.tok
+            if t.kind == OP and t.value == ",":
                 self.advance()
                 continue
             self.expect_op(")", f"or ',' in the arguments of '{name_tok.value}'")
