@@ -1306,9 +1306,12 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         for j, dtype in plan.tensors:
             name = lhs[j]
             tensors[name] = Tensor(name, dtype)
-        out_types = plan.out_types
-        for j, name in enumerate(lhs):
-            types[name] = out_types[j]
+        if one is not None:
+            types[one] = plan.out_types[0]
+        else:
+            out_types = plan.out_types
+            for j, name in enumerate(lhs):
+                types[name] = out_types[j]
         n += 1
         if not shapes:
             continue
@@ -1319,16 +1322,20 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
             else:
                 tensors[lhs[0]].shape = plan.shape
             continue
-        refs = [slots[i] for i in plan.ref_pos]
-        skey = (plan.shape_key, tuple([tensors[r].shape for r in refs]),
+        ref_pos = plan.ref_pos
+        skey = (plan.shape_key, tuple([tensors[slots[i]].shape for i in ref_pos]),
                 tuple([slots[i] for i in plan.attr_str_pos]) if plan.attr_str_pos else None)
         result = shape_memo.get(skey)
         if result is None:
             if len(shape_memo) >= _CACHE_LIMIT:
                 shape_memo.clear()
-            result = shape_memo[skey] = c.shape_of(op, refs, skey[1])
-        for j, shape in zip(plan.out_flat, result, strict=True):
-            tensors[lhs[j]].shape = shape
+            result = shape_memo[skey] = c.shape_of(op, [slots[i] for i in ref_pos], skey[1])
+        out_flat = plan.out_flat
+        if len(out_flat) == 1 and len(result) == 1:  # (the zip below, for the usual single result)
+            tensors[lhs[out_flat[0]]].shape = result[0]
+        else:
+            for j, shape in zip(out_flat, result, strict=True):
+                tensors[lhs[j]].shape = shape
     if n == 0:
         raise Bail("empty body")
     ex = c.expander
