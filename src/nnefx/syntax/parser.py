@@ -193,7 +193,13 @@ class Parser:
         return _Depth(self, tok)
 
     def _node_depth(self, node: ast.Node, *children: ast.Node | None) -> ast.Node:
-        depth = 1 + max((getattr(c, "depth", 1) for c in children if c is not None), default=0)
+        depth = 0
+        for c in children:  # 1 + the deepest child (a loop: this runs for every compound node)
+            if c is not None:
+                d = getattr(c, "depth", 1)
+                if d > depth:
+                    depth = d
+        depth += 1
         if depth > MAX_DEPTH:
             raise NNEFXError(f"expression nested too deeply (more than {MAX_DEPTH} levels)", node.loc)
         node.depth = depth  # type: ignore[attr-defined]
@@ -559,7 +565,12 @@ class Parser:
                     self.pos += 1
                     self.tok = nxt
                     return ast.Identifier(loc=self.loc(start), end=self.end(), name=start.value)
-        with self.nested(start):
+        # ``with self.nested(start):`` spelled out (no context-manager object per expression)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.depth = 0
+            raise self.error(f"nesting too deep (more than {MAX_DEPTH} levels)", start)
+        try:
             expr = self.parse_binary(1)
             if not no_select and self.is_kw("if"):
                 if not self.compositional:
@@ -571,6 +582,9 @@ class Parser:
                 expr = self._node_depth(ast.Select(loc=self.loc(start), end=self.end(), condition=cond,
                                                    then=expr, otherwise=other), expr, cond, other)
             return expr
+        finally:
+            if self.depth > 0:
+                self.depth -= 1
 
     def _binary_op(self) -> str | None:
         t = self.tok
