@@ -406,6 +406,8 @@ class _Compiler:
         #: process-wide, so that an id never names two things even in plans derived from
         #: a shared form's first plan (made by another document's compiler)
         self.shape_ids = _shape_ids
+        #: the graph :meth:`shape_of` runs the shape pass on (made on first use)
+        self.scratch: Graph | None = None
 
     def shape_id(self, shape_key: tuple) -> int:
         """The small int that names ``(template, attribute values)`` in shape memo keys (an int
@@ -903,11 +905,16 @@ class _Compiler:
     def shape_of(self, op: Operation, refs: list[str], shapes_in: tuple) -> list:
         """Result shapes of ``op`` (in output order), by the ordinary shape pass on a scratch
         graph holding just its inputs; memoised by the caller."""
-        graph = Graph(name=self.graph_name)
+        graph = self.scratch
+        if graph is None:
+            graph = self.scratch = Graph(name=self.graph_name)
+        tensors = graph.tensors
+        tensors.clear()  # (one scratch graph per document: the rule sees only these tensors)
         for name, shape in zip(refs, shapes_in, strict=True):
-            graph.tensors[name] = Tensor(name=name, shape=shape)
-        for name in op.output_names():
-            graph.tensors[name] = Tensor(name=name)
+            tensors[name] = Tensor(name, "scalar", shape)
+        names = op.output_names()
+        for name in names:
+            tensors[name] = Tensor(name)
         # The rule sees the operation's own attribute values: one that edits them in place
         # (which the memo could not replay) is caught by comparing their text before and
         # after (``repr`` tells 1, 1.0, True and lists from tuples apart), and the fast
@@ -916,7 +923,7 @@ class _Compiler:
         infer_operation(graph, op, None)
         if repr(op.attribs) != before:
             raise Bail("a shape rule changed its attributes")
-        return [graph.tensors[name].shape for name in op.output_names()]
+        return [tensors[name].shape for name in names]
 
 
 def _hashable_shapes(shapes: list) -> tuple:
@@ -1297,7 +1304,11 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         for k, kind, payload in plan.attr_copies:
             attribs[k] = payload.copy() if kind == 2 else _clone(payload)
         for k, kind, payload in plan.attr_fills:
-            attribs[k] = _build(kind, payload, slots)
+            if kind == _SLOT:  # a string attribute (label, border): _build's first case, inline
+                v = slots[payload]
+                attribs[k] = v[1:-1] if v[0] in "'\"" else v
+            else:
+                attribs[k] = _build(kind, payload, slots)
         outputs = {}
         for rname, kind, payload in plan.outputs:
             outputs[rname] = lhs[payload] if kind == 0 else [lhs[p] for _, p in payload]
