@@ -46,8 +46,13 @@ GRAPH_ONLY = ("external", "variable", "update")
 _NUMERIC = (INTEGER, SCALAR)
 
 
+#: literal kind -> its (frozen, compared by value) primitive type, shared
+_LITERAL_TYPES = {t.name: t for t in (INTEGER, SCALAR, LOGICAL, STRING)}
+
+
 def literal_type(kind: str) -> Type:
-    return Prim(kind)
+    t = _LITERAL_TYPES.get(kind)
+    return Prim(kind) if t is None else t
 
 
 def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "final") -> dict[str, ast.Argument]:

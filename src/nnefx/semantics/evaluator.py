@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..diagnostics import Location, NNEFXError
-from .types import EMPTY, ArrayT, Prim, TensorT, TupleT, Type, common_type
+from .types import EMPTY, INTEGER, LOGICAL, SCALAR, STRING, ArrayT, TensorT, TupleT, Type, common_type
 
 #: Largest array or string a compile-time expression may build.
 MAX_ITEMS = 1_000_000
@@ -57,14 +57,15 @@ def value_type(v: Any) -> Type:
     """The NNEF type of a concrete value."""
     if isinstance(v, (TensorRef, TensorLiteral)):
         return TensorT(v.dtype)
+    # the shared (frozen, compared by value) primitive types: no new object per value
     if isinstance(v, bool):
-        return Prim("logical")
+        return LOGICAL
     if isinstance(v, int):
-        return Prim("integer")
+        return INTEGER
     if isinstance(v, float):
-        return Prim("scalar")
+        return SCALAR
     if isinstance(v, str):
-        return Prim("string")
+        return STRING
     if isinstance(v, tuple):
         return TupleT(tuple(value_type(x) for x in v))
     if isinstance(v, list):
