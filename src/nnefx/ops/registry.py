@@ -32,8 +32,9 @@ an operation registers it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..diagnostics import NNEFXError
@@ -93,6 +94,7 @@ class OpDef:
 
 
 _REGISTRY: dict[str, OpDef] = {}
+_TABLE_VIEW: Mapping[str, OpDef] = MappingProxyType(_REGISTRY)
 
 
 def define(name: str, family: str, declaration: str, *, domain: str = "nnef", compound: bool = False,
@@ -121,6 +123,14 @@ def get(name: str) -> OpDef:
 def find(name: str) -> OpDef | None:
     _ensure_loaded()
     return _REGISTRY.get(name)
+
+
+def table() -> Mapping[str, OpDef]:
+    """The whole registry, read-only, in registration order: for readers that run per
+    document and only need to notice a change (the front-end's stdlib cache key), where
+    :func:`all_ops`'s sort would cost more than the rest of a small document's header."""
+    _ensure_loaded()
+    return _TABLE_VIEW
 
 
 def all_ops(domain: str | None = None) -> Iterator[OpDef]:

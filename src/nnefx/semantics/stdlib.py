@@ -61,8 +61,7 @@ def _registry_key() -> tuple:
     header); a different order only means a rebuild, never a stale library."""
     from ..ops import registry
 
-    registry._ensure_loaded()
-    table = registry._REGISTRY
+    table = registry.table()
     return tuple(table), tuple([op.declaration for op in table.values()])
 
 
