@@ -295,3 +295,16 @@ def test_dialect_detection_after_a_long_comment_header():
     header = "# " + "x" * 6000 + "\n"
     doc = parse_document(header + "version 1.0\ngraph G( x ) -> ( x2 )\n{\n  x = external(shape = [1])\n  x2 = copy(x)\n}\n")
     assert doc.dialect == "provisional"
+
+
+def test_provisional_array_lvalue_after_a_statement_without_semicolon():
+    # ';' is optional in the provisional dialect: '[a, b] = ...' on the next line begins a new
+    # assignment (a subscript is never followed by '='), in the flat graph body and in fragments
+    text = ("version 1.0\nfragment f( x: tensor ) -> ( y: tensor[] )\n{\n  t = x\n  [u, v] = [x, x]\n"
+            "  y = [u, v]\n}\ngraph G( x ) -> ( a, b )\n{\n  x = external(shape = [1])\n  [a, b] = f(x)\n}\n")
+    doc = parse_document(text)
+    assert [type(s.lhs).__name__ for s in doc.graph.body] == ["Identifier", "ArrayExpr"]
+    assert len(doc.fragments[0].body) == 3
+    # a real subscript in the flat body is still refused where it stands
+    e = err("version 1.0\ngraph G( x ) -> ( y )\n{\n  x = external(shape = [1])\n  y = split(x, axis = 0)[0]\n}")
+    assert pos(e) == (5, 25) and "subscript" in e.message

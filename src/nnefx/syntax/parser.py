@@ -624,9 +624,31 @@ class Parser:
                                                   operand=operand), operand)
         return self.parse_postfix(self.parse_primary(), t)
 
+    def _array_lvalue_ahead(self) -> bool:
+        """Whether the ``[`` at the current token opens an array left-hand side (its matching
+        ``]`` is followed by ``=``), not a subscript.  Only the provisional dialect needs to
+        ask: its ``;`` is optional, so ``x = f(y)`` followed by ``[a, b] = g(x)`` is two
+        assignments, and a subscript is never followed by ``=``."""
+        depth = 0
+        for k in range(self.pos, len(self.tokens)):
+            t = self.tokens[k]
+            if t.kind == EOF:
+                return False
+            if t.kind == OP:
+                if t.value == "[" or t.value == "(":
+                    depth += 1
+                elif t.value == "]" or t.value == ")":
+                    depth -= 1
+                    if depth == 0:
+                        nxt = self.tokens[k + 1] if k + 1 < len(self.tokens) else t
+                        return nxt.kind == OP and nxt.value == "="
+        return False
+
     def parse_postfix(self, expr: ast.Expr, start: Token) -> ast.Expr:
         while (t := self.tok).kind == OP and t.value == "[":
             bracket = self.tok
+            if self.dialect == PROVISIONAL and self._array_lvalue_ahead():
+                break  # ';' is optional there: '[a, b] = ...' begins the next assignment
             if not self.compositional:
                 raise self._flat_error("a subscript", bracket)
             self.advance()
