@@ -190,3 +190,18 @@ def test_graph_name_cannot_be_input_and_output():
 
 def test_update_target_must_come_from_variable():
     expect_error(HDR + graph("    y = update(@@x, x);"), "introduced by 'variable'")
+
+
+def test_graph_only_operations_inside_fragments_per_dialect():
+    # final (1.0.1 and later): external, variable and update are graph-body operations only
+    for op, args in (("variable", "shape = [1], label = 'w'"), ("external", "shape = [1]")):
+        expect_error(HDR + f"fragment f( x: tensor<scalar> ) -> ( y: tensor<scalar> )\n{{\n"
+                     f"    w = @@{op}<scalar>({args});\n    y = add(x, w);\n}}\n" + graph("    y = f(x);"),
+                     op, "graph body")
+    # the provisional seed (001 §3.3) forbids only 'external' there; a fragment may make a variable
+    prov_graph = "graph G( x ) -> ( y )\n{\n  x = external(shape = [2])\n  y = f(x)\n}\n"
+    expect_error("version 1.0\nfragment f( x: tensor ) -> ( y: tensor )\n{\n  w = @@external(shape = [2])\n"
+                 "  y = add(x, w)\n}\n" + prov_graph, "external", "graph body")
+    g = compile_document("version 1.0\nfragment f( x: tensor ) -> ( y: tensor )\n{\n"
+                         "  w = variable(shape = [2], label = 'w')\n  y = add(x, w)\n}\n" + prov_graph)
+    assert [(op.op, op.attribs.get("label")) for op in g.operations if op.op == "variable"] == [("variable", "w")]

@@ -40,8 +40,10 @@ BINARY_FRAGMENTS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", 
                     "<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "&&": "and", "||": "or"}
 UNARY_FRAGMENTS = {"-": "neg", "+": "copy", "!": "not"}
 
-#: Invocations allowed only in the graph body.
-GRAPH_ONLY = ("external", "variable", "update")
+#: Invocations allowed only in the graph body, per dialect: the provisional seed (001 §3.3)
+#: forbids only ``external`` inside fragments; NNEF 1.0.1 and later also forbid ``variable``
+#: and ``update`` (a fragment expanded twice would otherwise make two variables of one label).
+GRAPH_ONLY = {"provisional": ("external",), "final": ("external", "variable", "update")}
 
 _NUMERIC = (INTEGER, SCALAR)
 
@@ -478,7 +480,7 @@ class Checker:
                 raise NNEFXError(f"standard operation '{e.name}' is unavailable: its declaration is invalid "
                                  f"({reason})", e.loc)
             raise NNEFXError(f"undefined operation '{e.name}'", e.loc)
-        if e.name in GRAPH_ONLY and not self.in_graph:
+        if not self.in_graph and e.name in GRAPH_ONLY[self.dialect]:
             raise NNEFXError(f"'{e.name}' can only be used in the graph body, not inside fragments", e.loc)
         bound = match_arguments(frag, e, self.dialect)
         arg_types: dict[str, Type] = {}
