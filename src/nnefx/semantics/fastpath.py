@@ -409,6 +409,19 @@ class _Compiler:
         #: the graph :meth:`shape_of` runs the shape pass on (made on first use)
         self.scratch: Graph | None = None
 
+    def parse_statement(self, tokens: list) -> ast.Assignment:
+        """One statement's tokens as the general parser reads them inside this document's
+        graph body (its extensions, its flat/compositional mode); a statement whose tokens do
+        not end with it was cut at the wrong place."""
+        parser = Parser(tokens, self.file, FINAL)
+        parser.extensions = self.extensions
+        parser.compositional = self.compositional
+        parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
+        assign = parser.parse_assignment()
+        if parser.tok.kind != EOF:
+            raise Bail("statement boundary differs")
+        return assign
+
     def shape_id(self, shape_key: tuple) -> int:
         """The small int that names ``(template, attribute values)`` in shape memo keys (an int
         hashes fast); ids are never reused, so clearing the table when it is full is safe."""
@@ -493,13 +506,7 @@ class _Compiler:
         strings and numbers, in source order) and ``lhs_names`` are what the regular
         expressions found, verified here against the syntax tree."""
         source = self.text[start:end]
-        parser = Parser(tokenize(source, self.file), self.file, FINAL)
-        parser.extensions = self.extensions
-        parser.compositional = self.compositional
-        parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
-        assign = parser.parse_assignment()
-        if parser.tok.kind != EOF:
-            raise Bail("statement boundary differs")
+        assign = self.parse_statement(tokenize(source, self.file))
         rhs = assign.rhs
         if not isinstance(rhs, ast.Invocation):
             raise Bail("right-hand side is not an invocation")
@@ -788,13 +795,7 @@ class _Compiler:
         tokens = [Token(t.kind, t.value, t.line + stmt_line - 1, t.column + (column if t.line == 1 else 0), t.real,
                         t.end_line + stmt_line - 1, t.end_column + (column if t.end_line == 1 else 0))
                   for t in tokenize(text[stmt_start:m.end()], self.file)]
-        parser = Parser(tokens, self.file, FINAL)
-        parser.extensions = self.extensions
-        parser.compositional = self.compositional
-        parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
-        assign = parser.parse_assignment()
-        if parser.tok.kind != EOF:
-            raise Bail("statement boundary differs")
+        assign = self.parse_statement(tokens)
         found: list[tuple[str, ...]] = []
         _leaves(assign.lhs, found)
         if found != [("i", n) for n in lhs]:
