@@ -157,26 +157,10 @@ def test_fast_path_is_taken_for_every_valid_flat_fixture() -> None:
 HEADER = "version 1.0;\nextension nnefx_cvm, nnefx_ir, nnefx_ops;\n"
 
 
-def _literal(v: Any) -> str:
-    import numpy as np
-
-    if isinstance(v, (bool, np.bool_)):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f"'{v}'"
-    if isinstance(v, tuple):
-        return "(" + ", ".join(_literal(x) for x in v) + ")"
-    if isinstance(v, list):
-        return "[" + ", ".join(_literal(x) for x in v) + "]"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    return repr(float(v))
-
-
 def _op_document(op: registry.OpDef) -> str | None:
     import numpy as np
 
-    from _ops_samples import SAMPLES
+    from _ops_samples import SAMPLES, nnef_literal
 
     if op.name not in SAMPLES or op.name in ("update", "constant"):
         return None
@@ -195,7 +179,7 @@ def _op_document(op: registry.OpDef) -> str | None:
             lines.append(f"{name} = external<{kinds.get(arr.dtype, 'scalar')}>(shape = {shape});")
             names.append(name)
         refs.append("[" + ", ".join(names) + "]" if isinstance(value, list) else names[0])
-    kwargs = [f"{k} = {_literal(v)}" for k, v in attrs.items() if k != "dtype"]
+    kwargs = [f"{k} = {nnef_literal(v)}" for k, v in attrs.items() if k != "dtype"]
     results = op.declaration.split("->", 1)[1].split("{")[0]
     outs = [f"r{k}" for k in range(results.count(":"))]
     if "[]" in results:  # a tensor-array result: unpack it into as many names as the sample gives
