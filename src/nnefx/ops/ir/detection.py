@@ -597,10 +597,14 @@ def _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre,
     return out, scores
 
 
-def _proposal_kernel(rpn, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
-                     feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms, normalize,
-                     box_size_scale, box_coordinate_scale):
-    """(proposals, their scores) through ``rpn`` (the formal or the fast pipeline)."""
+def _proposal_kernel(rpn, cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
+                     feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
+                     normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
+    """(proposals, their scores) through ``rpn`` (the formal or the fast pipeline).
+
+    The one place that names the attributes and their defaults: the four kernels of
+    ``ir_proposal``/``ir_proposal_scored`` below only pick the pipeline and the outputs.
+    """
     anchors = generate_anchors(base_size, ratio, scale)
     _check_proposal(cls_prob.shape, bbox_pred.shape, im_info.shape, anchors.shape[0], pre_nms_topn,
                     post_nms_topn, nms_thresh, feat_stride)
@@ -609,21 +613,13 @@ def _proposal_kernel(rpn, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn,
 
 
 @proposal.formal
-def _proposal_formal(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
-                     feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
-                     normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
-    return _proposal_kernel(_rpn_formal, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
-                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
-                            normalize, box_size_scale, box_coordinate_scale)[0]
+def _proposal_formal(cls_prob, bbox_pred, im_info, **attrs):
+    return _proposal_kernel(_rpn_formal, cls_prob, bbox_pred, im_info, **attrs)[0]
 
 
 @proposal.fast
-def _proposal_fast(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
-                   feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
-                   normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
-    return _proposal_kernel(_rpn_fast, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
-                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
-                            normalize, box_size_scale, box_coordinate_scale)[0]
+def _proposal_fast(cls_prob, bbox_pred, im_info, **attrs):
+    return _proposal_kernel(_rpn_fast, cls_prob, bbox_pred, im_info, **attrs)[0]
 
 
 proposal_scored = define(
@@ -646,21 +642,13 @@ def _proposal_scored_shape(cls_prob, bbox_pred, im_info, **attrs):
 
 
 @proposal_scored.formal
-def _proposal_scored_formal(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
-                            feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
-                            normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
-    return _proposal_kernel(_rpn_formal, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
-                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
-                            normalize, box_size_scale, box_coordinate_scale)
+def _proposal_scored_formal(cls_prob, bbox_pred, im_info, **attrs):
+    return _proposal_kernel(_rpn_formal, cls_prob, bbox_pred, im_info, **attrs)
 
 
 @proposal_scored.fast
-def _proposal_scored_fast(cls_prob, bbox_pred, im_info, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
-                          feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False,
-                          normalize=False, box_size_scale=1.0, box_coordinate_scale=1.0):
-    return _proposal_kernel(_rpn_fast, cls_prob, bbox_pred, im_info, base_size, pre_nms_topn, post_nms_topn,
-                            nms_thresh, feat_stride, min_size, ratio, scale, clip_before_nms, clip_after_nms,
-                            normalize, box_size_scale, box_coordinate_scale)
+def _proposal_scored_fast(cls_prob, bbox_pred, im_info, **attrs):
+    return _proposal_kernel(_rpn_fast, cls_prob, bbox_pred, im_info, **attrs)
 
 
 simpler_nms = define(
