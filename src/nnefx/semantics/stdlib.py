@@ -110,28 +110,27 @@ def visible_fragments(dialect: str, extensions: list[str]) -> dict[str, ast.Frag
                 _visible.clear()
             cached = _visible[key] = {name: f for name, f in lib.fragments.items() if f.domain in domains}
         return dict(cached)
+    # the provisional dialect also sees its own spellings of some final operations
     table = {name: f for name, f in lib.fragments.items() if f.domain in domains}
-    if dialect == "provisional":
-        table = dict(table)
-        for prov_name, (final_name, renames, fixed) in PROVISIONAL_VIEWS.items():
-            base = table.get(final_name)
-            if base is None:
+    for prov_name, (final_name, renames, fixed) in PROVISIONAL_VIEWS.items():
+        base = table.get(final_name)
+        if base is None:
+            continue
+        view = _copy.copy(base)
+        inverse = {v: k for k, v in renames.items()}
+        view.params = []
+        for p in base.params:
+            if p.name in fixed:
                 continue
-            view = _copy.copy(base)
-            inverse = {v: k for k, v in renames.items()}
-            view.params = []
-            for p in base.params:
-                if p.name in fixed:
-                    continue
-                if p.name in inverse:
-                    p = _copy.copy(p)
-                    p.name = inverse[p.name]
-                view.params.append(p)
-            view.name = prov_name
-            view.emit_as = final_name
-            view.param_map = dict(renames)
-            view.fixed_attribs = dict(fixed)
-            table[prov_name] = view
+            if p.name in inverse:
+                p = _copy.copy(p)
+                p.name = inverse[p.name]
+            view.params.append(p)
+        view.name = prov_name
+        view.emit_as = final_name
+        view.param_map = dict(renames)
+        view.fixed_attribs = dict(fixed)
+        table[prov_name] = view
     return table
 
 
