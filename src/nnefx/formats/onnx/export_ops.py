@@ -1206,18 +1206,21 @@ def _ir_range(ctx: ExportContext, op: Operation) -> None:
 # input.  The conversion is integer arithmetic against the window origins.  MaxPool scans
 # each window row-major and keeps the first strict maximum: NNEF's tie rule.
 
-def _origins(k: int, rank: int, count: int, stride: int, shift: int) -> np.ndarray:
-    """``o * stride - shift`` for output positions ``o``, shaped to broadcast along dim ``k``."""
-    shape = [1] * rank
-    shape[k] = count
-    return (np.arange(count, dtype=np.int64) * stride - shift).reshape(shape)
+def _origins(ctx: ExportContext, shape: tuple, n: int, k: int, stride: int, shift: int) -> str:
+    """``o * stride - shift`` for the output positions ``o`` of windowed dim ``k`` (of the last
+    ``n`` dims of an output of ``shape``), as a constant that broadcasts along that dim."""
+    rank = len(shape)
+    axis = rank - n + k
+    count = _static(ctx, shape[axis:axis + 1])[0]
+    dims = [1] * rank
+    dims[axis] = count
+    return ctx.const((np.arange(count, dtype=np.int64) * stride - shift).reshape(dims))
 
 
 def _window_offsets(ctx: ExportContext, flat: str, extents: tuple, size: list[int], stride: list[int],
                     dil: list[int], shifts: list[int], shape: tuple) -> str:
     """The window offset (row-major over ``size``) of flat input indices ``flat``."""
     n = len(size)
-    rank = len(shape)
     rem = flat
     coords: list[str] = []
     for k in reversed(range(n)):
@@ -1226,8 +1229,7 @@ def _window_offsets(ctx: ExportContext, flat: str, extents: tuple, size: list[in
         rem = binop(ctx, "Div", rem, e)
     index: str | None = None
     for k in range(n):
-        origin = ctx.const(_origins(rank - n + k, rank, _static(ctx, shape[rank - n + k:rank - n + k + 1])[0],
-                                    stride[k], shifts[k]))
+        origin = _origins(ctx, shape, n, k, stride[k], shifts[k])
         j = binop(ctx, "Sub", coords[k], origin)
         if dil[k] != 1:
             j = binop(ctx, "Div", j, ctx.const(np.asarray(dil[k], np.int64)))
@@ -1306,7 +1308,6 @@ def _flat_positions(ctx: ExportContext, idx: str, size: list[int], stride: list[
     """Flat row-major positions (in a tensor of spatial ``extents``) of window offsets ``idx``
     at each output position: o * s + j * d - shift."""
     n = len(size)
-    rank = len(shape)
     flat: str | None = None
     for k in range(n):
         inner = int(np.prod(size[k + 1:], dtype=np.int64))
@@ -1314,8 +1315,7 @@ def _flat_positions(ctx: ExportContext, idx: str, size: list[int], stride: list[
         j = binop(ctx, "Mod", j, ctx.const(np.asarray(size[k], np.int64)))
         if dil[k] != 1:
             j = binop(ctx, "Mul", j, ctx.const(np.asarray(dil[k], np.int64)))
-        origin = ctx.const(_origins(rank - n + k, rank, _static(ctx, shape[rank - n + k:rank - n + k + 1])[0],
-                                    stride[k], shifts[k]))
+        origin = _origins(ctx, shape, n, k, stride[k], shifts[k])
         pos = binop(ctx, "Add", j, origin)
         weight = int(np.prod(extents[k + 1:], dtype=np.int64))
         if weight != 1:
