@@ -320,7 +320,7 @@ def export_definition(ctx: ExportContextBase[Any], op: Operation, expanded: Grap
         ctx.bind(n, child.ref(local[n]))
 
 
-def write_atomically(items: list[tuple[str, bytes]]) -> None:
+def write_atomically(items: list[tuple[str, bytes | bytearray]]) -> None:
     """Write every ``(path, data)`` to a temporary beside its target, then rename all into
     place: an error (a full disk, a missing folder) never leaves a half-written model, and
     a model of several files (IR's ``.xml`` + ``.bin``) is replaced only when all are written.

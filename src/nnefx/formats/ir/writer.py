@@ -412,5 +412,5 @@ def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16:
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
     bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"
-    _export.write_atomically([(bin_path, bytes(w.blob)), (path, xml)])
+    _export.write_atomically([(bin_path, w.blob), (path, xml)])  # (the blob as is: no copy of the weights)
 
