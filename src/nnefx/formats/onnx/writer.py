@@ -384,7 +384,7 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
     _export.export_definition(ctx, op, expanded, local, child, lambda sop, n: _constant_data(child, sop, n, expanded), export)
 
 
-def _value_info(onnx: Any, name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
+def _value_info(name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
     from onnx import helper
 
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -431,7 +431,7 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
         e.meta[name] = (tuple(None if d is None else int(d) for d in shape),
                         NUMPY.get(graph.tensors[name].dtype, NUMPY["scalar"]))
         ctx.bind(name, name)
-        inputs.append(_value_info(onnx, name, e.meta[name][0], e.meta[name][1], name))
+        inputs.append(_value_info(name, e.meta[name][0], e.meta[name][1], name))
     for op in _export.operations_to_write(graph):
         ctx.op = op
         if op.op in ("variable", "constant"):
@@ -449,7 +449,7 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
         t = graph.tensors[name]
         shape, dt = e.meta[name]
         declared = tuple(t.shape) if t.shape is not None else None
-        outputs.append(_value_info(onnx, name, declared if declared is not None else shape, dt, None))
+        outputs.append(_value_info(name, declared if declared is not None else shape, dt, None))
     g = helper.make_graph(e.nodes, graph.name or "main", inputs, outputs, initializer=e.initializers)
     proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nnefx",
                               producer_version=_version())
