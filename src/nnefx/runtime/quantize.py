@@ -21,6 +21,7 @@ import numpy as np
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation, Tensor
 from ..ops.registry import OpDef
+from ..ops.signature import signature
 from .signature import tensor_params
 
 
@@ -130,6 +131,5 @@ def _quantize_ops(producer: Operation, source: str, target: str, quant: dict[str
 
 
 def _first_result(opdef: OpDef) -> str:
-    head = opdef.declaration.split("{", 1)[0]
-    results = head.split("->", 1)[1] if "->" in head else "( y )"
-    return results.strip().lstrip("(").split(":", 1)[0].strip() or "y"
+    sig = signature(opdef.declaration)
+    return sig.results[0].name if sig is not None and sig.results else "y"
