@@ -106,18 +106,22 @@ def decide(cpuinfo: str, *, machine: str, system: str, env: Mapping[str, str],
                         "(up to 0.3.31): its AVX-512 kernels named instead of left to its fallback")
 
 
+def _read_cpuinfo() -> str:
+    """The text of /proc/cpuinfo (at most 1 MiB), or "" where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return ""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return f.read(1 << 20)
+    except OSError:
+        return ""
+
+
 def select() -> tuple[str | None, str]:
     """Decide for this process and set ``OPENBLAS_CORETYPE`` accordingly; never raises."""
     global DECISION
     try:
-        cpuinfo = ""
-        if sys.platform.startswith("linux"):
-            try:
-                with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-                    cpuinfo = f.read(1 << 20)
-            except OSError:
-                cpuinfo = ""
-        coretype, reason = decide(cpuinfo, machine=platform.machine(), system=platform.system(),
+        coretype, reason = decide(_read_cpuinfo(), machine=platform.machine(), system=platform.system(),
                                   env=os.environ, numpy_loaded="numpy" in sys.modules)
         if coretype is not None:
             os.environ["OPENBLAS_CORETYPE"] = coretype
@@ -132,11 +136,7 @@ AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
 
 
 def _cpu_has_avx512() -> bool:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            flags = _cpu_fields(f.read(1 << 20))[2]
-    except OSError:
-        return False
+    flags = _cpu_fields(_read_cpuinfo())[2]
     return all(flag in flags for flag in SKYLAKEX_FLAGS)
 
 
