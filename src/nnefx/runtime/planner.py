@@ -539,7 +539,7 @@ def _fuse_conv_epilogues(kept: list[Entry], resolve: Resolver, protected: set[st
     entries: list[Entry | None] = list(kept)
     labels: dict[int, str] = {}
     for k1, entry in enumerate(kept):
-        if entries[k1] is not entry or not is_op(entry, "conv") or entry[3] is not conv_k:
+        if entries[k1] is not entry or not is_op(entry, "conv"):
             continue
         i, op, opdef, _kernel, args, kwargs = entry
         outs = op.output_names()
