@@ -505,6 +505,48 @@ def _static(ctx: ExportContext, dims: tuple) -> tuple:
     return tuple(int(d) for d in dims)
 
 
+def _split_window(ctx: ExportContext, r: int, size: list[int], pads: list, stride: list[int], dil: list[int],
+                  form: str) -> tuple:
+    """size, pads, stride, dilation of the dimensions a rank-``r`` window really spans, and
+    the layout move ``(kept, windowed)`` for :func:`_to_spatial` / :func:`_from_spatial`, or
+    None when they are dims 2.. (ONNX pools and convolves over those; 1 to 3 of them)."""
+    if r >= 3 and size[:2] == [1, 1] and stride[:2] == [1, 1] and dil[:2] == [1, 1] and pads[:2] == [(0, 0)] * 2:
+        return size[2:], pads[2:], stride[2:], dil[2:], None
+    win = [k for k in range(r) if (size[k], stride[k], dil[k], pads[k]) != (1, 1, 1, (0, 0))]
+    if not 1 <= len(win) <= 3:
+        raise ctx.fallback(f"a window over {len(win)} dimensions has no ONNX {form}")
+    kept = [k for k in range(r) if k not in win]
+    return [size[k] for k in win], [pads[k] for k in win], [stride[k] for k in win], [dil[k] for k in win], (kept, win)
+
+
+def _layout(dims: tuple, move: tuple | None) -> tuple:
+    """Dims after :func:`_to_spatial`."""
+    if move is None:
+        return tuple(dims)
+    kept, win = move
+    return (int(np.prod([dims[k] for k in kept], dtype=np.int64)), 1) + tuple(dims[k] for k in win)
+
+
+def _to_spatial(ctx: ExportContext, v: Any, move: tuple | None) -> str:
+    """Windowed dims last, the others merged into one batch dim, one channel."""
+    if move is None:
+        return ctx.ref(v)
+    kept, win = move
+    d = ctx.shape(v)
+    perm = kept + win
+    t = ctx.node("Transpose", [v], tuple(d[p] for p in perm), perm=perm)
+    return reshape(ctx, t, _layout(d, move))
+
+
+def _from_spatial(ctx: ExportContext, v: str, dims: tuple, move: tuple | None) -> str:
+    if move is None:
+        return v
+    kept, win = move
+    perm = kept + win
+    t = reshape(ctx, v, tuple(dims[k] for k in kept) + tuple(dims[k] for k in win))
+    return ctx.node("Transpose", [t], tuple(dims), perm=[perm.index(k) for k in range(len(dims))])
+
+
 def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
     """(input, spatial size, pads, stride, dilation, pooled shape, finish) of a pooling op.
 
@@ -529,27 +571,12 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
                 taps = (i * stride[k] - pads[k][0] + j * dil[k] for j in range(size[k]))
                 if not any(0 <= t < xs[k] for t in taps):
                     raise ctx.fallback(f"padding {pads} holds whole windows under border 'ignore'")
-    if r >= 3 and size[:2] == [1, 1] and stride[:2] == [1, 1] and dil[:2] == [1, 1] \
-            and pads[:2] == [(0, 0), (0, 0)]:
-        return ctx.ref(x), size[2:], pads[2:], stride[2:], dil[2:], od, lambda y: y
-    windowed = [k for k in range(r) if (size[k], stride[k], dil[k], pads[k]) != (1, 1, 1, (0, 0))]
-    if not 1 <= len(windowed) <= 3:
-        raise ctx.fallback(f"a window over {len(windowed)} dimensions has no ONNX pooling form")
-    xs = ctx.shape(x)
-    kept = [k for k in range(r) if k not in windowed]
-    perm = kept + windowed
-    t = ctx.node("Transpose", [x], tuple(xs[p] for p in perm), perm=perm)
-    merged = int(np.prod([xs[k] for k in kept], dtype=np.int64))
-    t = reshape(ctx, t, (merged, 1) + tuple(xs[k] for k in windowed))
-    pooled = (merged, 1) + tuple(od[k] for k in windowed)
-
-    def finish(y: str) -> str:
-        y = reshape(ctx, y, tuple(od[k] for k in kept) + tuple(od[k] for k in windowed))
-        inv = [perm.index(k) for k in range(r)]
-        return ctx.node("Transpose", [y], od, perm=inv)
-
-    pick = [size[k] for k in windowed], [pads[k] for k in windowed], [stride[k] for k in windowed]
-    return t, pick[0], pick[1], pick[2], [dil[k] for k in windowed], pooled, finish
+    size, pads, stride, dil, move = _split_window(ctx, r, size, pads, stride, dil, "pooling form")
+    if move is None:
+        return ctx.ref(x), size, pads, stride, dil, od, lambda y: y
+    t = _to_spatial(ctx, x, move)
+    pooled = ctx.dims(t)[:2] + tuple(od[k] for k in move[1])
+    return t, size, pads, stride, dil, pooled, lambda y: _from_spatial(ctx, y, od, move)
 
 
 def _avg_pool(ctx: ExportContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
@@ -1259,48 +1286,13 @@ def _argmax_pool(ctx: ExportContext, op: Operation) -> None:
 
 
 def _spatial_window(ctx: ExportContext, op: Operation, x: Any, transposed: bool = False) -> tuple:
-    """size, pads, stride, dilation of the windowed dimensions, and the layout moves
-    ``fwd(value)`` / ``back(value, dims)`` that make them the spatial dimensions of an
-    ``[M, 1, W...]`` tensor (identity when the window spans dims 2.. only)."""
+    """size, pads, stride, dilation of the windowed dimensions, and the layout move
+    (:func:`_split_window`) that makes them the spatial dimensions of an ``[M, 1, W...]``
+    tensor (None when the window spans dims 2.. only)."""
     r = ctx.rank(x)
     size = [int(s) for s in op.attribs["size"]]
     pads, stride, dil = _window(ctx, op, x, r, size, transposed=transposed)
-    if r >= 3 and size[:2] == [1, 1] and stride[:2] == [1, 1] and dil[:2] == [1, 1] and pads[:2] == [(0, 0)] * 2:
-        return size[2:], pads[2:], stride[2:], dil[2:], None
-    win = [k for k in range(r) if (size[k], stride[k], dil[k], pads[k]) != (1, 1, 1, (0, 0))]
-    if not 1 <= len(win) <= 3:
-        raise ctx.fallback(f"a window over {len(win)} dimensions has no ONNX form")
-    kept = [k for k in range(r) if k not in win]
-    pick = [size[k] for k in win], [pads[k] for k in win], [stride[k] for k in win], [dil[k] for k in win]
-    return pick[0], pick[1], pick[2], pick[3], (kept, win)
-
-
-def _layout(dims: tuple, move: tuple | None) -> tuple:
-    """Dims after :func:`_to_spatial`."""
-    if move is None:
-        return tuple(dims)
-    kept, win = move
-    return (int(np.prod([dims[k] for k in kept], dtype=np.int64)), 1) + tuple(dims[k] for k in win)
-
-
-def _to_spatial(ctx: ExportContext, v: Any, move: tuple | None) -> str:
-    """Windowed dims last, the others merged into one batch dim, one channel."""
-    if move is None:
-        return ctx.ref(v)
-    kept, win = move
-    d = ctx.shape(v)
-    perm = kept + win
-    t = ctx.node("Transpose", [v], tuple(d[p] for p in perm), perm=perm)
-    return reshape(ctx, t, _layout(d, move))
-
-
-def _from_spatial(ctx: ExportContext, v: str, dims: tuple, move: tuple | None) -> str:
-    if move is None:
-        return v
-    kept, win = move
-    perm = kept + win
-    t = reshape(ctx, v, tuple(dims[k] for k in kept) + tuple(dims[k] for k in win))
-    return ctx.node("Transpose", [t], tuple(dims), perm=[perm.index(k) for k in range(len(dims))])
+    return _split_window(ctx, r, size, pads, stride, dil, "form")
 
 
 def _flat_positions(ctx: ExportContext, idx: str, size: list[int], stride: list[int], dil: list[int],
