@@ -84,4 +84,4 @@ def _pack_argmax(outputs: list[np.ndarray], buffer: bytes | None) -> bytes:
             mat = head.reshape(count, y)[:written].astype(np.int8)   # compared after int8 truncation
             slots[start:start + written] = np.argmax(mat, axis=1)    # first maximum wins
         start += count
-    return slots.astype("<i4").tobytes()
+    return slots.tobytes()  # already "<i4" (a copy of the caller's buffer)
