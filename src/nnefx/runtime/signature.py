@@ -16,8 +16,6 @@ from typing import Any
 
 from ..ops.signature import NO_DEFAULT, signature
 
-_NO_DEFAULT = NO_DEFAULT
-
 
 @dataclass(frozen=True)
 class TensorParam:
@@ -25,13 +23,13 @@ class TensorParam:
     #: ``scalar``/``integer``/``logical``, None for the generic ``?``, "" for ``tensor<>``.
     dtype: str | None
     is_array: bool
-    default: Any = _NO_DEFAULT
+    default: Any = NO_DEFAULT
     #: True when the declaration gives a default, even one too complex to evaluate here.
     declared_default: bool = False
 
     @property
     def has_default(self) -> bool:
-        return self.default is not _NO_DEFAULT
+        return self.default is not NO_DEFAULT
 
 
 @cache
