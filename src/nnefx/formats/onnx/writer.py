@@ -33,14 +33,16 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
+from ...runtime.dtypes import DEFAULT_STORAGE
 from .. import _export
 
 #: The ONNX operator set the writer targets (default domain).
 OPSET = 18
 #: The ONNX IR version written (onnx 1.13+ readers, onnxruntime 1.14+).
 IR_VERSION = 8
-#: nnefx data type -> numpy storage (the runtime's defaults).
-NUMPY = {"scalar": np.dtype(np.float32), "integer": np.dtype(np.int64), "logical": np.dtype(np.bool_)}
+#: nnefx data type -> numpy storage: the runtime's defaults themselves (one table, so the
+#: types written are those a Session computes in).
+NUMPY = DEFAULT_STORAGE
 #: Initializer bytes above this are refused: a protobuf message cannot exceed 2 GiB.
 MAX_BYTES = 2 ** 31 - 2 ** 24
 #: Nested definition expansions allowed (a compound exported through a compound ...).
