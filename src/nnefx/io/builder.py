@@ -27,6 +27,7 @@ import numpy as np
 
 from ..diagnostics import Location, NNEFXError
 from ..graph import Model
+from ..ops.signature import Signature, signature
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = {"version", "extension", "fragment", "graph", "tensor", "integer", "scalar", "logical",
@@ -101,33 +102,27 @@ def _dtype_of_array(array: np.ndarray, quantized: bool) -> str:
     raise NNEFXError(f"numpy dtype {array.dtype} has no NNEF data type")
 
 
-def _result_arity(op: str) -> tuple[int, bool] | None:
-    """(number of results, first result is an array) from the registry declaration."""
+def _signature(op: str) -> Signature | None:
+    """The registered operation's signature (None if unknown), read by
+    :mod:`nnefx.ops.signature`, the one reader of declaration headers."""
     from ..ops import registry
 
     entry = registry.find(op)
-    if entry is None:
+    return None if entry is None else signature(entry.declaration)
+
+
+def _result_arity(op: str) -> tuple[int, bool] | None:
+    """(number of results, first result is an array) from the registry declaration."""
+    sig = _signature(op)
+    if sig is None or not sig.results:
         return None
-    head = entry.declaration.split("{", 1)[0]
-    m = re.search(r"->\s*\((.*)\)\s*;?\s*$", head, re.S)
-    if not m:
-        return None
-    results = [r for r in m.group(1).split(",") if r.strip()]
-    return len(results), results[0].strip().endswith("[]")
+    return len(sig.results), sig.results[0].is_array
 
 
 def _parameter_names(op: str) -> list[str] | None:
     """Parameter names of a registered operation, in declaration order (None if unknown)."""
-    from ..ops import registry
-
-    entry = registry.find(op)
-    if entry is None:
-        return None
-    head = entry.declaration.split("->", 1)[0]
-    m = re.search(r"\((.*)\)\s*$", head, re.S)
-    if not m:
-        return None
-    return re.findall(r"(?:^|,)\s*([A-Za-z_]\w*)\s*:", m.group(1))
+    sig = _signature(op)
+    return None if sig is None else [p.name for p in sig.params]
 
 
 class GraphBuilder:
