@@ -1554,3 +1554,6 @@ def _ir_resample(ctx: ExportContext, op: Operation) -> None:
     else:
         raise ctx.fallback(f"mode '{mode}' has no Resize form")
     ctx.bind(out(op), ctx.node("Resize", [x, "", "", ctx.ints(sizes)], ctx.dims(out(op)), axes=axes, **attrs))
+
+
+from . import export_roi as _export_roi  # noqa: E402,F401  (registers the RoI exporters)
