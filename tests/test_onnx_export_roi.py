@@ -171,6 +171,28 @@ def test_pool_cells_with_negative_maxima_read_the_outside_zeros(tmp_path):
     assert y[0, 0, 0, 0] == 0 and np.all(y[1] < 0)
 
 
+@pytest.mark.parametrize("op, attrs", [
+    ("roi_resample", "output_size = [3, 2], method = 'aligned'"),
+    ("avg_roi_align", "output_size = [2, 2], sampling_rate = [2, 2]"),
+    ("max_roi_align", "output_size = [2, 3], sampling_rate = [1, 2], resize_method = 'asymmetric'"),
+    ("avg_roi_pool", "output_size = [2, 2]"),
+    ("max_roi_pool", "output_size = [3, 2]"),
+])
+def test_unknown_batch_and_roi_count(op, attrs, tmp_path):
+    # extent 0 = unknown: the batch size and the number of RoIs become symbolic ONNX dims,
+    # and one written model serves any of them
+    graph = compile_document(document(op, (0, 2, 6, 7), 0, attrs), file="dyn.nnef")
+    path = save_onnx(nnefx.Model(graph), str(tmp_path / "dyn.onnx"))
+    for batch, count, seed in [(1, 3, 14), (3, 8, 15)]:
+        rois = rois_for((6, 7), 2, seed)[:count]   # 2 random RoIs + 6 awkward ones
+        feeds = feeds_for((batch, 2, 6, 7), rois, seed)
+        got = run_ort(path, feeds)["y"]
+        for backend in ("formal", "fast"):
+            want = Session(graph, backend).run(feeds)["y"]
+            assert got.shape == want.shape
+            assert float(np.abs(got.astype(np.float64) - want).max()) <= RTOL * max(1.0, float(np.abs(want).max()))
+
+
 # --- the direct RoiAlign form ------------------------------------------------------------------
 
 def test_constant_rois_inside_the_input_are_one_roialign(tmp_path):
@@ -219,10 +241,18 @@ def test_three_dimensional_rois_are_refused_with_the_position(op, attrs, tmp_pat
     assert not (tmp_path / "r3.onnx").exists()
 
 
+def test_unknown_spatial_extent_is_refused_with_the_position(tmp_path):
+    # the sampling grid is normalised by the extents and the cell masks span them
+    graph = compile_document(document("roi_resample", (1, 2, 0, 5), 2, "output_size = [2, 2]"), file="s.nnef")
+    with pytest.raises(NNEFXError, match=r"cannot write operation 'roi_resample' as ONNX: .*not static") as e:
+        nnefx.save(nnefx.Model(graph), str(tmp_path / "s.onnx"))
+    assert (e.value.location.file, e.value.location.line, e.value.location.column) == ("s.nnef", 7, 9)
+
+
 def test_cli_refusal_reads_file_line_col(tmp_path, capsys):
     src = tmp_path / "r3.nnef"
     src.write_text(document("max_roi_align", (1, 2, 4, 4, 4), 1, "output_size = [2, 2, 2], sampling_rate = [1, 1, 1]"))
     assert main(["convert", str(src), str(tmp_path / "r3.onnx")]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"{src}:7:9: error: cannot write operation 'max_roi_align' as ONNX: ")
-    assert "GridSample" in err and "3 spatial dimensions" in err
+    assert "3 spatial dimensions" in err and "GridSample" in err

@@ -16,11 +16,12 @@ has three RoI nodes, and none of them computes NNEF's result in general:
   ``-0.5`` and stretches RoIs narrower than one pixel to one: neither 'asymmetric' nor
   'aligned' matches it.
 * ``MaxRoiPool`` (opset 1, Caffe's RoI pooling in onnxruntime) treats the rounded end as
-  inclusive (extent ``end - start + 1``), places bin ``i`` at ``[floor(i * r / p),
-  ceil((i + 1) * r / p))`` instead of NNEF's ``[i * floor(r / p), i * floor(r / p) + ceil(r
-  / p))``, clips bins to the input (NNEF's bins read zeros outside it, and the zeros take
-  part in the maximum), and rounds half away from zero (NNEF: ``floor(x + 0.5)``).  It is
-  never written.
+  inclusive (extent ``r' = max(end - start + 1, 1)``, NNEF: ``r = end - start``, empty when
+  not positive), places bin ``i`` at ``start + [floor(i * r' / p), ceil((i + 1) * r' / p))``
+  instead of NNEF's ``start + i * floor(r / p)`` with size ``ceil(r / p)``, clips bins to the
+  input (NNEF's cells read zeros outside it, and the zeros take part in the maximum), and
+  rounds half away from zero (NNEF: ``floor(x + 0.5)``).  It is never written; NNEF has no
+  inclusive-end pooling it could stand for.
 
 So every RoI operation is written as a short composition that is exact whatever the RoIs:
 
@@ -30,8 +31,11 @@ So every RoI operation is written as a short composition that is exact whatever 
   RoI then keeps its own item (``GatherND``, ``batch_dims = 1``): B times the output's work,
   never a copy of the input per RoI.
 * ``avg_roi_align`` / ``max_roi_align``: ``RoiAlign`` where exact (above), else their NNEF
-  definition (``roi_resample`` + ``avg_pool``/``max_pool`` with window = stride = sampling
-  rate), written by the generic definition fallback with the exporters here and the pools'.
+  definition written directly: the resampling above to ``output_size * sampling_rate``, then
+  ``AveragePool`` / ``MaxPool`` with window = stride = sampling rate and no padding (the
+  resampled extent is a multiple of the window, so NNEF's automatic padding is none).
+  Written directly rather than through the generic definition fallback, so the batch size
+  and the number of RoIs may stay unknown (symbolic dims).
 * ``avg_roi_pool`` / ``max_roi_pool``: NNEF's integer cell bounds computed in int64 from
   the RoIs rounded in double precision (``floor(x + 0.5)`` of a float32 is exact there, not
   in float32), turned into per-axis cell masks; the average is two batched ``MatMul``\\ s
@@ -64,7 +68,8 @@ def _layout(ctx: ExportContext, op: Operation) -> tuple[str, int, tuple[int, ...
     xd = ctx.dims(x)
     m = len(xd) - 2
     if m not in (1, 2):
-        raise ctx.fallback(f"RoIs over {m} spatial dimensions: ONNX GridSample (opset 18) samples 2-D images only")
+        raise ctx.fail(f"RoIs over {m} spatial dimensions are not written: nnefx writes RoIs over 1 or 2 "
+                       "(ONNX GridSample, which resampling needs, is 2-D only at opset 18)")
     extents = _static(ctx, xd[2:])
     if m == 1:   # a 1-D RoI is a 2-D one over a unit height
         x = ctx.node("Unsqueeze", [x, ctx.ints([2])], xd[:2] + (1,) + xd[2:])
@@ -129,12 +134,13 @@ def _taps(o: int, method: str) -> tuple[np.ndarray, float, float]:
     return (i / (o - 1) if o > 1 else np.zeros(1)), 1.0, 0.0
 
 
-def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) -> None:
-    """Bind ``op``'s output to the RoIs of its input resampled to ``size`` by ``method``."""
+def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) -> tuple[str, int]:
+    """The RoIs of ``op``'s input resampled to ``size`` by ``method``, as a 4-D value (a 1-D
+    RoI over a unit height), and the number M of the RoIs' spatial dimensions."""
     from ...ops.resize import UPSAMPLE_METHODS
 
     if method not in UPSAMPLE_METHODS:
-        raise ctx.fallback(f"method '{method}' is not one of {', '.join(UPSAMPLE_METHODS)}")
+        raise ctx.fail(f"method '{method}' is not one of {', '.join(UPSAMPLE_METHODS)}")
     x, m, extents, rois, index = _layout(ctx, op)
     size = [1] * (2 - m) + [int(s) for s in size]
     n = ctx.dims(rois)[0]
@@ -168,12 +174,13 @@ def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) ->
                  padding_mode="border", align_corners=0)
     y = ctx.node("Reshape", [y, ctx.ints([0, 0, -1, oh, ow])], (b, c, n, oh, ow))
     y = ctx.node("Transpose", [y], (n, b, c, oh, ow), perm=[2, 0, 1, 3, 4])
-    _output(ctx, op, _pick_items(ctx, y, index, (n, c, oh, ow)), m)
+    return _pick_items(ctx, y, index, (n, c, oh, ow)), m
 
 
 @exporter("roi_resample")
 def _roi_resample(ctx: ExportContext, op: Operation) -> None:
-    resample(ctx, op, [int(s) for s in op.attribs["output_size"]], str(op.attribs.get("method", "symmetric")))
+    y, m = resample(ctx, op, [int(s) for s in op.attribs["output_size"]], str(op.attribs.get("method", "symmetric")))
+    _output(ctx, op, y, m)
 
 
 # --- avg_roi_align as RoiAlign -------------------------------------------------------------------
@@ -203,13 +210,7 @@ def _roi_align_exact(ctx: ExportContext, op: Operation) -> str | None:
     return None
 
 
-@exporter("avg_roi_align")
-def _avg_roi_align(ctx: ExportContext, op: Operation) -> None:
-    if ctx.rank(op.inputs["input"]) != 4:
-        raise ctx.fallback("RoiAlign pools 2-D RoIs only")
-    why = _roi_align_exact(ctx, op)
-    if why is not None:
-        raise ctx.fallback(why)
+def _roi_align_node(ctx: ExportContext, op: Operation) -> None:
     boxes = np.asarray(ctx.data(op.inputs["rois"]), np.float32).reshape(-1, 4)
     x, index = ctx.ref(op.inputs["input"]), _batch_index(ctx, op, boxes.shape[0])
     xyxy = ctx.const(boxes[:, [1, 0, 3, 2]])   # NNEF rows (y0, x0, y1, x1) -> ONNX (x1, y1, x2, y2)
@@ -217,6 +218,23 @@ def _avg_roi_align(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("RoiAlign", [x, xyxy, index], ctx.dims(out(op)), mode="avg", output_height=oh,
                                output_width=ow, sampling_ratio=int(op.attribs["sampling_rate"][0]),
                                spatial_scale=1.0, coordinate_transformation_mode="half_pixel"))
+
+
+@exporter("avg_roi_align", "max_roi_align")
+def _roi_align(ctx: ExportContext, op: Operation) -> None:
+    # one RoiAlign node where exact, else NNEF's definition: roi_resample to output_size *
+    # sampling_rate, then a pool with window = stride = sampling_rate (no padding: the
+    # resampled extent is a multiple of the window), written directly (any batch / RoI count)
+    if op.op == "avg_roi_align" and ctx.rank(op.inputs["input"]) == 4 and _roi_align_exact(ctx, op) is None:
+        _roi_align_node(ctx, op)
+        return
+    rate = [int(s) for s in op.attribs["sampling_rate"]]
+    size = [int(o) * s for o, s in zip(op.attribs["output_size"], rate, strict=True)]
+    y, m = resample(ctx, op, size, str(op.attribs.get("resize_method", "symmetric")))
+    window = [1] * (2 - m) + rate
+    dims = ctx.dims(y)[:2] + tuple(d // w for d, w in zip(ctx.dims(y)[2:], window, strict=True))
+    pool = "AveragePool" if op.op == "avg_roi_align" else "MaxPool"
+    _output(ctx, op, ctx.node(pool, [y], dims, kernel_shape=window, strides=window), m)
 
 
 # --- avg_roi_pool / max_roi_pool -----------------------------------------------------------------
