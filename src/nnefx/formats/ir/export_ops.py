@@ -795,6 +795,111 @@ def _ir_fake_quantize(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("FakeQuantize", refs, out_shape(ctx, op), attrs={"levels": int(op.attribs["levels"])}))
 
 
+# --- BinaryConvolution ------------------------------------------------------------------------
+
+
+@exporter("ir_binary_convolution")
+def _ir_binary_convolution(ctx: ExportContext, op: Operation) -> None:
+    """``ir_binary_convolution`` as BinaryConvolution-1 (``xnor-popcount``), where exact.
+
+    The opset layer and nnefx agree on what a +1/-1 product sum is; the exporter closes the
+    gaps between them (found by reading the opset specification and OpenVINO's reference
+    implementation, and by running its CPU plugin):
+
+    * *Input.*  The layer is defined for 0/1 inputs (the reference counts a match only for a
+      value exactly 0 or 1); nnefx reads ``x > 0`` as +1 for any ``x``.  ``Greater(x, 0)`` then
+      ``Convert`` to f32 in front of the layer hands it exactly 0/1.
+    * *Filter.*  Load-time data only, written as ``u1`` (bit = ``filter > 0``, nnefx's reading).
+    * *pad_value.*  OpenVINO's reference and CPU plugin agree only on ``pad_value = 1`` (a
+      padded position counts as +1), so that is what is written; for any other nnefx
+      ``pad_value`` p the difference, ``(p - 1) * S`` with ``S[o, y]`` the sum of the +-1
+      weights that meet padded positions, is a load-time constant added after the layer.  It
+      is refused unless the sums are exact in both nnefx (float64, then float32) and the file
+      (float32): p a float32 value and small enough sums (:func:`_pad_correction`).
+    * *groups.*  The layer has none: the input is split along the channels, each group
+      convolved with its filters, and the results concatenated (exact).
+    * *Rank.*  The layer is 2-D only (4-D input, checked by OpenVINO itself); a 1-D one is
+      written with a unit height, a 3-D one is refused.
+    """
+    x, f = op.inputs["input"], op.inputs["filter"]
+    xs, fs = ctx.shape(x), ctx.shape(f)
+    k = len(xs) - 2
+    if k not in (1, 2):
+        raise ctx.fail(f"a {k}-D binary convolution has no opset form (BinaryConvolution-1 is 2-D only)")
+    fdata = ctx.data(f)
+    if fdata is None:
+        raise ctx.fail("the filter must be load-time data (BinaryConvolution-1 takes packed u1 weights)")
+    bits = np.broadcast_to(np.asarray(fdata), fs) > 0
+    a = op.attribs
+    pads = [(int(p), int(q)) for p, q in a["padding"]]
+    stride = [int(v) for v in a.get("stride") or [1] * k]
+    dil = [int(v) for v in a.get("dilation") or [1] * k]
+    groups = int(a.get("groups", 1))
+    pad_value = float(a.get("pad_value", 0.0))
+    if any(p < 0 or q < 0 for p, q in pads):
+        raise ctx.fail(f"negative padding {pads} has no opset form")
+    oshape = out_shape(ctx, op)
+    correction = None
+    if pad_value != 1.0 and any(p or q for p, q in pads):
+        correction = _pad_correction(ctx, bits, xs[2:], oshape[2:], pads, stride, dil, pad_value)
+    xb = ctx.layer("Convert", [binop(ctx, "Greater", x, scalar_const(ctx, 0.0))], xs, etype="f32",
+                   attrs={"destination_type": "f32"})
+    if k == 1:  # a unit height in front of the one spatial axis
+        xs, fs, oshape4 = xs[:2] + (1,) + xs[2:], fs[:2] + (1,) + fs[2:], oshape[:2] + (1,) + oshape[2:]
+        xb, bits = reshape(ctx, xb, xs), bits.reshape(fs)
+        pads, stride, dil = [(0, 0)] + pads, [1] + stride, [1] + dil
+    else:
+        oshape4 = oshape
+    attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
+             "dilations": dil, "mode": "xnor-popcount", "pad_value": 1.0, "auto_pad": "explicit"}
+    cg, og = xs[1] // groups, fs[0] // groups
+    if groups == 1:
+        parts = [xb]
+    else:
+        parts = ctx.layer("Split", [xb, ctx.const(np.asarray(1), "i64")], attrs={"num_splits": groups},
+                          outputs=[(xs[:1] + (cg,) + xs[2:], "f32")] * groups)
+    ys = [ctx.layer("BinaryConvolution", [part, ctx.w.const_bits(bits[g * og:(g + 1) * og], name=f"{out(op)}/bits")],
+                    oshape4[:1] + (og,) + oshape4[2:], etype="f32", attrs=attrs)
+          for g, part in enumerate(parts)]
+    y = ys[0] if groups == 1 else ctx.layer("Concat", ys, oshape4, attrs={"axis": 1})
+    if k == 1:
+        y = reshape(ctx, y, oshape)
+    if correction is not None:
+        y = binop(ctx, "Add", y, ctx.const(correction.reshape((1,) + correction.shape), "f32"))
+    ctx.bind(out(op), y)
+
+
+def _pad_correction(ctx: ExportContext, bits: np.ndarray, in_spatial: tuple, out_spatial: tuple,
+                    pads: list[tuple[int, int]], stride: list[int], dil: list[int], pad_value: float) -> np.ndarray:
+    """``(pad_value - 1) * S`` (float32, shape ``[O, out spatial...]``): what turns the layer's
+    padded +1s into nnefx's ``pad_value``; ``S[o, y]`` sums the +-1 weights of filter ``o``
+    that meet padded input positions for output position ``y`` (zero away from the borders).
+
+    nnefx sums exactly in float64 and rounds once to float32; the file's Add rounds the exact
+    ``(core + S) + (p - 1) S`` once too -- the same value -- when every term is exact: p a
+    float32 value, the nnefx sums within float64's 53 bits, ``core + S`` an integer within
+    float32's 24 bits and ``(p - 1) S`` a float32 value.  Anything else is refused.
+    """
+    count = int(np.prod(bits.shape[1:]))  # +-1 terms per output value
+    finite = math.isfinite(pad_value) and float(np.float32(pad_value)) == pad_value
+    denominator = pad_value.as_integer_ratio()[1] if finite else 0
+    if not finite or count > 1 << 24 or count * max(1.0, abs(pad_value)) * denominator >= 2.0 ** 53:
+        raise ctx.fail(f"pad_value {pad_value!r} has no exact opset form (BinaryConvolution-1 pads with +1; "
+                       "the difference is exact only for a float32 pad_value and moderate sums)")
+    wsum = np.where(bits, 1.0, -1.0).sum(axis=1)                      # [O, kernel...]
+    padded = np.pad(np.zeros(in_spatial), pads, constant_values=1.0)  # 1 on padded positions
+    s = np.zeros((bits.shape[0],) + tuple(out_spatial))
+    k = len(in_spatial)
+    for kpos in np.ndindex(*bits.shape[2:]):
+        window = tuple(slice(kpos[i] * dil[i], kpos[i] * dil[i] + (out_spatial[i] - 1) * stride[i] + 1, stride[i])
+                       for i in range(k))
+        s += wsum[(slice(None),) + kpos].reshape((-1,) + (1,) * k) * padded[window]
+    corr = (pad_value - 1.0) * s
+    if not np.array_equal(corr.astype(np.float32), corr):
+        raise ctx.fail(f"pad_value {pad_value!r} has no exact opset form (its correction is not a float32 value)")
+    return corr.astype(np.float32)
+
+
 @exporter("ir_reverse_sequence")
 def _ir_reverse_sequence(ctx: ExportContext, op: Operation) -> None:
     attrs = {"seq_axis": int(op.attribs.get("seq_axis", 1)), "batch_axis": int(op.attribs.get("batch_axis", 0))}

@@ -1328,6 +1328,48 @@ def _group_convolution(ctx: LayerContext):
     return ctx.result(_conv(ctx, groups=None))
 
 
+@layer("BinaryConvolution", ANY)
+def _binary_convolution(ctx: LayerContext):
+    """BinaryConvolution-1 as ``ir_binary_convolution`` (0/1 input and filter read as -1/+1).
+
+    Where the opset is ambiguous the layer is refused rather than guessed: ``pad_value`` fills
+    padded positions, but OpenVINO's reference implementation and its CPU plugin disagree on
+    every value but 1 (0 reads as -1 in the reference and as "no contribution" on the CPU;
+    -1 never matches a bit in the reference and reads as -1 on the CPU), so padding is mapped
+    only with ``pad_value = 1`` (each padded position counts as +1, as in nnefx).  The input
+    should hold 0/1 values; nnefx reads ``x > 0`` as +1 for any value, as the CPU plugin does.
+    """
+    ctx.expect_inputs(2)
+    mode = ctx.str("mode")
+    if mode != "xnor-popcount":
+        raise ctx.error(f"mode '{mode}' is not supported (only xnor-popcount is defined)")
+    xshape = ctx.in_shape(0)
+    if xshape is None or len(xshape) < 3:
+        raise ctx.error("the input rank must be known and >= 3")
+    n = len(xshape) - 2
+    w = ctx.input(1)
+    if w.shape is None or any(d is None for d in w.shape) or len(w.shape) != n + 2:
+        raise ctx.error(f"the filter shape must be known and of rank {n + 2}")
+    strides = _spatial(ctx, "strides", n, None)
+    dil = _spatial(ctx, "dilations", n, None)
+    pads = _padding(ctx, xshape[2:], w.shape[2:], strides, dil)
+    if pads is None:
+        raise ctx.error("auto_pad needs known spatial extents")
+    pad_value = ctx.float("pad_value")
+    if pad_value != 1.0 and any(p or q for p, q in pads):
+        raise ctx.error(f"pad_value {pad_value:g} with padding is ambiguous (OpenVINO's reference and CPU "
+                        "plugin compute different results); only pad_value 1 is mapped")
+    if w.is_const:
+        filt = const_value(ctx, np.asarray(w.const, dtype=np.float32), "f32")
+    elif w.etype in ("f32", "f16", "f64", "bf16"):
+        filt = ctx.tensor(1)
+    else:
+        raise ctx.error(f"a run-time filter of element type {w.etype} is not supported")
+    y = ctx.emit1("ir_binary_convolution", {"input": ctx.tensor(0), "filter": filt},
+                  {"padding": pads, "stride": strides, "dilation": dil, "groups": 1, "pad_value": pad_value})
+    return ctx.result(y)
+
+
 def _filter(ctx: LayerContext, grouped: bool, transposed: bool) -> tuple[str, tuple, int]:
     w = ctx.input(1)
     wshape = w.shape

@@ -44,7 +44,7 @@ NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i64": np.int6
          "i8": np.int8, "u8": np.uint8, "boolean": np.bool_}
 #: IR element type -> the legacy ``precision`` spelling OpenVINO still writes on ports.
 PRECISION = {"f32": "FP32", "f16": "FP16", "f64": "FP64", "i64": "I64", "i32": "I32", "i8": "I8",
-             "u8": "U8", "boolean": "BOOL"}
+             "u8": "U8", "boolean": "BOOL", "u1": "BIN"}
 
 Ref = tuple  # (layer id, port id)
 
@@ -137,18 +137,34 @@ class IRWriter:
         key = (hashlib.sha256(data).digest(), len(data), store_type, arr.shape, etype)  # not the bytes twice
         if key in self._const_cache:
             return self._const_cache[key]
-        while len(self.blob) % self.ALIGN:
-            self.blob.append(0)
-        offset = len(self.blob)
-        self.blob.extend(data)
-        (ref,) = self.add("Const", [], [(arr.shape, store_type)], name=name or "const",
-                          attrs={"element_type": store_type, "shape": ",".join(str(d) for d in arr.shape),
-                                 "offset": offset, "size": len(data)})
+        ref = self._stored_const(data, arr.shape, store_type, name)
         if compress:
             (ref,) = self.add("Convert", [ref], [(arr.shape, "f32")], attrs={"destination_type": "f32"},
                               version="opset1", name=(name or "const") + "/decompress")
             self.rt_decompression.add(ref[0])
         self._const_cache[key] = ref
+        return ref
+
+    def const_bits(self, bits: Any, name: str = "") -> Ref:
+        """A ``u1`` Const of ``bits`` (true/false per element), packed 8 to a byte with element
+        ``i`` in bit ``7 - i % 8`` of byte ``i // 8`` -- the element order of OpenVINO's ``u1``
+        (what ``openvino.save_model`` writes for a u1 Constant, and what our reader decodes)."""
+        arr = np.asarray(bits, dtype=bool)
+        data = np.packbits(arr.reshape(-1), bitorder="big").tobytes()
+        key = (hashlib.sha256(data).digest(), len(data), "u1", arr.shape, "u1")
+        if key not in self._const_cache:
+            self._const_cache[key] = self._stored_const(data, arr.shape, "u1", name)
+        return self._const_cache[key]
+
+    def _stored_const(self, data: bytes, shape: tuple, etype: str, name: str) -> Ref:
+        """A Const layer whose bytes are appended to the blob at the next aligned offset."""
+        while len(self.blob) % self.ALIGN:
+            self.blob.append(0)
+        offset = len(self.blob)
+        self.blob.extend(data)
+        (ref,) = self.add("Const", [], [(shape, etype)], name=name or "const",
+                          attrs={"element_type": etype, "shape": ",".join(str(d) for d in shape),
+                                 "offset": offset, "size": len(data)})
         return ref
 
     def result(self, src: Ref, name: str) -> None:

@@ -1,0 +1,212 @@
+"""Legacy ``BinaryConvolution`` layers written as IR v11 ``BinaryConvolution-1``.
+
+Each legacy net is read by nnefx, written as IR v11, compiled and run by OpenVINO's CPU plugin,
+and compared exactly (every value is a sum of +-1 and +-pad_value terms) with nnefx's fast and
+formal kernels; the written file is read back by nnefx and run again.
+
+Two limits of OpenVINO's CPU plugin (2026.4) shape the OpenVINO comparisons; both are checked
+facts, not assumptions (see the writer's docstring):
+
+* with a number of input channels per group that is not a multiple of 8, the plugin's results
+  are not a function of the data (equal inputs give unequal outputs), so those nets are checked
+  by read-back and by the written bits only;
+* it reads the filter's ``u1`` bytes least significant bit first, while the ``u1`` element order
+  (OpenVINO's own Constant and ``save_model``, its reference implementation, our reader) is most
+  significant bit first.  The OpenVINO runs therefore use filters whose bytes are bit
+  palindromes, on which both orders agree; the bit order itself is checked against OpenVINO's
+  reading of the Const (``read_model``) and against the bytes ``openvino.save_model`` writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnefx
+from nnefx.cli import main
+from nnefx.runtime.session import Session
+from test_ir_legacy_util import LegacyNet
+
+ov = pytest.importorskip("openvino")
+
+RNG = np.random.default_rng(2026)
+#: bytes that read the same from either end (bit order does not matter for them)
+PALINDROMES = np.array([b for b in range(256) if f"{b:08b}" == f"{b:08b}"[::-1]], dtype=np.uint8)
+
+
+def bits_of(shape, palindromic: bool) -> np.ndarray:
+    n = int(np.prod(shape))
+    if not palindromic:
+        return RNG.integers(0, 2, shape).astype(np.uint8)
+    packed = RNG.choice(PALINDROMES, -(-n // 8))
+    return np.unpackbits(packed, bitorder="big")[:n].reshape(shape)
+
+
+def csv(values) -> str:
+    return ",".join(str(int(v)) for v in values)
+
+
+def binconv_net(shape, out_c, kernel, strides, pads_begin, pads_end, dilations, pad_value, group=1,
+                palindromic=True, runtime_filter=False) -> tuple[LegacyNet, np.ndarray]:
+    """A legacy net with one BinaryConvolution layer named ``out``; returns it and its bits."""
+    spatial = [(x + p + q - ((k - 1) * d + 1)) // s + 1
+               for x, k, s, p, q, d in zip(shape[2:], kernel, strides, pads_begin, pads_end, dilations, strict=True)]
+    bits = bits_of((out_c, shape[1] // group, *kernel), palindromic)
+    net = LegacyNet("binconv")
+    x = net.input("data", shape)
+    data = {"kernel": csv(kernel), "output": str(out_c), "strides": csv(strides), "pads_begin": csv(pads_begin),
+            "pads_end": csv(pads_end), "dilations": csv(dilations), "group": str(group),
+            "pad_value": repr(float(pad_value)), "mode": "xnor-popcount"}
+    if runtime_filter:
+        w = net.input("filter", list(bits.shape))
+        net.add("BinaryConvolution", [x, w], [[shape[0], out_c, *spatial]], data, name="out")
+    else:
+        net.add("BinaryConvolution", [x], [[shape[0], out_c, *spatial]], data, blobs={"weights": (bits, "BIN")},
+                name="out")
+    return net, bits
+
+
+def write(net: LegacyNet, tmp_path, **opts) -> tuple[nnefx.Model, str]:
+    model = nnefx.load(net.save(tmp_path, "old"))
+    new = str(tmp_path / "new.xml")
+    nnefx.save(model, new, **opts)
+    return model, new
+
+
+def run_nnefx(model, feeds, backend="fast") -> np.ndarray:
+    (res,) = Session(model, backend).run(feeds).values()
+    return res
+
+
+def run_openvino(xml: str, feeds: dict) -> np.ndarray:
+    cm = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    (out,) = cm.outputs
+    return np.asarray(cm(feeds)[out])
+
+
+# (shape, out_c, kernel, strides, pads_begin, pads_end, dilations, pad_value, group)
+OPENVINO_CASES = [
+    ((2, 8, 7, 6), 4, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1.0, 1),
+    ((2, 8, 7, 6), 4, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), -1.0, 1),
+    ((1, 16, 7, 6), 5, (3, 2), (2, 1), (1, 2), (2, 0), (1, 2), 0.0, 1),      # nnefx's default pad_value
+    ((1, 16, 9, 8), 3, (2, 3), (2, 3), (0, 1), (1, 2), (2, 1), 0.5, 1),
+    ((2, 16, 6, 6), 6, (3, 3), (1, 2), (1, 1), (0, 1), (2, 1), -1.0, 2),     # groups: split, convolve, concat
+    ((1, 24, 5, 5), 6, (1, 1), (1, 1), (0, 0), (0, 0), (1, 1), 0.25, 3),     # no padding: pad_value unused
+    ((1, 8, 5, 5), 2, (5, 5), (1, 1), (3, 3), (3, 3), (1, 1), -2.0, 1),      # windows entirely in the padding
+    ((2, 8, 11), 3, (3,), (2,), (2,), (1,), (2,), -1.0, 1),                  # 1-D: written with a unit height
+    ((1, 16, 9), 4, (2,), (1,), (0,), (3,), (3,), 0.0, 2),
+]
+
+
+@pytest.mark.parametrize("case", OPENVINO_CASES, ids=[f"c{i}" for i in range(len(OPENVINO_CASES))])
+def test_openvino_runs_the_written_binary_convolution(tmp_path, case):
+    shape, out_c, kernel, strides, pb, pe, dil, pad_value, group = case
+    net, _ = binconv_net(shape, out_c, kernel, strides, pb, pe, dil, pad_value, group)
+    model, new = write(net, tmp_path)
+    x = RNG.normal(size=shape).astype(np.float32)
+    x.flat[::7] = 0.0                                   # 0 reads as -1 (only x > 0 is +1)
+    feeds = {"data": x}
+    want = run_nnefx(model, feeds, "fast")
+    np.testing.assert_array_equal(run_nnefx(model, feeds, "formal"), want)
+    np.testing.assert_array_equal(run_openvino(new, feeds), want)
+    np.testing.assert_array_equal(run_nnefx(nnefx.load(new), feeds), want)
+    text = open(new).read()
+    assert text.count('type="BinaryConvolution"') == group
+    assert 'mode="xnor-popcount"' in text and 'pad_value="1.0"' in text and 'element_type="u1"' in text
+
+
+def test_the_written_filter_bits_are_openvinos_u1(tmp_path):
+    """Random (non-palindromic) bits, 5 input channels: what OpenVINO itself decodes from the
+    written Const is nnefx's filter, and the bytes are those ``openvino.save_model`` writes."""
+    net, bits = binconv_net((1, 5, 6, 7), 3, (3, 2), (1, 2), (1, 0), (2, 1), (2, 1), -1.0, palindromic=False)
+    model, new = write(net, tmp_path)
+    consts = [op for op in ov.Core().read_model(new).get_ordered_ops()
+              if op.get_type_name() == "Constant" and op.get_element_type() == ov.Type.u1]
+    assert len(consts) == 1
+    assert list(consts[0].get_output_shape(0)) == list(bits.shape)
+    np.testing.assert_array_equal(np.asarray(consts[0].get_vector()).reshape(bits.shape), bits)
+    # the same bits saved by OpenVINO: the same bytes
+    c = ov.op.Constant(ov.Type.u1, ov.Shape(list(bits.shape)), bits.reshape(-1).astype(int).tolist())
+    p = ov.opset1.parameter([1], np.float32, name="p")
+    ov.save_model(ov.Model([ov.opset1.add(p, p), c], [p]), str(tmp_path / "ref.xml"))
+    ref_bytes = (tmp_path / "ref.bin").read_bytes()
+    expected = np.packbits(bits.reshape(-1), bitorder="big").tobytes()
+    assert expected in ref_bytes and expected in (tmp_path / "new.bin").read_bytes()
+    x = RNG.normal(size=(1, 5, 6, 7)).astype(np.float32)
+    np.testing.assert_array_equal(run_nnefx(nnefx.load(new), {"data": x}), run_nnefx(model, {"data": x}))
+
+
+@pytest.mark.parametrize("pad_value", [0.0, -1.0, 0.75])
+def test_read_back_without_openvino_channel_limits(tmp_path, pad_value):
+    """Channel counts the CPU plugin cannot run (3 per group) still round-trip exactly."""
+    net, _ = binconv_net((2, 6, 6, 5), 4, (2, 3), (1, 1), (1, 2), (0, 1), (1, 2), pad_value, group=2,
+                         palindromic=False)
+    model, new = write(net, tmp_path)
+    x = RNG.normal(size=(2, 6, 6, 5)).astype(np.float32)
+    np.testing.assert_array_equal(run_nnefx(nnefx.load(new), {"data": x}, "formal"),
+                                  run_nnefx(model, {"data": x}, "fast"))
+
+
+def test_compressed_weights_keep_the_correction_exact(tmp_path):
+    net, _ = binconv_net((1, 8, 6, 6), 4, (3, 3), (1, 1), (2, 1), (1, 2), (1, 1), 0.0)
+    model, new = write(net, tmp_path, compress_to_fp16=True)
+    x = RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    want = run_nnefx(model, {"data": x})
+    np.testing.assert_array_equal(run_openvino(new, {"data": x}), want)
+    np.testing.assert_array_equal(run_nnefx(nnefx.load(new), {"data": x}), want)
+
+
+def refused(net: LegacyNet, tmp_path) -> str:
+    old = net.save(tmp_path, "old")
+    new = tmp_path / "new.xml"
+    assert main(["convert", old, str(new)]) == 1
+    with pytest.raises(nnefx.NNEFXError) as e:
+        nnefx.save(nnefx.load(old), str(new))
+    assert not new.exists() and not (tmp_path / "new.bin").exists()
+    text = str(e.value)
+    assert "ir_binary_convolution" in text and "old.xml" in text and "'out' (BinaryConvolution)" in text
+    return text
+
+
+def test_3d_binary_convolution_is_refused(tmp_path):
+    net, _ = binconv_net((1, 8, 4, 4, 4), 2, (2, 2, 2), (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), 1.0)
+    assert "3-D binary convolution has no opset form" in refused(net, tmp_path)
+
+
+def test_pad_value_without_exact_correction_is_refused(tmp_path):
+    net, _ = binconv_net((1, 8, 6, 6), 2, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 0.3)
+    assert "pad_value 0.3 has no exact opset form" in refused(net, tmp_path)
+
+
+def test_run_time_filter_is_refused(tmp_path):
+    net, _ = binconv_net((1, 8, 6, 6), 2, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1.0, runtime_filter=True)
+    assert "the filter must be load-time data" in refused(net, tmp_path)
+
+
+# --- reading BinaryConvolution-1 ---------------------------------------------------------------
+
+def openvino_binconv(tmp_path, pads, pad_value, c=8) -> str:
+    bits = bits_of((3, c, 3, 3), palindromic=True)
+    x = ov.opset1.parameter([1, c, 5, 6], np.float32, name="x")
+    w = ov.op.Constant(ov.Type.u1, ov.Shape(list(bits.shape)), bits.reshape(-1).astype(int).tolist())
+    y = ov.opset1.binary_convolution(x, w, [1, 1], pads, pads, [1, 1], "xnor-popcount", pad_value)
+    path = str(tmp_path / "ov.xml")
+    ov.save_model(ov.Model([y], [x], "ovbin"), path)
+    return path
+
+
+def test_openvino_written_binary_convolution_reads_and_runs(tmp_path):
+    path = openvino_binconv(tmp_path, [1, 1], 1.0)
+    x = RNG.integers(0, 2, (1, 8, 5, 6)).astype(np.float32)    # the 0/1 input the layer is defined for
+    model = nnefx.load(path)
+    np.testing.assert_array_equal(run_nnefx(model, {"x": x}), run_openvino(path, {"x": x}))
+    np.testing.assert_array_equal(run_nnefx(model, {"x": x}, "formal"), run_openvino(path, {"x": x}))
+
+
+def test_ambiguous_openvino_pad_value_is_refused_when_it_matters(tmp_path):
+    with pytest.raises(nnefx.NNEFXError, match=r"pad_value 0 with padding is ambiguous") as e:
+        nnefx.load(openvino_binconv(tmp_path, [1, 1], 0.0))
+    assert "ov.xml" in str(e.value) and "(BinaryConvolution)" in str(e.value)
+    path = openvino_binconv(tmp_path, [0, 0], 0.0)               # no padding: pad_value is unused
+    x = RNG.integers(0, 2, (1, 8, 5, 6)).astype(np.float32)
+    np.testing.assert_array_equal(run_nnefx(nnefx.load(path), {"x": x}), run_openvino(path, {"x": x}))
