@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 import nnefx
+from _export_helpers import property_settings
 from nnefx.cli import main
 from nnefx.runtime.session import Session
 from test_ir_legacy_util import LegacyNet
@@ -113,6 +116,39 @@ def test_openvino_runs_the_written_binary_convolution(tmp_path, case):
     text = open(new).read()
     assert text.count('type="BinaryConvolution"') == group
     assert 'mode="xnor-popcount"' in text and 'pad_value="1.0"' in text and 'element_type="u1"' in text
+
+
+@st.composite
+def geometries(draw) -> tuple:
+    """Random 2-D binary convolutions OpenVINO's CPU plugin can run (8 or 16 channels a group,
+    width paddings below the output width)."""
+    group = draw(st.integers(1, 2))
+    c = 8 * group * draw(st.integers(1, 2))
+    out_c = group * draw(st.integers(1, 3))
+    k = [draw(st.integers(1, 3)) for _ in range(2)]
+    s = [draw(st.integers(1, 3)) for _ in range(2)]
+    d = [draw(st.integers(1, 2)) for _ in range(2)]
+    pb = [draw(st.integers(0, k[i])) for i in range(2)]
+    pe = [draw(st.integers(0, k[i])) for i in range(2)]
+    x = [draw(st.integers(max(1, (k[i] - 1) * d[i] + 1 - pb[i] - pe[i]), 8)) for i in range(2)]
+    # the CPU plugin refuses ("unsupported parameters") a width padding not below the output width
+    assume(max(pb[1], pe[1]) < (x[1] + pb[1] + pe[1] - (k[1] - 1) * d[1] - 1) // s[1] + 1)
+    pad_value = draw(st.sampled_from([1.0, 0.0, -1.0, 0.5, -0.25, 3.0]))
+    return (draw(st.integers(1, 2)), c, *x), out_c, tuple(k), s, pb, pe, d, pad_value, group
+
+
+@property_settings(25)
+@given(geometries())
+def test_random_geometries_agree_with_openvino(tmp_path_factory, g):
+    shape, out_c, kernel, strides, pb, pe, dil, pad_value, group = g
+    tmp_path = tmp_path_factory.mktemp("bc")
+    net, _ = binconv_net(shape, out_c, kernel, strides, pb, pe, dil, pad_value, group)
+    model, new = write(net, tmp_path)
+    feeds = {"data": RNG.normal(size=shape).astype(np.float32)}
+    want = run_nnefx(model, feeds, "fast")
+    np.testing.assert_array_equal(run_nnefx(model, feeds, "formal"), want)
+    np.testing.assert_array_equal(run_openvino(new, feeds), want)
+    np.testing.assert_array_equal(run_nnefx(nnefx.load(new), feeds), want)
 
 
 def test_the_written_filter_bits_are_openvinos_u1(tmp_path):
