@@ -33,8 +33,8 @@ HEADER = "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_op
 _TYPE = {np.dtype(np.float32): "scalar", np.dtype(np.int64): "integer", np.dtype(np.bool_): "logical"}
 
 #: Standard operations ONNX (opset 18) has no exact form for: none since the RoI operations
-#: are written as GridSample / mask compositions (tests/test_onnx_export_roi.py tests them and
-#: the refusal of RoIs over three spatial dimensions).
+#: are written as Gather / cell-mask compositions (tests/test_onnx_export_roi.py tests them
+#: and their refusal of unknown spatial extents).
 REFUSED: set[str] = set()
 NOT_OPERATIONS = {"external", "variable", "constant", "update"}
 
@@ -293,9 +293,9 @@ def test_stateful_graph_is_refused(tmp_path):
 
 def test_failed_write_keeps_the_old_file(tmp_path):
     b = GraphBuilder("bad")
-    x = b.external("x", shape=(1, 1, 4, 4, 4))   # 3-D RoIs: no ONNX form at opset 18
-    rois, index = b.external("rois", shape=(1, 6)), b.external("index", shape=(1,), dtype="integer")
-    b.output(b.op("max_roi_pool", x, rois, index, output_size=[2, 2, 2]), name="y")
+    x = b.external("x", shape=(1, 1, 0, 4))   # RoI pooling needs static spatial extents
+    rois, index = b.external("rois", shape=(1, 4)), b.external("index", shape=(1,), dtype="integer")
+    b.output(b.op("max_roi_pool", x, rois, index, output_size=[2, 2]), name="y")
     target = tmp_path / "m.onnx"
     target.write_bytes(b"old")
     with pytest.raises(NNEFXError, match="max_roi_pool"):

@@ -5,9 +5,11 @@ the input, empty and inverted RoIs, and RoIs of several batch items.
 
 Tolerance: 1e-5 relative to max(1, max|want|) (onnxruntime samples and sums in float32,
 nnefx's kernels in float64; the RoI-pool cell bounds are integers and agree exactly).
-The forms chosen are checked too (``GridSample`` compositions; one ``RoiAlign`` node only
-where it is exact; never ``MaxRoiPool`` or RoiAlign's 'max' mode), and cases with no exact
-form are refused with the operation's name and source position.
+``roi_resample`` is checked to be bit-identical to the formal kernel (same float64
+coordinates, weights and corner sums).  The forms chosen are checked too (``Gather``
+compositions; one ``RoiAlign`` node only where it is exact; never ``MaxRoiPool`` or
+RoiAlign's 'max' mode), and inputs whose spatial extents are unknown are refused with the
+operation's name and source position.
 """
 
 from __future__ import annotations
@@ -122,8 +124,7 @@ def test_roi_operation_exports_and_agrees(case, tmp_path):
     rois = rois_for(xshape[2:], 7, seed=len(case))
     kinds = agree(document(op, xshape, len(rois), attrs), feeds_for(xshape, rois, seed=len(case)), tmp_path)
     assert "MaxRoiPool" not in kinds and "RoiAlign" not in kinds   # run-time RoIs: never exact
-    if "pool" not in op:
-        assert "GridSample" in kinds
+    assert "GridSample" not in kinds and "Gather" in kinds
 
 
 @pytest.mark.parametrize("op, attrs", [
@@ -178,14 +179,14 @@ def test_pool_cells_with_negative_maxima_read_the_outside_zeros(tmp_path):
     ("avg_roi_pool", "output_size = [2, 2]"),
     ("max_roi_pool", "output_size = [3, 2]"),
 ])
-def test_unknown_batch_and_roi_count(op, attrs, tmp_path):
-    # extent 0 = unknown: the batch size and the number of RoIs become symbolic ONNX dims,
+def test_unknown_batch_channels_and_roi_count(op, attrs, tmp_path):
+    # extent 0 = unknown: the batch size, channels and number of RoIs become symbolic ONNX dims,
     # and one written model serves any of them
-    graph = compile_document(document(op, (0, 2, 6, 7), 0, attrs), file="dyn.nnef")
+    graph = compile_document(document(op, (0, 0, 6, 7), 0, attrs), file="dyn.nnef")
     path = save_onnx(nnefx.Model(graph), str(tmp_path / "dyn.onnx"))
-    for batch, count, seed in [(1, 3, 14), (3, 8, 15)]:
+    for batch, channels, count, seed in [(1, 1, 3, 14), (3, 4, 8, 15)]:
         rois = rois_for((6, 7), 2, seed)[:count]   # 2 random RoIs + 6 awkward ones
-        feeds = feeds_for((batch, 2, 6, 7), rois, seed)
+        feeds = feeds_for((batch, channels, 6, 7), rois, seed)
         got = run_ort(path, feeds)["y"]
         for backend in ("formal", "fast"):
             want = Session(graph, backend).run(feeds)["y"]
@@ -213,7 +214,7 @@ def test_constant_rois_roialign_cannot_match_are_sampled(rois, attrs, why, tmp_p
     value = np.asarray(rois, np.float32)
     kinds = agree(document("avg_roi_align", xshape, 1, attrs, rois_value=value),
                   feeds_for(xshape, None, seed=12, index_shape=(1,)), tmp_path)
-    assert "RoiAlign" not in kinds and "GridSample" in kinds
+    assert "RoiAlign" not in kinds and "Gather" in kinds
 
 
 def test_max_roi_align_is_never_roialign_max_mode(tmp_path):
@@ -225,34 +226,62 @@ def test_max_roi_align_is_never_roialign_max_mode(tmp_path):
     assert "RoiAlign" not in kinds and "MaxPool" in kinds
 
 
+@pytest.mark.parametrize("xshape, size", [((3, 2, 9, 8), [3, 4]), ((2, 3, 40, 33), [7, 5]),
+                                         ((2, 2, 5, 6, 7), [2, 3, 4]), ((2, 3, 11), [5])])
+@pytest.mark.parametrize("method", ["symmetric", "asymmetric", "aligned"])
+def test_roi_resample_is_bit_identical_to_the_formal_kernel(xshape, size, method, tmp_path):
+    rois = rois_for(xshape[2:], 6, seed=16)
+    text = document("roi_resample", xshape, len(rois), f"output_size = {size}, method = '{method}'")
+    feeds = feeds_for(xshape, rois, seed=17)
+    graph = compile_document(text, file="rs.nnef")
+    got = run_ort(save_onnx(nnefx.Model(graph), str(tmp_path / "rs.onnx")), feeds)["y"]
+    np.testing.assert_array_equal(got, Session(graph, "formal").run(feeds)["y"])
+
+
+@pytest.mark.parametrize("xshape, op, attrs", [
+    ((2, 2, 5, 6, 7), "avg_roi_align", "output_size = [2, 1, 2], sampling_rate = [1, 2, 2], resize_method = 'aligned'"),
+    ((2, 2, 5, 6, 7), "max_roi_align", "output_size = [2, 2, 3], sampling_rate = [2, 1, 1]"),
+    ((2, 2, 5, 6, 7), "avg_roi_pool", "output_size = [2, 3, 2]"),
+    ((2, 2, 5, 6, 7), "max_roi_pool", "output_size = [3, 2, 2]"),
+    # beyond onnxruntime's 3-D pools: the align windows as reshaped axes reduced
+    ((2, 2, 4, 3, 5, 4), "avg_roi_align", "output_size = [1, 2, 1, 2], sampling_rate = [2, 1, 2, 1]"),
+    ((2, 2, 4, 3, 5, 4), "max_roi_align", "output_size = [2, 1, 2, 1], sampling_rate = [1, 2, 2, 1]"),
+    ((2, 2, 4, 3, 5, 4), "avg_roi_pool", "output_size = [1, 2, 1, 2]"),
+    ((2, 2, 4, 3, 5, 4), "max_roi_pool", "output_size = [2, 1, 2, 1]"),
+])
+def test_three_and_four_spatial_dimensions(xshape, op, attrs, tmp_path):
+    rois = rois_for(xshape[2:], 3, seed=18)
+    kinds = agree(document(op, xshape, len(rois), attrs), feeds_for(xshape, rois, seed=19), tmp_path)
+    if op.endswith("align"):
+        pool = ("AveragePool" if op.startswith("avg") else "MaxPool") if len(xshape) <= 5 else \
+            ("ReduceMean" if op.startswith("avg") else "ReduceMax")
+        assert pool in kinds
+
+
 # --- refusals -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("op, attrs", [
-    ("roi_resample", "output_size = [2, 2, 2]"),
-    ("avg_roi_align", "output_size = [2, 2, 2], sampling_rate = [1, 1, 1]"),
-    ("max_roi_pool", "output_size = [2, 2, 2]"),
+    ("roi_resample", "output_size = [2, 2]"),
+    ("avg_roi_align", "output_size = [2, 2], sampling_rate = [2, 2]"),
+    ("max_roi_align", "output_size = [2, 2], sampling_rate = [2, 2]"),
+    ("avg_roi_pool", "output_size = [2, 2]"),
+    ("max_roi_pool", "output_size = [2, 2]"),
 ])
-def test_three_dimensional_rois_are_refused_with_the_position(op, attrs, tmp_path):
-    text = document(op, (1, 2, 4, 4, 4), 2, attrs)
-    graph = compile_document(text, file="r3.nnef")
-    with pytest.raises(NNEFXError, match=rf"cannot write operation '{op}' as ONNX: .*3 spatial dimensions") as e:
-        nnefx.save(nnefx.Model(graph), str(tmp_path / "r3.onnx"))
-    assert (e.value.location.line, e.value.location.column) == (7, 9)
-    assert not (tmp_path / "r3.onnx").exists()
-
-
-def test_unknown_spatial_extent_is_refused_with_the_position(tmp_path):
-    # the sampling grid is normalised by the extents and the cell masks span them
-    graph = compile_document(document("roi_resample", (1, 2, 0, 5), 2, "output_size = [2, 2]"), file="s.nnef")
-    with pytest.raises(NNEFXError, match=r"cannot write operation 'roi_resample' as ONNX: .*not static") as e:
+def test_unknown_spatial_extent_is_refused_with_the_position(op, attrs, tmp_path):
+    # the sampling indices and the pooling cells are computed against the extents
+    graph = compile_document(document(op, (1, 2, 0, 5), 2, attrs), file="s.nnef")
+    with pytest.raises(NNEFXError, match=rf"cannot write operation '{op}' as ONNX: the input's spatial extents "
+                                         r"\[None, 5\] are not static") as e:
         nnefx.save(nnefx.Model(graph), str(tmp_path / "s.onnx"))
     assert (e.value.location.file, e.value.location.line, e.value.location.column) == ("s.nnef", 7, 9)
+    assert not (tmp_path / "s.onnx").exists()
 
 
 def test_cli_refusal_reads_file_line_col(tmp_path, capsys):
-    src = tmp_path / "r3.nnef"
-    src.write_text(document("max_roi_align", (1, 2, 4, 4, 4), 1, "output_size = [2, 2, 2], sampling_rate = [1, 1, 1]"))
-    assert main(["convert", str(src), str(tmp_path / "r3.onnx")]) == 1
+    src = tmp_path / "unknown.nnef"
+    src.write_text(document("max_roi_pool", (1, 2, 4, 0), 1, "output_size = [2, 2]"))
+    assert main(["convert", str(src), str(tmp_path / "unknown.onnx")]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith(f"{src}:7:9: error: cannot write operation 'max_roi_align' as ONNX: ")
-    assert "3 spatial dimensions" in err and "GridSample" in err
+    assert err.startswith(f"{src}:7:9: error: cannot write operation 'max_roi_pool' as ONNX: ")
+    assert "spatial extents [4, None] are not static" in err
+    assert not (tmp_path / "unknown.onnx").exists()

@@ -23,29 +23,39 @@ has three RoI nodes, and none of them computes NNEF's result in general:
   rounds half away from zero (NNEF: ``floor(x + 0.5)``).  It is never written; NNEF has no
   inclusive-end pooling it could stand for.
 
-So every RoI operation is written as a short composition that is exact whatever the RoIs:
+``GridSample`` (opset 16, bilinear, ``padding_mode = 'border'``) would sample NNEF's
+coordinates with NNEF's clamping, but only in 2-D, only through coordinates normalised to
+[-1, 1] and recomputed in float32 (errors grow with the extent), and with one grid per
+batch item.  So every RoI operation is written as a short composition that is exact
+whatever the RoIs:
 
-* ``roi_resample``: the sampling coordinates of every RoI (NNEF's formula for the method)
-  normalised for ``GridSample`` (bilinear, ``padding_mode = 'border'`` = NNEF's clamped
-  indices, ``align_corners = 0``); every batch item is sampled at every RoI's grid and each
-  RoI then keeps its own item (``GatherND``, ``batch_dims = 1``): B times the output's work,
-  never a copy of the input per RoI.
+* ``roi_resample``: NNEF's sampling coordinates computed in float64 in the kernel's order
+  of operations, floor and fraction, indices clamped into the input, and for each of the
+  2^M corners of the interpolation cell one ``Gather`` from the input laid out as rows of
+  channels (batch item and position flattened into the row), weighted and summed in
+  float64 as :func:`nnefx.ops.roi._roi_resample_formal` does: bit-identical to the formal
+  kernel, any number of spatial dimensions, memory 2^M output-sized values plus one
+  transposed copy of the input.
 * ``avg_roi_align`` / ``max_roi_align``: ``RoiAlign`` where exact (above), else their NNEF
   definition written directly: the resampling above to ``output_size * sampling_rate``, then
   ``AveragePool`` / ``MaxPool`` with window = stride = sampling rate and no padding (the
-  resampled extent is a multiple of the window, so NNEF's automatic padding is none).
-  Written directly rather than through the generic definition fallback, so the batch size
-  and the number of RoIs may stay unknown (symbolic dims).
+  resampled extent is a multiple of the window, so NNEF's automatic padding is none); over
+  more than 3 spatial dims (onnxruntime's pools stop there) a ``Reshape`` into (output,
+  window) axis pairs and ``ReduceMean`` / ``ReduceMax`` over the window axes.  Written
+  directly rather than through the generic definition fallback, so the batch size and the
+  number of RoIs may stay unknown (symbolic dims).
 * ``avg_roi_pool`` / ``max_roi_pool``: NNEF's integer cell bounds computed in int64 from
   the RoIs rounded in double precision (``floor(x + 0.5)`` of a float32 is exact there, not
-  in float32), turned into per-axis cell masks; the average is two batched ``MatMul``\\ s
-  with the masks divided by the full cell area (outside zeros count), the maximum a masked
-  ``ReduceMax`` per axis (memory: RoIs x channels x H x W x output width), raised to 0
-  where a cell reaches outside the input; empty RoIs give 0.
+  in float32), turned into per-axis cell masks (N, p, X); then one spatial axis at a time
+  (last first): the average as a ``MatMul`` with the masks (the first for every batch item
+  at once, each RoI then keeping its own item: memory batch x RoIs x channels x the other
+  extents x p), divided by the whole cell area (outside zeros count); the maximum as a
+  masked ``ReduceMax`` over each RoI's own batch item (memory RoIs x channels x extents x
+  p), raised to 0 where a cell reaches outside the input.  Empty RoIs give 0.
 
-One and two spatial dimensions are written (a 1-D RoI is a 2-D one over a unit height);
-``GridSample`` of opset 18 is 2-D only, so three or more are refused, as are inputs whose
-spatial extents are not static.  Results agree with nnefx for finite inputs (the RoI kernels
+Inputs whose spatial extents are not static are refused (the index arithmetic and the
+masks need them) with the operation's position; the batch size, the channel count and the
+number of RoIs may be unknown.  Results agree with nnefx for finite inputs (the RoI kernels
 refuse non-finite RoIs and out-of-range batch indices; ONNX leaves those undefined).
 """
 
@@ -56,26 +66,19 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
-from .export_ops import F32, I64, _elem, _static, binop, exporter, out, scalar, unop
+from .export_ops import F32, I64, _elem, binop, exporter, out, scalar, unop
 from .writer import ExportContext
 
 F64 = np.dtype(np.float64)
 
 
-def _layout(ctx: ExportContext, op: Operation) -> tuple[str, int, tuple[int, ...], str, str]:
-    """(input as a 4-D value, M, static spatial extents of it, rois, batch index as (N,))."""
-    x = ctx.ref(op.inputs["input"])
-    xd = ctx.dims(x)
-    m = len(xd) - 2
-    if m not in (1, 2):
-        raise ctx.fail(f"RoIs over {m} spatial dimensions are not written: nnefx writes RoIs over 1 or 2 "
-                       "(ONNX GridSample, which resampling needs, is 2-D only at opset 18)")
-    extents = _static(ctx, xd[2:])
-    if m == 1:   # a 1-D RoI is a 2-D one over a unit height
-        x = ctx.node("Unsqueeze", [x, ctx.ints([2])], xd[:2] + (1,) + xd[2:])
-        extents = (1,) + extents
-    rois = ctx.ref(op.inputs["rois"])
-    return x, m, extents, rois, _batch_index(ctx, op, ctx.dims(rois)[0])
+def _extents(ctx: ExportContext, xd: tuple) -> tuple[int, ...]:
+    """The input's spatial extents, which must be static: the row index arithmetic of the
+    resampling and the cell masks of the pooling span them."""
+    if any(d is None for d in xd[2:]):
+        raise ctx.fail(f"the input's spatial extents {list(xd[2:])} are not static (the RoI sampling indices and "
+                       "cells are computed against them); give the input shapes when loading")
+    return tuple(int(d) for d in xd[2:])
 
 
 def _batch_index(ctx: ExportContext, op: Operation, n: int | None) -> str:
@@ -88,9 +91,8 @@ def _batch_index(ctx: ExportContext, op: Operation, n: int | None) -> str:
     return index
 
 
-def _columns(ctx: ExportContext, rois: str, m: int, dtype: Any) -> list[tuple[Any, Any]]:
-    """(start, end) of each of the 2 spatial axes as (N, 1) values (or constants for the unit
-    axis of a 1-D RoI), in ``dtype``."""
+def _columns(ctx: ExportContext, rois: str, m: int, dtype: Any) -> list[tuple[str, str]]:
+    """(start, end) of each spatial axis as (N, 1) values in ``dtype``."""
     n = ctx.dims(rois)[0]
     src = rois if ctx.dtype(rois) == dtype else ctx.node("Cast", [rois], ctx.dims(rois), dtype=dtype,
                                                          to=_elem(dtype))
@@ -98,14 +100,7 @@ def _columns(ctx: ExportContext, rois: str, m: int, dtype: Any) -> list[tuple[An
     def col(k: int) -> str:
         return ctx.node("Gather", [src, ctx.ints([k])], (n, 1), axis=1)
 
-    axes = [(col(k), col(m + k)) for k in range(m)]
-    if m == 1:
-        axes.insert(0, (np.zeros((1, 1), dtype), np.ones((1, 1), dtype)))
-    return axes
-
-
-def _const(ctx: ExportContext, value: Any, dtype: Any) -> Any:
-    return value if isinstance(value, str) else ctx.const(np.asarray(value, dtype))
+    return [(col(k), col(m + k)) for k in range(m)]
 
 
 def _pick_items(ctx: ExportContext, per_item: str, index: str, shape: tuple) -> str:
@@ -115,72 +110,103 @@ def _pick_items(ctx: ExportContext, per_item: str, index: str, shape: tuple) -> 
     return ctx.node("GatherND", [per_item, idx], shape, batch_dims=1)
 
 
-def _output(ctx: ExportContext, op: Operation, y: str, m: int) -> None:
-    if m == 1:   # drop the unit height again
-        y = ctx.node("Squeeze", [y, ctx.ints([2])], ctx.dims(out(op)))
-    ctx.bind(out(op), y)
+def _spread(ctx: ExportContext, v: Any, positions: list[int], rank: int) -> Any:
+    """``v`` with unit axes inserted so that its axes land at ``positions`` of a rank-``rank``
+    value (broadcasting against it)."""
+    axes = [a for a in range(rank) if a not in positions]
+    if not axes:
+        return v
+    d = ctx.dims(v)
+    dims = [1] * rank
+    for p, e in zip(positions, d, strict=True):
+        dims[p] = e
+    return ctx.node("Unsqueeze", [v, ctx.ints(axes)], tuple(dims))
 
 
 # --- roi_resample ------------------------------------------------------------------------------
 
-def _taps(o: int, method: str) -> tuple[np.ndarray, float, float]:
-    """(t, d, e) with NNEF's sampling coordinates ``start + t[i] * (end - start - d) + e``
-    (:func:`nnefx.ops.roi.resample_taps`)."""
-    i = np.arange(o, dtype=np.float64)
-    if method == "symmetric":
-        return (i + 0.5) / o, 0.0, -0.5
-    if method == "asymmetric":
-        return i / o, 0.0, 0.0
-    return (i / (o - 1) if o > 1 else np.zeros(1)), 1.0, 0.0
+def _taps(ctx: ExportContext, start: str, end: str, o: int, method: str) -> str:
+    """NNEF's sampling coordinates (N, o) of RoIs [start, end) (N, 1), in float64 and in the
+    order of operations of :func:`nnefx.ops.roi.resample_taps`, so they are its values."""
+    r = binop(ctx, "Sub", end, start)
+    i = np.arange(o, dtype=np.float64).reshape(1, o)
+    if method == "symmetric":      # start + (i + 0.5) * r / o - 0.5
+        step = binop(ctx, "Div", binop(ctx, "Mul", ctx.const(i + 0.5), r), ctx.const(np.asarray(o, F64)))
+        return binop(ctx, "Sub", binop(ctx, "Add", start, step), ctx.const(np.asarray(0.5, F64)))
+    if method == "asymmetric":     # start + i * r / o
+        step = binop(ctx, "Div", binop(ctx, "Mul", ctx.const(i), r), ctx.const(np.asarray(o, F64)))
+        return binop(ctx, "Add", start, step)
+    if o == 1:                     # 'aligned': start + i * (r - 1) / (o - 1), start when o = 1
+        return start
+    span = binop(ctx, "Sub", r, ctx.const(np.asarray(1.0, F64)))
+    step = binop(ctx, "Div", binop(ctx, "Mul", ctx.const(i), span), ctx.const(np.asarray(o - 1, F64)))
+    return binop(ctx, "Add", start, step)
 
 
-def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) -> tuple[str, int]:
-    """The RoIs of ``op``'s input resampled to ``size`` by ``method``, as a 4-D value (a 1-D
-    RoI over a unit height), and the number M of the RoIs' spatial dimensions."""
+def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) -> str:
+    """The RoIs of ``op``'s input resampled to ``size`` by ``method`` (N, C, size...).
+
+    Every output element is NNEF's sum over the 2^M corners of the interpolation cell of
+    weight x input, as in :func:`nnefx.ops.roi._roi_resample_formal`: coordinates, corner
+    weights and the sum in float64 (the kernel's values), the corners' input values read by
+    one ``Gather`` each from the input laid out as rows of channels (batch item and position
+    flattened, indices clamped into the input).  Memory is 2^M output-sized values.
+    """
     from ...ops.resize import UPSAMPLE_METHODS
 
     if method not in UPSAMPLE_METHODS:
         raise ctx.fail(f"method '{method}' is not one of {', '.join(UPSAMPLE_METHODS)}")
-    x, m, extents, rois, index = _layout(ctx, op)
-    size = [1] * (2 - m) + [int(s) for s in size]
-    n = ctx.dims(rois)[0]
-    b, c = ctx.dims(x)[:2]
-    grids = []
-    for k, (start, end) in enumerate(_columns(ctx, rois, m, F32)):
-        if m == 1 and k == 0:   # the unit height: every tap at pixel 0
-            grids.append(ctx.const(np.zeros((1, 1), np.float32)))
-            continue
-        t, d, e = _taps(size[k], method)
-        width = binop(ctx, "Sub", end, start)
-        if d:
-            width = binop(ctx, "Sub", width, scalar(ctx, d))
-        coord = binop(ctx, "Add", start, binop(ctx, "Mul", width, ctx.const(t.reshape(1, -1).astype(np.float32))))
-        # GridSample (align_corners = 0) reads pixel p at ((2 p + 1) / X - 1): NNEF's tap e folded in
-        extent = float(extents[k])
-        coord = binop(ctx, "Mul", coord, scalar(ctx, 2.0 / extent))
-        grids.append(binop(ctx, "Add", coord, scalar(ctx, (2.0 * e + 1.0) / extent - 1.0)))
-    oh, ow = size
-    gy = ctx.node("Unsqueeze", [grids[0], ctx.ints([2, 3])], ctx.dims(grids[0]) + (1, 1))
-    gx = ctx.node("Unsqueeze", [grids[1], ctx.ints([1, 3])], ctx.dims(grids[1])[:1] + (1,) + ctx.dims(grids[1])[1:]
-                  + (1,))
-    # grid[..., 0] = x, grid[..., 1] = y: exact (x * 1 + 0, 0 + y * 1) for finite coordinates
-    grid = binop(ctx, "Add", binop(ctx, "Mul", gx, ctx.const(np.asarray([1, 0], np.float32))),
-                 binop(ctx, "Mul", gy, ctx.const(np.asarray([0, 1], np.float32))))
-    grid = ctx.node("Reshape", [grid, ctx.ints([1, -1, ow, 2])], (1, None if n is None else n * oh, ow, 2))
-    batch = ctx.node("Shape", [x], (1,), dtype=I64, start=0, end=1)
-    shape = ctx.node("Concat", [batch, ctx.ints([1, 1, 1])], (4,), axis=0)
-    grid = ctx.node("Expand", [grid, shape], (b,) + ctx.dims(grid)[1:])
-    y = ctx.node("GridSample", [x, grid], (b, c) + ctx.dims(grid)[1:3], mode="bilinear",
-                 padding_mode="border", align_corners=0)
-    y = ctx.node("Reshape", [y, ctx.ints([0, 0, -1, oh, ow])], (b, c, n, oh, ow))
-    y = ctx.node("Transpose", [y], (n, b, c, oh, ow), perm=[2, 0, 1, 3, 4])
-    return _pick_items(ctx, y, index, (n, c, oh, ow)), m
+    x = ctx.ref(op.inputs["input"])
+    xd = ctx.dims(x)
+    m = len(xd) - 2
+    extents = _extents(ctx, xd)
+    rois = ctx.ref(op.inputs["rois"])
+    n, c = ctx.dims(rois)[0], xd[1]
+    index = _batch_index(ctx, op, n)
+    size = [int(s) for s in size]
+    # the input as rows of channels: row ((b * X0 + p0) * X1 + p1) ... holds x[b, :, p0, p1, ...]
+    perm = [0] + list(range(2, m + 2)) + [1]
+    xt = ctx.node("Transpose", [x], tuple(xd[p] for p in perm), perm=perm)
+    volume = int(np.prod(extents, dtype=np.int64))
+    rows = ctx.node("Flatten", [xt], (None if xd[0] is None else xd[0] * volume, c), axis=m + 1)
+    lows, highs, weights = [], [], []
+    for k, (start, end) in enumerate(_columns(ctx, rois, m, F64)):
+        coord = _taps(ctx, start, end, size[k], method)
+        floor = unop(ctx, "Floor", coord)
+        frac = binop(ctx, "Sub", coord, floor)
+        j = ctx.node("Cast", [floor], ctx.dims(floor), dtype=I64, to=_elem(I64))
+        hi = binop(ctx, "Add", j, ctx.const(np.asarray(1, np.int64)))
+        bounds = [ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(extents[k] - 1, np.int64))]
+        lows.append(_spread(ctx, ctx.node("Clip", [j] + bounds, ctx.dims(j)), [0, 1 + k], 1 + m))
+        highs.append(_spread(ctx, ctx.node("Clip", [hi] + bounds, ctx.dims(hi)), [0, 1 + k], 1 + m))
+        weights.append((_spread(ctx, binop(ctx, "Sub", ctx.const(np.asarray(1.0, F64)), frac), [0, 1 + k], 1 + m),
+                        _spread(ctx, frac, [0, 1 + k], 1 + m)))
+    base: str = ctx.node("Reshape", [index, ctx.ints([-1] + [1] * m)], (n,) + (1,) * m)
+    out_dims = (n,) + tuple(size)
+    total: str | None = None
+    for corner in np.ndindex(*(2,) * m):
+        flat, weight = base, None
+        for k in range(m):
+            flat = binop(ctx, "Add", binop(ctx, "Mul", flat, ctx.const(np.asarray(extents[k], np.int64))),
+                         highs[k] if corner[k] else lows[k])
+            w = weights[k][corner[k]]
+            weight = w if weight is None else binop(ctx, "Mul", weight, w)
+        assert weight is not None
+        value = ctx.node("Gather", [rows, flat], out_dims + (c,), axis=0)
+        value = ctx.node("Cast", [value], out_dims + (c,), dtype=F64, to=_elem(F64))
+        wc = ctx.node("Unsqueeze", [weight, ctx.ints([m + 1])], ctx.dims(weight) + (1,))
+        term = binop(ctx, "Mul", wc, value)
+        total = term if total is None else binop(ctx, "Add", total, term)
+    assert total is not None
+    y = ctx.node("Cast", [total], out_dims + (c,), dtype=F32, to=_elem(F32))
+    back = [0, m + 1] + list(range(1, m + 1))
+    return ctx.node("Transpose", [y], (n, c) + tuple(size), perm=back)
 
 
 @exporter("roi_resample")
 def _roi_resample(ctx: ExportContext, op: Operation) -> None:
-    y, m = resample(ctx, op, [int(s) for s in op.attribs["output_size"]], str(op.attribs.get("method", "symmetric")))
-    _output(ctx, op, y, m)
+    ctx.bind(out(op), resample(ctx, op, [int(s) for s in op.attribs["output_size"]],
+                               str(op.attribs.get("method", "symmetric"))))
 
 
 # --- avg_roi_align as RoiAlign -------------------------------------------------------------------
@@ -230,27 +256,32 @@ def _roi_align(ctx: ExportContext, op: Operation) -> None:
         return
     rate = [int(s) for s in op.attribs["sampling_rate"]]
     size = [int(o) * s for o, s in zip(op.attribs["output_size"], rate, strict=True)]
-    y, m = resample(ctx, op, size, str(op.attribs.get("resize_method", "symmetric")))
-    window = [1] * (2 - m) + rate
-    dims = ctx.dims(y)[:2] + tuple(d // w for d, w in zip(ctx.dims(y)[2:], window, strict=True))
-    pool = "AveragePool" if op.op == "avg_roi_align" else "MaxPool"
-    _output(ctx, op, ctx.node(pool, [y], dims, kernel_shape=window, strides=window), m)
+    y = resample(ctx, op, size, str(op.attribs.get("resize_method", "symmetric")))
+    if len(rate) <= 3:
+        pool = "AveragePool" if op.op == "avg_roi_align" else "MaxPool"
+        ctx.bind(out(op), ctx.node(pool, [y], ctx.dims(out(op)), kernel_shape=rate, strides=rate))
+        return
+    # onnxruntime pools over at most 3 dims: the windows tile the resampled RoI exactly, so
+    # each is a (o, s) pair of axes of a reshape, reduced over the s axes
+    n, c = ctx.dims(y)[:2]
+    tiles = [d for o, s in zip(op.attribs["output_size"], rate, strict=True) for d in (int(o), s)]
+    y = ctx.node("Reshape", [y, ctx.ints([0, 0] + tiles)], (n, c) + tuple(tiles))
+    reduce = "ReduceMean" if op.op == "avg_roi_align" else "ReduceMax"
+    ctx.bind(out(op), ctx.node(reduce, [y, ctx.ints([3 + 2 * k for k in range(len(rate))])], ctx.dims(out(op)),
+                               keepdims=0))
 
 
 # --- avg_roi_pool / max_roi_pool -----------------------------------------------------------------
 
-def _rounded(ctx: ExportContext, v: Any) -> Any:
-    """NNEF's round, floor(v + 0.5), of float64 RoI coordinates as int64 (constants pass)."""
-    if not isinstance(v, str):
-        return np.floor(np.asarray(v) + 0.5).astype(np.int64)
+def _rounded(ctx: ExportContext, v: str) -> str:
+    """NNEF's round, floor(v + 0.5), of float64 RoI coordinates, as int64."""
     r = unop(ctx, "Floor", binop(ctx, "Add", v, ctx.const(np.asarray(0.5, F64))))
     return ctx.node("Cast", [r], ctx.dims(r), dtype=I64, to=_elem(I64))
 
 
-def _cells(ctx: ExportContext, start: Any, end: Any, p: int, extent: int) -> tuple[str, str, str, str]:
+def _cells(ctx: ExportContext, start: str, end: str, p: int, extent: int) -> tuple[str, str, str, str]:
     """Masks (N, p, X) of NNEF's cells over one axis, whether each cell reaches outside the
     input (N, p), the cell size (N, 1) and whether the RoI is non-empty (N, 1)."""
-    start, end = _const(ctx, start, I64), _const(ctx, end, I64)
     r = binop(ctx, "Sub", end, start)
     stride = binop(ctx, "Div", r, ctx.const(np.asarray(p, np.int64)))                    # r > 0: floor
     size = binop(ctx, "Div", binop(ctx, "Add", r, ctx.const(np.asarray(p - 1, np.int64))),
@@ -273,43 +304,67 @@ def _as_float(ctx: ExportContext, v: str) -> str:
 
 @exporter("avg_roi_pool", "max_roi_pool")
 def _roi_pool(ctx: ExportContext, op: Operation) -> None:
-    x, m, extents, rois, index = _layout(ctx, op)
-    sizes = [1] * (2 - m) + [int(s) for s in op.attribs["output_size"]]
+    x = ctx.ref(op.inputs["input"])
+    xd = ctx.dims(x)
+    m = len(xd) - 2
+    extents = _extents(ctx, xd)
+    rois = ctx.ref(op.inputs["rois"])
     n = ctx.dims(rois)[0]
-    b, c = ctx.dims(x)[:2]
-    (ph, pw), (h, w) = sizes, extents
-    axes = [_cells(ctx, _rounded(ctx, s), _rounded(ctx, e), sizes[k], extents[k])
-            for k, (s, e) in enumerate(_columns(ctx, rois, m, F64))]
-    (my, oy, cy, vy), (mx, ox, cx, vx) = axes
-    valid = ctx.node("Unsqueeze", [binop(ctx, "And", vy, vx), ctx.ints([2, 3])], (n, 1, 1, 1))
-    zero = scalar(ctx, 0.0)
+    index = _batch_index(ctx, op, n)
+    sizes = [int(s) for s in op.attribs["output_size"]]
+    cells = [_cells(ctx, _rounded(ctx, s), _rounded(ctx, e), sizes[k], extents[k])
+             for k, (s, e) in enumerate(_columns(ctx, rois, m, F64))]
+    rank, zero = 2 + m, scalar(ctx, 0.0)
+    dims = [n, xd[1]] + list(extents)
     if op.op == "avg_roi_pool":
-        # cell sums: (1, B, C, H, W) @ (N, 1, 1, W, pw), each RoI's own item, (N, 1, ph, H) @ that
-        mxt = ctx.node("Transpose", [_as_float(ctx, mx)], (n, w, pw), perm=[0, 2, 1])
-        mxt = ctx.node("Unsqueeze", [mxt, ctx.ints([1, 2])], (n, 1, 1, w, pw))
-        x5 = ctx.node("Unsqueeze", [x, ctx.ints([0])], (1, b, c, h, w))
-        rows = _pick_items(ctx, ctx.node("MatMul", [x5, mxt], (n, b, c, h, pw)), index, (n, c, h, pw))
-        my4 = ctx.node("Unsqueeze", [_as_float(ctx, my), ctx.ints([1])], (n, 1, ph, h))
-        total = ctx.node("MatMul", [my4, rows], (n, c, ph, pw))
+        # cell sums, one spatial axis at a time (last first): that axis moved last, a MatMul
+        # with the cell masks (N, X, p), moved back; the first for every batch item at once
+        # (x broadcast against the RoIs' masks), then each RoI keeps its own item
+        y = x
+        for step, k in enumerate(reversed(range(m))):
+            ax = 2 + k
+            perm = list(range(rank))
+            perm[ax], perm[-1] = perm[-1], perm[ax]
+            if ax != rank - 1:
+                y = ctx.node("Transpose", [y], tuple(ctx.dims(y)[a] for a in perm), perm=perm)
+            masks = ctx.node("Transpose", [_as_float(ctx, cells[k][0])], (n, extents[k], sizes[k]), perm=[0, 2, 1])
+            swapped = [dims[a] for a in perm]
+            if step == 0:
+                wide = ctx.node("Unsqueeze", [y, ctx.ints([0])], (1,) + ctx.dims(y))
+                masks = _spread(ctx, masks, [0, rank - 1, rank], rank + 1)
+                summed = ctx.node("MatMul", [wide, masks], (n, xd[0]) + tuple(swapped[1:-1]) + (sizes[k],))
+                y = _pick_items(ctx, summed, index, tuple(swapped[:-1]) + (sizes[k],))
+            else:
+                masks = _spread(ctx, masks, [0, rank - 2, rank - 1], rank)
+                y = ctx.node("MatMul", [y, masks], tuple(swapped[:-1]) + (sizes[k],))
+            dims[ax] = sizes[k]
+            if ax != rank - 1:
+                y = ctx.node("Transpose", [y], tuple(dims), perm=perm)
         # divided by the whole cell area: the zeros outside the input count (empty RoIs: 0 below)
-        area = binop(ctx, "Max", binop(ctx, "Mul", cy, cx), ctx.const(np.asarray(1, np.int64)))
-        area = ctx.node("Unsqueeze", [_as_float(ctx, area), ctx.ints([2, 3])], (n, 1, 1, 1))
-        y = binop(ctx, "Div", total, area)
+        area: Any = None
+        for cell in cells:
+            area = cell[2] if area is None else binop(ctx, "Mul", area, cell[2])
+        area = binop(ctx, "Max", area, ctx.const(np.asarray(1, np.int64)))
+        y = binop(ctx, "Div", y, _spread(ctx, _as_float(ctx, area), [0, 1], rank))
     else:
-        # masked maxima over each RoI's own batch item, one axis at a time
+        # masked maxima over each RoI's own batch item, one spatial axis at a time (last first)
         lowest = scalar(ctx, -np.inf)
-        items = ctx.node("Gather", [x, index], (n, c, h, w), axis=0)
-        items = ctx.node("Unsqueeze", [items, ctx.ints([3])], (n, c, h, 1, w))
-        mx5 = ctx.node("Unsqueeze", [mx, ctx.ints([1, 2])], (n, 1, 1, pw, w))
-        cols = ctx.node("Where", [mx5, items, lowest], (n, c, h, pw, w), dtype=F32)
-        cols = ctx.node("ReduceMax", [cols, ctx.ints([4])], (n, c, h, pw), keepdims=0)
-        cols = ctx.node("Unsqueeze", [cols, ctx.ints([2])], (n, c, 1, h, pw))
-        my5 = ctx.node("Unsqueeze", [my, ctx.ints([1, 4])], (n, 1, ph, h, 1))
-        y = ctx.node("Where", [my5, cols, lowest], (n, c, ph, h, pw), dtype=F32)
-        y = ctx.node("ReduceMax", [y, ctx.ints([3])], (n, c, ph, pw), keepdims=0)
+        y = ctx.node("Gather", [x, index], tuple(dims), axis=0)
+        for k in reversed(range(m)):
+            ax = 2 + k
+            wide = ctx.node("Unsqueeze", [y, ctx.ints([ax])], tuple(dims[:ax]) + (1,) + tuple(dims[ax:]))
+            masks = _spread(ctx, cells[k][0], [0, ax, ax + 1], rank + 1)
+            y = ctx.node("Where", [masks, wide, lowest], tuple(dims[:ax]) + (sizes[k],) + tuple(dims[ax:]), dtype=F32)
+            dims[ax] = sizes[k]
+            y = ctx.node("ReduceMax", [y, ctx.ints([ax + 1])], tuple(dims), keepdims=0)
         # cells reaching outside the input also read zeros, which take part in the maximum
-        oy4 = ctx.node("Unsqueeze", [oy, ctx.ints([1, 3])], (n, 1, ph, 1))
-        ox4 = ctx.node("Unsqueeze", [ox, ctx.ints([1, 2])], (n, 1, 1, pw))
-        y = ctx.node("Where", [binop(ctx, "Or", oy4, ox4), binop(ctx, "Max", y, zero), y], (n, c, ph, pw), dtype=F32)
-    _output(ctx, op, ctx.node("Where", [valid, y, zero], (n, c, ph, pw), dtype=F32), m)
-
+        reach: Any = None
+        for k, cell in enumerate(cells):
+            o = _spread(ctx, cell[1], [0, 2 + k], rank)
+            reach = o if reach is None else binop(ctx, "Or", reach, o)
+        y = ctx.node("Where", [reach, binop(ctx, "Max", y, zero), y], tuple(dims), dtype=F32)
+    valid: Any = None
+    for cell in cells:
+        valid = cell[3] if valid is None else binop(ctx, "And", valid, cell[3])
+    valid = _spread(ctx, valid, [0, 1], rank)
+    ctx.bind(out(op), ctx.node("Where", [valid, y, zero], tuple(dims), dtype=F32))
