@@ -47,9 +47,9 @@ whatever the RoIs:
 * ``avg_roi_pool`` / ``max_roi_pool``: NNEF's integer cell bounds computed in int64 from
   the RoIs rounded in double precision (``floor(x + 0.5)`` of a float32 is exact there, not
   in float32), turned into per-axis cell masks (N, p, X); then one spatial axis at a time
-  (last first): the average as a ``MatMul`` with the masks (the first for every batch item
-  at once, each RoI then keeping its own item: memory batch x RoIs x channels x the other
-  extents x p), divided by the whole cell area (outside zeros count); the maximum as a
+  (last first): the average as a ``MatMul`` with the masks (the first on every batch item
+  at once, each RoI then keeping its own item, where that is smaller than a copy of each
+  RoI's item), divided by the whole cell area (outside zeros count); the maximum as a
   masked ``ReduceMax`` over each RoI's own batch item (memory RoIs x channels x extents x
   p), raised to 0 where a cell reaches outside the input.  Empty RoIs give 0.
 
@@ -227,7 +227,7 @@ def _roi_align_exact(ctx: ExportContext, op: Operation) -> str | None:
     if any(d is None for d in xd[2:]):
         return "the input's spatial extents are not static"
     size = [int(o) * s for o, s in zip(op.attribs["output_size"], rate, strict=True)]
-    margin = 1e-3   # onnxruntime computes the taps in float32
+    margin = 1e-3 + 1e-5 * max(xd[2:])   # onnxruntime computes the taps in float32
     for row in np.asarray(boxes, np.float64).reshape(-1, 4):
         for k in range(2):
             taps = resample_taps(float(row[k]), float(row[2 + k]), size[k], "symmetric")
@@ -318,9 +318,12 @@ def _roi_pool(ctx: ExportContext, op: Operation) -> None:
     dims = [n, xd[1]] + list(extents)
     if op.op == "avg_roi_pool":
         # cell sums, one spatial axis at a time (last first): that axis moved last, a MatMul
-        # with the cell masks (N, X, p), moved back; the first for every batch item at once
-        # (x broadcast against the RoIs' masks), then each RoI keeps its own item
-        y = x
+        # with the cell masks (N, X, p), moved back.  The first runs on every batch item at
+        # once (x broadcast against the RoIs' masks; each RoI then keeps its own item) where
+        # that is smaller than a copy of each RoI's item (B * p <= X), else on those copies
+        last = m - 1
+        broadcast = xd[0] is not None and xd[0] * sizes[last] <= extents[last]
+        y = x if broadcast else ctx.node("Gather", [x, index], tuple(dims), axis=0)
         for step, k in enumerate(reversed(range(m))):
             ax = 2 + k
             perm = list(range(rank))
@@ -329,7 +332,7 @@ def _roi_pool(ctx: ExportContext, op: Operation) -> None:
                 y = ctx.node("Transpose", [y], tuple(ctx.dims(y)[a] for a in perm), perm=perm)
             masks = ctx.node("Transpose", [_as_float(ctx, cells[k][0])], (n, extents[k], sizes[k]), perm=[0, 2, 1])
             swapped = [dims[a] for a in perm]
-            if step == 0:
+            if step == 0 and broadcast:
                 wide = ctx.node("Unsqueeze", [y, ctx.ints([0])], (1,) + ctx.dims(y))
                 masks = _spread(ctx, masks, [0, rank - 1, rank], rank + 1)
                 summed = ctx.node("MatMul", [wide, masks], (n, xd[0]) + tuple(swapped[1:-1]) + (sizes[k],))
