@@ -127,6 +127,25 @@ def test_roi_operation_exports_and_agrees(case, tmp_path):
     assert "GridSample" not in kinds and "Gather" in kinds
 
 
+@pytest.mark.parametrize("seed", range(16))
+def test_random_geometry(seed, tmp_path):
+    # random extents (down to 1), output sizes (up to above the RoI extent: zero strides),
+    # sampling rates, methods and RoIs over one to three spatial dims
+    rng = np.random.default_rng(100 + seed)
+    m = int(rng.integers(1, 4))
+    xshape = (int(rng.integers(1, 4)), int(rng.integers(1, 4))) + tuple(int(v) for v in rng.integers(1, 10, m))
+    op = ["roi_resample", "avg_roi_align", "max_roi_align", "avg_roi_pool", "max_roi_pool"][seed % 5]
+    size = [int(v) for v in rng.integers(1, 5, m)]
+    attrs = f"output_size = {size}"
+    method = ["symmetric", "asymmetric", "aligned"][int(rng.integers(0, 3))]
+    if op == "roi_resample":
+        attrs += f", method = '{method}'"
+    elif op.endswith("align"):
+        attrs += f", sampling_rate = {[int(v) for v in rng.integers(1, 4, m)]}, resize_method = '{method}'"
+    rois = rois_for(xshape[2:], int(rng.integers(1, 6)), seed=200 + seed)
+    agree(document(op, xshape, len(rois), attrs), feeds_for(xshape, rois, seed=300 + seed), tmp_path)
+
+
 @pytest.mark.parametrize("op, attrs", [
     ("roi_resample", "output_size = [5], method = 'symmetric'"),
     ("avg_roi_align", "output_size = [3], sampling_rate = [2], resize_method = 'aligned'"),
