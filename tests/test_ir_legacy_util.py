@@ -45,7 +45,8 @@ class LegacyNet:
     def _blob(self, array: np.ndarray, precision: str = "FP32") -> tuple[int, int]:
         if precision == "BIN":
             bits = np.asarray(array, dtype=np.uint8).reshape(-1)
-            data = np.packbits(bits, bitorder="big").tobytes()   # MSB first, as OpenVINO packs u1
+            # BinaryConvolution weights: least significant bit first, as the Model Optimizer packed them
+            data = np.packbits(bits, bitorder="little").tobytes()
         else:
             dt = {"FP32": "<f4", "I32": "<i4", "I64": "<i8", "FP16": "<f2"}[precision]
             data = np.asarray(array, dtype=dt).tobytes()

@@ -809,7 +809,8 @@ def _ir_binary_convolution(ctx: ExportContext, op: Operation) -> None:
     * *Input.*  The layer is defined for 0/1 inputs (the reference counts a match only for a
       value exactly 0 or 1); nnefx reads ``x > 0`` as +1 for any ``x``.  ``Greater(x, 0)`` then
       ``Convert`` to f32 in front of the layer hands it exactly 0/1.
-    * *Filter.*  Load-time data only, written as ``u1`` (bit = ``filter > 0``, nnefx's reading).
+    * *Filter.*  Load-time data only, written as ``u1`` (bit = ``filter > 0``, nnefx's reading),
+      packed least significant bit first as the Model Optimizer did and the CPU plugin reads.
     * *pad_value.*  OpenVINO's reference and CPU plugin agree only on ``pad_value = 1`` (a
       padded position counts as +1), so that is what is written; for any other nnefx
       ``pad_value`` p the difference, ``(p - 1) * S`` with ``S[o, y]`` the sum of the +-1

@@ -19,7 +19,8 @@ from .legacy import (
     unary,
     x_of,
 )
-from .mapping import LayerContext, Value
+from .mapping import LayerContext, Value, binary_filter
+from .weights import unpack_binary_filter
 
 # ---------------------------------------------------------------------------------------------
 # window geometry
@@ -155,7 +156,8 @@ def _binary_convolution(ctx: LayerContext) -> Value:
     pad_value = fnum(ctx, "pad_value", 0.0)
     fshape = [out_c, shape[1] // group] + kernel
     if ctx.n_inputs == 2:
-        w = ctx.tensor(1)
+        v = ctx.input(1)
+        w = const_tensor(ctx, binary_filter(ctx, v), "weights") if v.is_const else ctx.tensor(1)
     else:
         blob = ctx.layer.blobs.get("weights")
         if blob is None:
@@ -163,7 +165,11 @@ def _binary_convolution(ctx: LayerContext) -> Value:
         count = int(np.prod(fshape))
         if blob.size * 8 < count:
             raise ctx.error(f"<weights> holds {blob.size * 8} bits; the filter needs {count}")
-        bits = ctx.blob("weights", shape=(count,), etype="u1")
+        # Packed least significant bit first, as the Model Optimizer wrote it and the plugins
+        # read it (weights.unpack_binary_filter cites the sources); the size is checked first.
+        ctx.blob("weights", shape=(count,), etype="u1")
+        raw = ctx.builder.weights.raw(blob.offset, blob.size, ctx.location)
+        bits = unpack_binary_filter(raw, count)
         w = const_tensor(ctx, np.asarray(bits, dtype=np.float32).reshape(fshape), "weights")
     y = ctx.emit1("ir_binary_convolution", {"input": x_of(ctx), "filter": w},
                   {"padding": pads, "stride": strides, "dilation": dil, "groups": group, "pad_value": pad_value})

@@ -171,6 +171,9 @@ class Value:
     lazy: Callable[[], str] | None = None
     #: Set when the value cannot be used (e.g. MaxPool indices): the reason, raised on use.
     unsupported: str | None = None
+    #: The file's bytes behind a ``u1`` constant read straight from a Const: BinaryConvolution
+    #: unpacks its filter from them in its own bit order (``weights.unpack_binary_filter``).
+    packed: np.ndarray | None = None
 
     @property
     def is_const(self) -> bool:
@@ -536,6 +539,26 @@ class LayerContext:
         arr = np.asarray(array)
         et = etype or etype_of_array(arr)
         return Value(const=arr, etype=et, shape=tuple(int(d) for d in arr.shape))
+
+
+def binary_filter(ctx: LayerContext, value: Value) -> np.ndarray:
+    """The 0/1 values (float32, ``value.shape``) of a load-time BinaryConvolution filter.
+
+    A ``u1`` filter is unpacked from the file's bytes least significant bit first, the order
+    of every real file and plugin (:func:`.weights.unpack_binary_filter` cites them), not by
+    the generic ``u1`` element order its Const was decoded with; other element types hold
+    the 0/1 values themselves.
+    """
+    from .weights import unpack_binary_filter
+
+    assert value.const is not None
+    if value.etype != "u1":
+        return np.asarray(value.const, dtype=np.float32)
+    if value.packed is None:
+        raise ctx.error("a packed (u1) filter must come straight from a Const: its bit order is only "
+                        "known for the file's bytes")
+    count = int(np.prod(value.const.shape, dtype=np.int64))
+    return unpack_binary_filter(value.packed, count).astype(np.float32).reshape(value.const.shape)
 
 
 def _etype_for(dtype: str) -> str:

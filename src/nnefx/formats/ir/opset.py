@@ -32,7 +32,7 @@ from ...ops.ir_opset import (
     gather,
     reshape_target,
 )
-from .mapping import OPSETS, Dim, LayerContext, Value, fold, layer
+from .mapping import OPSETS, Dim, LayerContext, Value, binary_filter, fold, layer
 from .weights import nnef_dtype
 
 ANY = None
@@ -1360,7 +1360,8 @@ def _binary_convolution(ctx: LayerContext):
         raise ctx.error(f"pad_value {pad_value:g} with padding is ambiguous (OpenVINO's reference and CPU "
                         "plugin compute different results); only pad_value 1 is mapped")
     if w.is_const:
-        filt = const_value(ctx, np.asarray(w.const, dtype=np.float32), "f32")
+        # a u1 filter is unpacked least significant bit first (binary_filter says why)
+        filt = const_value(ctx, binary_filter(ctx, w), "f32")
     elif w.etype in ("f32", "f16", "f64", "bf16"):
         filt = ctx.tensor(1)
     else:

@@ -243,6 +243,7 @@ class NetReader:
             except ValueError:
                 raise NNEFXError("offset and size must be integers", loc) from None
             arr = self.weights.tensor(offset, size, etype, tuple(shape), loc)
+            packed = self.weights.raw(offset, size, loc) if etype == "u1" else None
         else:
             blob = lay.blobs.get("custom") or (next(iter(lay.blobs.values())) if lay.blobs else None)
             if blob is None:
@@ -252,14 +253,16 @@ class NetReader:
                                  or "FP32", loc)
             if dims is None or any(d is None for d in dims):
                 raise NNEFXError("a Const must have a static shape", loc)
-            arr = self.weights.tensor(blob.offset, blob.size, etype, tuple(dims),
-                                      Location(self.file, blob.line, None, lay.where()))
+            blob_loc = Location(self.file, blob.line, None, lay.where())
+            arr = self.weights.tensor(blob.offset, blob.size, etype, tuple(dims), blob_loc)
+            packed = self.weights.raw(blob.offset, blob.size, blob_loc) if etype == "u1" else None
         if port.precision:
             petype = element_type(port.precision, loc)
             if petype != etype and not (etype == "u1" and petype in ("u1", "boolean")):
                 raise NNEFXError(f"port precision {port.precision} disagrees with the data's element type {etype}",
                                  loc)
-        return Value(const=arr, etype=etype, shape=tuple(int(d) for d in arr.shape), label=lay.name)
+        return Value(const=arr, etype=etype, shape=tuple(int(d) for d in arr.shape), label=lay.name,
+                     packed=packed)
 
     def outputs(self, results: list[tuple[Layer, Value, tuple[int, int]]]) -> None:
         graph = self.builder.graph

@@ -123,6 +123,38 @@ class Weights:
         return decode(data, etype, count).reshape(shape)
 
 
+def unpack_binary_filter(data: np.ndarray, count: int) -> np.ndarray:
+    """The first ``count`` 0/1 values of a packed BinaryConvolution filter (uint8 result).
+
+    Element ``i`` is bit ``i % 8`` of byte ``i // 8`` -- least significant bit first -- in
+    every IR version.  That is the order of every producer and runtime of real files, unlike
+    the generic ``u1`` element order (:func:`decode`, most significant bit first):
+
+    * the Model Optimizer (``PackBinaryWeights``, openvinotoolkit/openvino
+      ``model-optimizer/extensions/back/PackBinaryWeights.py`` from 2019, later
+      ``tools/mo/openvino/tools/mo/back/PackBinaryWeights.py``) reverses each run of 8
+      elements before ``np.packbits`` -- the only writer of packed binary weights in
+      legacy (v5-v7), v10 and MO-made v11 files;
+    * OpenVINO's own ``ConvToBinaryConv`` pass sets ``1 << j`` for element ``i + j``;
+    * the CPU plugin reads bit ``widx % 8`` (``(val >> bit) & 1``) in its reference path
+      (``inference-engine/thirdparty/mkl-dnn/src/cpu/ref_binary_convolution.cpp``, 2019;
+      ``mkldnn_bin_conv_node.cpp``) and its JIT kernels, and so does the GPU plugin's
+      binary weight reorder; OpenVINO 2026.4's CPU plugin agrees exactly with this order
+      on random filters (``tests/test_ir_binary_bit_order.py``).
+
+    Only OpenVINO's reference implementation (added in 2021) and its ``u1`` Constant API read
+    most significant bit first; nnefx follows the files and the plugins.
+    """
+    bits = np.unpackbits(np.asarray(data, dtype=np.uint8), bitorder="little")
+    return bits[:count].astype(np.uint8)
+
+
+def pack_binary_filter(bits: np.ndarray) -> bytes:
+    """Pack 0/1 (or boolean) values as a BinaryConvolution filter: the inverse of
+    :func:`unpack_binary_filter` (least significant bit first, zero bits after the end)."""
+    return np.packbits(np.asarray(bits, dtype=bool).reshape(-1), bitorder="little").tobytes()
+
+
 def decode(data: np.ndarray, etype: str, count: int) -> np.ndarray:
     """Decode ``count`` elements of ``etype`` from uint8 ``data`` (little-endian)."""
     dt, bits = ELEMENT_TYPES[etype]
@@ -136,7 +168,8 @@ def decode(data: np.ndarray, etype: str, count: int) -> np.ndarray:
         u16 = np.frombuffer(b.tobytes(), dtype="<u2", count=count).astype(np.uint32)
         return (u16 << 16).view(np.float32)
     if etype == "u1":
-        # OpenVINO packs u1 most significant bit first: element i is bit 7 - i % 8 of byte i // 8.
+        # OpenVINO's u1 element order is most significant bit first: element i is bit 7 - i % 8
+        # of byte i // 8.  BinaryConvolution filters are the exception (unpack_binary_filter).
         return np.unpackbits(b, bitorder="big")[:count].astype(np.uint8)
     # u4 / i4: element i is the low nibble of byte i // 2 when i is even, the high one when odd.
     lo = b & 0x0F

@@ -36,6 +36,7 @@ import numpy as np
 from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation
 from .. import _export
+from .weights import pack_binary_filter
 
 #: nnefx data type -> IR element type.
 ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
@@ -146,11 +147,14 @@ class IRWriter:
         return ref
 
     def const_bits(self, bits: Any, name: str = "") -> Ref:
-        """A ``u1`` Const of ``bits`` (true/false per element), packed 8 to a byte with element
-        ``i`` in bit ``7 - i % 8`` of byte ``i // 8`` -- the element order of OpenVINO's ``u1``
-        (what ``openvino.save_model`` writes for a u1 Constant, and what our reader decodes)."""
+        """A ``u1`` Const holding a BinaryConvolution filter ``bits`` (true/false per element),
+        packed 8 to a byte with element ``i`` in bit ``i % 8`` of byte ``i // 8``: least
+        significant bit first, as the Model Optimizer packs these filters and OpenVINO's CPU
+        and GPU plugins read them (``weights.unpack_binary_filter``, which our reader uses).
+        OpenVINO's ``u1`` Constant API and reference implementation number the bits the other
+        way, so ``read_model(...)``'s Constant shows each byte's bits reversed."""
         arr = np.asarray(bits, dtype=bool)
-        data = np.packbits(arr.reshape(-1), bitorder="big").tobytes()
+        data = pack_binary_filter(arr)
         key = (hashlib.sha256(data).digest(), len(data), "u1", arr.shape, "u1")
         if key not in self._const_cache:
             self._const_cache[key] = self._stored_const(data, arr.shape, "u1", name)
