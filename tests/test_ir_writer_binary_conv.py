@@ -4,16 +4,15 @@ Each legacy net is read by nnefx, written as IR v11, compiled and run by OpenVIN
 and compared exactly (every value is a sum of +-1 and +-pad_value terms) with nnefx's fast and
 formal kernels; the written file is read back by nnefx and run again.
 
-Two limits of OpenVINO's CPU plugin (2026.4) shape the OpenVINO comparisons; both are checked
-facts, not assumptions (see the writer's docstring):
+One limit of OpenVINO's CPU plugin (2026.4) shapes the OpenVINO comparisons, a checked fact,
+not an assumption (see the writer's docstring): with a number of input channels per group that
+is not a multiple of 8, the plugin's results are not a function of the data (equal inputs give
+unequal outputs), so those nets are checked by read-back and by the written bits only.
 
-* with a number of input channels per group that is not a multiple of 8, the plugin's results
-  are not a function of the data (equal inputs give unequal outputs), so those nets are checked
-  by read-back and by the written bits only;
-* none on the bit order: filters are packed least significant bit first, as the Model
-  Optimizer packed them and the CPU plugin reads them (``weights.unpack_binary_filter`` cites
-  the sources; OpenVINO's ``u1`` Constant API and reference implementation number the bits the
-  other way), so the OpenVINO runs use random filters.
+The bit order is no limit: filters are packed least significant bit first, as the Model
+Optimizer packed them and the CPU plugin reads them (``weights.unpack_binary_filter`` cites the
+sources; OpenVINO's ``u1`` Constant API and reference implementation number the bits the other
+way), so the OpenVINO runs use random filters.
 """
 
 from __future__ import annotations
