@@ -66,7 +66,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Operation, Tensor
-from .weights import Weights, element_type, nnef_dtype
+from .weights import Weights, element_type, nnef_dtype, unpack_binary_filter
 from .xml import Layer, Port
 
 MapFn = Callable[["LayerContext"], Any]
@@ -549,8 +549,6 @@ def binary_filter(ctx: LayerContext, value: Value) -> np.ndarray:
     the generic ``u1`` element order its Const was decoded with; other element types hold
     the 0/1 values themselves.
     """
-    from .weights import unpack_binary_filter
-
     assert value.const is not None
     if value.etype != "u1":
         return np.asarray(value.const, dtype=np.float32)
