@@ -46,6 +46,9 @@ class Tensor:
     #: Quantization info, e.g. ``{"op_name": "linear_quantize", "min": 0.0, "max": 1.0, ...}``
     #: (from ``graph.quant`` or a binary header); None when not quantized.
     quant: dict[str, Any] | None = None
+    #: The concrete element type (:mod:`nnefx.etypes`: ``"f16"``, ``"i8"``, ...) beside the
+    #: abstract ``dtype``; None means the abstract type's default storage (f32 / i64 / bool).
+    etype: str | None = None
 
     @property
     def rank(self) -> int | None:

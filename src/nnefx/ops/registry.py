@@ -63,6 +63,11 @@ class OpDef:
     shape_rule: ShapeRule | None = None
     formal_kernel: Kernel | None = None
     fast_kernel: Kernel | None = None
+    #: Element-type rule ``rule(*input_etypes, **attribs) -> result etypes`` (same calling
+    #: convention as shape rules, with :mod:`nnefx.etypes` names in place of shapes).  None
+    #: means: each result takes the element type of the first tensor input of the same
+    #: abstract data type, else that type's default (see :func:`nnefx.etypes.of`).
+    etype_rule: Callable[..., Any] | None = None
     #: Free-form facts for tooling: integer precision rule, cost, peer notes, ...
     extra: dict[str, Any] = field(default_factory=dict)
     doc: str = ""
@@ -78,6 +83,10 @@ class OpDef:
 
     def fast(self, fn: Kernel) -> Kernel:
         self.fast_kernel = fn
+        return fn
+
+    def etypes(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        self.etype_rule = fn
         return fn
 
     def kernel(self, backend: str) -> Kernel:
