@@ -144,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="apply the graph.quant entries of activations (simulated quantization)")
     _add_load_options(p)
     p.set_defaults(func=cmd_run)
+
+    from .batch.cli import add_parser as add_batch_parser
+
+    add_batch_parser(sub, _add_load_options)
     return parser
 
 
