@@ -142,17 +142,19 @@ class ShardRunner:
 
         self.model_path, self.load_options, self.backend = model, dict(load_options), backend
         loaded = load(model, **load_options)
-        probe = Session(loaded, backend=backend)
-        self.input_names = [i.name for i in probe.inputs]
-        self.output_names = [o.name for o in probe.outputs]
-        self.dtypes = {i.name: i.dtype for i in probe.inputs}
+        graph = loaded.graph
         self.row_shapes: dict[str, tuple] = {}
-        for info in probe.inputs:
-            if not info.shape:
-                raise NNEFXError(f"input '{info.name}' has no batch dimension (rank 0); batch jobs need one")
-            self.row_shapes[info.name] = tuple(info.shape[1:])
+        for name in graph.inputs:
+            shape = graph.tensors[name].shape
+            if not shape:
+                raise NNEFXError(f"input '{name}' has {'no known shape' if shape is None else 'rank 0'}; "
+                                 "batch jobs need inputs whose first dimension is the batch")
+            self.row_shapes[name] = tuple(shape[1:])
         shapes = {name: (None,) + shape for name, shape in self.row_shapes.items()}
         self.session = Session(loaded, backend=backend, input_shapes=shapes)
+        self.input_names = [i.name for i in self.session.inputs]
+        self.output_names = [o.name for o in self.session.outputs]
+        self.dtypes = {i.name: i.dtype for i in self.session.inputs}
         self.batch_size = batch_size
         self.spec = spec
         self.shard_rows = shard_rows

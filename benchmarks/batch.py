@@ -1,0 +1,132 @@
+"""Throughput of ``nnefx batch``: a plain Session loop against the job in process and on Ray.
+
+    python benchmarks/batch.py [--rows 4096] [--batch 32] [--shard-rows 256] [--rounds 2]
+
+The model is a CPU-bound stack of 24 (384 x 384) products with tanh (rows of 384 floats),
+the same as the killed-worker test's.  Each configuration runs in its own process, in rounds
+A B C D, D C B A, ... so drifts of machine load hit them alike; the figure is the best round.
+Every configuration computes with one BLAS thread per worker (Ray gives each actor one CPU),
+so "1 worker" and the plain loop do the same arithmetic on one core:
+
+* ``loop``: read the .npy rows, stack batches, ``Session.run`` — no shards, no manifest;
+* ``inproc``: ``nnefx.batch.run`` without Ray (reads, runs, writes and commits shards);
+* ``ray1`` / ``ray2``: ``nnefx.batch.run(ray="local", workers=N)`` on an already started
+  local Ray (start-up is excluded: a cluster is up before jobs are sent to it).
+
+It also prints the figures of the cost model in BENCHMARKS.md: the per-shard compute time,
+Ray's per-shard overhead (a 1-worker shard's time minus the loop's) and the driver's commit
+time per shard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def prepare(folder: str, rows: int) -> tuple[str, str]:
+    import numpy as np
+
+    import nnefx
+    from nnefx.io.builder import GraphBuilder
+
+    rng = np.random.default_rng(7)
+    b = GraphBuilder("slow")
+    x = b.external("x", [1, 384])
+    w = b.variable("w", (rng.standard_normal((384, 384)) / 20).astype(np.float32))
+    for _ in range(24):
+        x = b.tanh(b.matmul(x, w))
+    b.output(x, "y")
+    model = os.path.join(folder, "model")
+    nnefx.save(b.build(), model)
+    src = os.path.join(folder, "rows")
+    os.makedirs(src)
+    for i in range(rows):
+        np.save(os.path.join(src, f"r{i:06d}.npy"), rng.standard_normal((1, 384)).astype(np.float32))
+    return model, src
+
+
+def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: int) -> dict:
+    """One configuration, timed in this (fresh) process."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+    import numpy as np
+
+    import nnefx
+    import nnefx.batch
+    from nnefx.runtime.session import Session
+
+    if config.startswith("ray"):
+        import ray
+
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    started = time.perf_counter()
+    if config == "loop":
+        session = Session(nnefx.load(model), input_shapes={"x": (None, 384)})
+        files = sorted(os.listdir(src))
+        compute = 0.0
+        for s in range(0, len(files), batch):
+            rows = np.stack([np.load(os.path.join(src, f), allow_pickle=False)[0] for f in files[s:s + batch]])
+            t = time.perf_counter()
+            session.run({"x": rows})
+            compute += time.perf_counter() - t
+        seconds = time.perf_counter() - started
+        return {"config": config, "seconds": seconds, "rows": len(files), "compute": compute}
+    workers = {"inproc": 1, "ray1": 1, "ray2": 2}[config]
+    summary = nnefx.batch.run(model, src, out, batch_size=batch, shard_rows=shard_rows,
+                              ray="local" if config.startswith("ray") else None, workers=workers,
+                              progress=False)
+    seconds = time.perf_counter() - started
+    assert summary.failures == 0 and summary.skipped == 0
+    return {"config": config, "seconds": seconds, "rows": summary.rows, "shards": summary.shards}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--shard-rows", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        config, model, src, out, batch, shard_rows = args.child
+        print(json.dumps(child(config, model, src, out, int(batch), int(shard_rows))))
+        return
+    configs = ["loop", "inproc", "ray1", "ray2"]
+    best: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        model, src = prepare(tmp, args.rows)
+        for r in range(args.rounds):
+            for config in configs if r % 2 == 0 else configs[::-1]:
+                out = os.path.join(tmp, f"out-{config}-{r}")
+                done = subprocess.run([sys.executable, __file__, "--child", config, model, src, out,
+                                       str(args.batch), str(args.shard_rows)], capture_output=True, text=True)
+                if done.returncode:
+                    sys.exit(f"{config} failed:\n{done.stderr[-3000:]}")
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                if config not in best or result["seconds"] < best[config]["seconds"]:
+                    best[config] = result
+    rate = {c: best[c]["rows"] / best[c]["seconds"] for c in configs}
+    print(f"{'configuration':14} {'seconds':>8} {'rows/s':>9}")
+    for c in configs:
+        print(f"{c:14} {best[c]['seconds']:8.3f} {rate[c]:9.0f}")
+    shards = best["inproc"]["shards"]
+    per_shard_compute = best["loop"]["compute"] / shards
+    print(f"1 worker overhead vs loop: {rate['loop'] / rate['ray1'] - 1:+.1%} (in process: "
+          f"{rate['loop'] / rate['inproc'] - 1:+.1%}); 2 workers / 1 worker: {rate['ray2'] / rate['ray1']:.2f}x")
+    print(f"per shard ({args.shard_rows} rows): compute {per_shard_compute * 1e3:.1f} ms, loop total "
+          f"{best['loop']['seconds'] / shards * 1e3:.1f} ms, in-process job {best['inproc']['seconds'] / shards * 1e3:.1f} ms, "
+          f"1 Ray worker {best['ray1']['seconds'] / shards * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
