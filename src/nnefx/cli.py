@@ -86,7 +86,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.graph_json(model.graph), indent=1))
     else:
-        print(report.summary_text(model, cost=args.cost))
+        print(report.summary_text(model, cost=args.cost, ops=args.ops))
     return 0
 
 
@@ -120,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--json", action="store_true", help="print the flat, expanded graph as JSON")
     p.add_argument("--cost", action="store_true", help="also report the integer runtime's ops cost")
+    p.add_argument("--ops", action="store_true",
+                   help="add a table with one row per operation: output shape, parameters, MACs, FLOPs")
     _add_load_options(p)
     p.set_defaults(func=cmd_inspect)
 
@@ -148,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .batch.cli import add_parser as add_batch_parser
 
     add_batch_parser(sub, _add_load_options)
+
+    from .tools import draw
+
+    p = draw.add_parser(sub)
+    _add_load_options(p)
+    p.set_defaults(func=lambda a: draw.draw_command(a, _load))
     return parser
 
 

@@ -48,8 +48,15 @@ def _fmt_shape(shape: Any) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def summary_text(model: Model, cost: bool = False) -> str:
-    """A readable summary: inputs, outputs, operation counts and the variables table."""
+def summary_text(model: Model, cost: bool = False, ops: bool = False) -> str:
+    """A readable summary: inputs, outputs, operation counts with their MACs/FLOPs, the model's
+    compute totals, the variables table and (``ops``) one row per operation.
+
+    ``cost`` adds the integer runtime's "ops" measure; a model it does not apply to gets a
+    line saying why, never an aborted summary.
+    """
+    from .tools.cost import graph_cost, human, operations_table, totals_line
+
     g = model.graph
     lines = [f"graph {g.name} ({model.format}{', ' + model.source if model.source else ''})"]
     for title, names in (("inputs", g.inputs), ("outputs", g.outputs)):
@@ -60,9 +67,18 @@ def summary_text(model: Model, cost: bool = False) -> str:
     counts: dict[str, int] = {}
     for op in g.operations:
         counts[op.op] = counts.get(op.op, 0) + 1
+    compute = graph_cost(g)
+    kinds = compute.by_kind()
     lines.append(f"operations: {len(g.operations)}")
+    width = max((len(name) for name in counts), default=0)
     for name in sorted(counts):
-        lines.append(f"  {name}: {counts[name]}")
+        line = f"  {(name + ':').ljust(width + 1)} {counts[name]:>4}"
+        if name in kinds:
+            _, macs, flops = kinds[name]
+            macs_text = f"MACs {human(macs):>6}" if macs != 0 else " " * 11
+            line = f"  {(name + ':').ljust(width + 1)} {counts[name]:>4}  {macs_text}  FLOPs {human(flops):>6}"
+        lines.append(line.rstrip())
+    lines.append(f"compute: {totals_line(compute)}")
     total_bytes = 0
     total_items = 0
     rows = []
@@ -78,8 +94,17 @@ def summary_text(model: Model, cost: bool = False) -> str:
         rows.append(f"  {label}: {t.dtype} ({storage}) {_fmt_shape(t.shape)} {nbytes} bytes")
     lines.append(f"variables: {len(rows)} ({total_items} items, {total_bytes} bytes)")
     lines.extend(rows)
+    if ops:
+        lines.append("per operation:")
+        lines.extend("  " + line for line in operations_table(g, compute).splitlines())
     if cost:
+        from .diagnostics import NNEFXError
         from .formats.cvm.cost import model_cost  # integer runtime's "ops" measure
 
-        lines.append(f"cost: {model_cost(model)} ops")
+        try:
+            lines.append(f"cost: {model_cost(model)} ops")
+        except NNEFXError as exc:
+            lines.append(f"cost: unknown ({exc.message.removeprefix('cost: ')})")
+        except Exception as exc:  # noqa: BLE001 -- the summary above stands whatever the measure meets
+            lines.append(f"cost: unknown (the integer runtime's measure failed: {type(exc).__name__}: {exc})")
     return "\n".join(lines)
