@@ -25,6 +25,8 @@ def _add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="set an input's shape: NNEF externals take it in place of the declared one (as the official "
                         "tools' external_shapes do); IR inputs must fit their declared dims")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bars (they are shown only on a terminal, after a second of work)")
 
 
 def _load(args: argparse.Namespace, **extra):
@@ -39,7 +41,10 @@ def _load(args: argparse.Namespace, **extra):
         options["format"] = args.input_format
     if getattr(args, "shape", None):
         options["input_shapes"] = _parse_shapes(args.shape)
-    return load(args.model, **options)
+    from .tools.progress import activity
+
+    with activity(f"loading {args.model}"):
+        return load(args.model, **options)
 
 
 def _parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -95,7 +100,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     model = _load(args)
     options = {"compress_to_fp16": True} if args.fp16 else {}
-    save(model, args.output, format=args.output_format, **options)
+    from .tools.progress import activity
+
+    with activity(f"writing {args.output}"):
+        save(model, args.output, format=args.output_format, **options)
     print(f"wrote {args.output}")
     return 0
 
@@ -144,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="print time per operation kind")
     p.add_argument("--quantize", action="store_true",
                    help="apply the graph.quant entries of activations (simulated quantization)")
+    p.add_argument("--fetch", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="also print (and with -o save) these intermediate tensors; '*' fetches every "
+                        "computed tensor")
+    p.add_argument("--stats", action="store_true",
+                   help="print min/max/mean/std and NaN/Inf counts of the outputs and fetched tensors")
     _add_load_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -151,11 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_batch_parser(sub, _add_load_options)
 
-    from .tools import draw
+    from .tools import compare, draw
 
     p = draw.add_parser(sub)
     _add_load_options(p)
     p.set_defaults(func=lambda a: draw.draw_command(a, _load))
+    p = compare.add_parser(sub)
+    _add_load_options(p)
+    p.set_defaults(func=lambda a: compare.compare_command(a, _load))
     return parser
 
 
@@ -168,6 +184,9 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .tools.progress import set_quiet
+
+    set_quiet(getattr(args, "quiet", False))
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

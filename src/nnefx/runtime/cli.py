@@ -18,6 +18,8 @@ import numpy as np
 
 from ..diagnostics import Location, NNEFXError
 from ..graph import Model
+from ..tools import progress
+from ..tools.stats import resolve_fetch, stats_table
 from .profile import Profile
 from .session import Session, TensorInfo
 
@@ -111,6 +113,9 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
         raise NNEFXError(f"--steps must be at least 1, got {args.steps}")
     session = Session(model, backend=args.backend, quantize=bool(getattr(args, "quantize", False)))
     plan = session.plan
+    output_names = [info.name for info in session.outputs]
+    fetch = [n for n in resolve_fetch(plan.graph, list(getattr(args, "fetch", None) or []))
+             if n not in output_names]
     print(f"graph '{plan.graph.name}': {plan.summary()}")
 
     given: dict[str, np.ndarray] = {}
@@ -135,13 +140,18 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
     profile = Profile() if args.profile else None
     started = time.perf_counter()
     outputs: dict[str, np.ndarray] = {}
-    for _ in range(args.steps):
-        outputs = session.run(given, profile=profile)
+    with progress.bar(args.steps, "steps", unit="step") as bar:
+        for _ in range(args.steps):
+            outputs = session.run(given, profile=profile, fetch=fetch)
+            bar.update()
     elapsed = time.perf_counter() - started
 
     for info in session.outputs:
         array = outputs[info.name]
         print(f"output {info.name}: {info.dtype} {_fmt_shape(array.shape)}  {describe_array(array)}")
+    for name in fetch:
+        array = outputs[name]
+        print(f"tensor {name}: {plan.graph.tensors[name].dtype} {_fmt_shape(array.shape)}  {describe_array(array)}")
     steps = f"{args.steps} steps" if args.steps > 1 else "1 step"
     mode = ", simulated quantization" if getattr(args, "quantize", False) else ""
     print(f"ran {steps} in {elapsed * 1e3:.3f} ms ({args.backend} backend{mode})")
@@ -153,8 +163,8 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
             raise NNEFXError(f"cannot create the output folder ({exc.strerror or exc})",
                              Location(args.output)) from None
         used: set[str] = set()
-        for info in session.outputs:
-            base = safe_file_name(info.name)
+        for name in output_names + fetch:
+            base = safe_file_name(name)
             file = base
             n = 1
             while file.lower() in used:
@@ -163,11 +173,14 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
             used.add(file.lower())
             path = os.path.join(args.output, file + ".npy")
             try:
-                save_npy_atomic(path, outputs[info.name])
+                save_npy_atomic(path, outputs[name])
             except OSError as exc:
-                raise NNEFXError(f"cannot write output '{info.name}' ({exc.strerror or exc})",
+                raise NNEFXError(f"cannot write tensor '{name}' ({exc.strerror or exc})",
                                  Location(path)) from None
             print(f"wrote {path}")
+    if getattr(args, "stats", False):
+        print()
+        print(stats_table({name: outputs[name] for name in output_names + fetch}))
     if profile is not None:
         from .._blas import describe
 

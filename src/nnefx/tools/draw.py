@@ -309,8 +309,10 @@ def draw_command(args: Any, load: Any) -> int:
     if args.expand and model.format.startswith("nnef"):
         compounds = compound_sites(model)
         model = load(args, expand_all=True)
-    dot = build_dot(model, compounds=compounds)
-    render(dot, args.output, fmt)
+    from .progress import activity
+
+    with activity(f"drawing {args.output}"):
+        render(build_dot(model, compounds=compounds), args.output, fmt)
     print(f"wrote {args.output}")
     return 0
 
