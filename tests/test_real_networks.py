@@ -59,3 +59,32 @@ def test_converted_documents_use_exporter_features(converted):
     assert wanted in text
     model = nnefx.load(folder)
     assert model.graph.outputs == ["output"]
+
+
+def test_macs_match_nnef_tools_gmac_and_torch_flop_counter(converted):
+    """``nnefx inspect``'s MAC count agrees exactly with nnef-tools' gmac on the same file and
+    with torch's own FLOP counter (2 FLOPs per MAC, as fvcore/thop-style counters count
+    products) on the torch original."""
+    from nnef_tools.gmac import _count_macs
+    from nnef_tools.io.nnef import Reader
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from nnefx.tools.cost import graph_cost
+
+    name, folder, _, _ = converted
+    cost = graph_cost(nnefx.load(folder).graph)
+    assert cost.unknown == 0
+
+    # nnef-tools' reader needs shape functions for the custom fragments its converter wrote
+    def lp_reduce_shape(x, axes, **_):
+        return [1 if i in axes else d for i, d in enumerate(x)]
+
+    graph = Reader(infer_shapes=True, custom_shapes={"erf": lambda x: x, "lp_reduce": lp_reduce_shape})(str(folder))
+    gmac = sum(_count_macs(op, False, False, False, False) for op in graph.operations)
+    assert cost.macs == gmac
+
+    net, x = networks.build(name)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        net(x)
+    assert 2 * cost.macs == counter.get_total_flops()
+    assert (cost.macs > 0) == (name != "normpool")

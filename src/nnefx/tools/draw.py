@@ -172,8 +172,9 @@ def _op_label(graph: Graph, op: Operation, collapsed: set[str]) -> str:
         rows.append(small.format(colour="", text=html.escape(f"{key} = {_short(value)}")))
     for name in op.output_names():
         t = graph.tensors.get(name)
+        shown = name.rsplit("/", 1)[-1] if "/" in name.strip("/") else name  # the cluster names the scope
         rows.append(small.format(colour=' COLOR="#555555"',
-                                 text=html.escape(f"→ {_short(name)} {_shape(t.shape if t else None)}")))
+                                 text=html.escape(f"→ {_short(shown)} {_shape(t.shape if t else None)}")))
     return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">' + "".join(rows) + "</TABLE>>"
 
 
@@ -205,11 +206,15 @@ def build_dot(model: Model, *, compounds: dict[tuple[Any, ...], str] | None = No
         op = ops[k]
         container.node(f"op{k}", _op_label(g, op, collapsed), shape="box", style="rounded,filled",
                        fillcolor=_FAMILY_COLOURS.get(_family(op.op), _DEFAULT_COLOUR),
-                       tooltip=html.escape(str(op.location or op.op)))
+                       tooltip=", ".join(op.output_names()) + (f" ({op.location})" if op.location else ""))
 
     drawn: set[int] = set()
 
     def add_cluster(container: Any, cluster: _Cluster) -> None:
+        if len(cluster.ops) + len(cluster.children) == 1 and not cluster.children:
+            op_node(container, cluster.ops[0])  # a one-operation scope frames nothing
+            drawn.add(cluster.ops[0])
+            return
         with container.subgraph(name=f"cluster_{cluster.key}") as sub:
             sub.attr(label=cluster.label, style="rounded,dashed", color="#888888", fontsize="10")
             for k in cluster.ops:
