@@ -67,7 +67,7 @@ def difference(name: str, a: np.ndarray, b: np.ndarray, atol: float, rtol: float
         d = np.where(equal, 0.0, np.abs(x - y))
         d = np.where(np.isnan(d), np.inf, d)  # NaN in one run only, or inf against -inf
         rel = np.where(d == 0, 0.0, d / np.abs(y))
-        within = d <= atol + rtol * np.abs(y)
+        within = equal | (d <= atol + rtol * np.abs(y))
     ok = bool(within.all())
     why = ""
     if not ok:
