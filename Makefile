@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: demo test lint bench venv
+.PHONY: demo test lint bench venv graphviz
 
 $(VENV)/.core:
 	python3 -m venv $(VENV)
@@ -24,10 +24,18 @@ $(VENV)/.examples: $(VENV)/.core
 
 venv: $(VENV)/.test
 
+# Graphviz's `dot` program renders `nnefx draw` pictures (.svg/.png); the tests that need it
+# skip without it. Installed here where apt-get can (as root or through sudo without a password).
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo -n ); $$SUDO apt-get update -qq && \
+	    $$SUDO apt-get install -y -qq graphviz >/dev/null; } ; } || \
+	  echo "note: Graphviz's dot program is not installed; the draw tests writing .svg/.png are skipped"
+
 demo: $(VENV)/.examples
 	$(PY) examples/digits/demo.py
 
-test: $(VENV)/.test
+test: $(VENV)/.test graphviz
 	$(VENV)/bin/ruff check src tests $(wildcard benchmarks examples)
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider
 
