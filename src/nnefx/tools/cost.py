@@ -133,8 +133,9 @@ def _rule(*names: str) -> Callable[[Rule], Rule]:
 
 
 def _per_item(flops_per_item: int, *names: str) -> None:
-    """Operations costing a fixed number of FLOPs per output item."""
-    _rule(*names)(lambda v: (0, flops_per_item * v.out_items()))
+    """Operations costing a fixed number of FLOPs per output item (data movement: none,
+    whatever the shapes)."""
+    _rule(*names)(lambda v: (0, flops_per_item * v.out_items()) if flops_per_item else (0, 0))
 
 
 @_rule("conv")
