@@ -87,7 +87,7 @@ def test_summary_shows_table_and_totals_and_unknown_costs(tmp_path, capsys):
     path = _document(tmp_path, body, inputs="input, rois, index")
     code, out, err = run_cli(capsys, "inspect", path, "--ops", "--cost")
     assert code == 0, err
-    assert "avg_roi_pool:    1  MACs      ?  FLOPs      ?" in out
+    assert "avg_roi_pool: 1  MACs      ?  FLOPs      ?" in out
     assert "1 operation without a known cost left out" in out
     table = out[out.index("per operation:"):]
     assert "avg_roi_pool" in table and "?" in table and "relu" in table and "[3,2,2,2]" in table
@@ -99,7 +99,7 @@ def test_summary_of_digits(capsys):
     code, out, _ = run_cli(capsys, "inspect", DIGITS)
     assert code == 0
     assert "compute: params 6.09K (6090), MACs 84.2K (84224), FLOPs 173K (173096)" in out
-    assert "conv:        2  MACs  82.9K" in out
+    assert "conv: 2      MACs  82.9K  FLOPs   167K" in out
 
 
 # ---- draw ---------------------------------------------------------------------------------------

@@ -70,13 +70,14 @@ def summary_text(model: Model, cost: bool = False, ops: bool = False) -> str:
     compute = graph_cost(g)
     kinds = compute.by_kind()
     lines.append(f"operations: {len(g.operations)}")
-    width = max((len(name) for name in counts), default=0)
+    # "name: count" stays as it was (scripts grep it); the compute columns are aligned after it
+    width = max((len(f"{name}: {n}") for name, n in counts.items()), default=0)
     for name in sorted(counts):
-        line = f"  {(name + ':').ljust(width + 1)} {counts[name]:>4}"
+        line = f"  {name}: {counts[name]}"
         if name in kinds:
             _, macs, flops = kinds[name]
             macs_text = f"MACs {human(macs):>6}" if macs != 0 else " " * 11
-            line = f"  {(name + ':').ljust(width + 1)} {counts[name]:>4}  {macs_text}  FLOPs {human(flops):>6}"
+            line = f"{line.ljust(width + 2)}  {macs_text}  FLOPs {human(flops):>6}"
         lines.append(line.rstrip())
     lines.append(f"compute: {totals_line(compute)}")
     total_bytes = 0
