@@ -48,8 +48,7 @@ def add_parser(sub: Any, add_load_options: Any) -> None:
                    help="images: 'size=W,H;mode=RGB|L;scale=S;mean=..;std=..;layout=nchw|nhwc'")
     p.add_argument("--overwrite", action="store_true", help="replace another job's shards in DIR")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first row that fails")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_load_options(p)
+    add_load_options(p)  # with --quiet (no progress bar), as every subcommand
     p.set_defaults(func=run_command)
 
 

@@ -101,7 +101,11 @@ def run(model: str, inputs: str, output: str, *, ray: str | None = None, workers
     folder = shard_files.OutputFolder(output, job, overwrite=overwrite)
     todo = [i for i in range(count) if not folder.done(i)]
     names = shard_files.file_names(runner.output_names)
-    show = sys.stderr.isatty() if progress is None else progress
+    if progress is None:
+        from ..tools.progress import enabled as progress_enabled  # a terminal, no --quiet / NNEFX_PROGRESS=0
+
+        progress = progress_enabled()
+    show = progress
     todo_rows = sum(len(_rows(i, shard_rows, spec.rows)) for i in todo)
     bar = _progress_bar(todo_rows, show)
     try:
