@@ -339,3 +339,15 @@ def test_progress_shown_on_a_terminal(tmp_path):
 
     assert "/40 [" in on_terminal()
     assert "/40 [" not in on_terminal("--quiet")
+
+
+def test_recurrent_sequence_rule():
+    """An IR LSTMSequence (batch 2, 5 steps, 4 features, hidden 6): 4 gates x 6 hidden per step
+    and item, each a product over features + hidden."""
+    model = nnefx.load(str(ROOT / "tests" / "fixtures" / "ir" / "opset" / "lstm.xml"), input_shapes={"x": (2, 5, 4)})
+    cost = graph_cost(model.graph)
+    (row,) = [r for r in cost.rows if r.op.op == "ir_lstm_sequence"]
+    gate_items = 2 * 5 * 24
+    assert row.macs == gate_items * (4 + 6)
+    assert row.flops == 2 * row.macs + 2 * gate_items + 3 * gate_items // 4
+    assert cost.unknown == 0

@@ -18,7 +18,9 @@ fvcore, thop, ``torch.utils.flop_counter``), written once here and in the README
   3 per item, local normalizations 2 per window item per output item,
   ``multilinear_upsample`` 2 per MAC of its interpolation kernel (as gmac counts it),
   ``area_downsample`` 1 per input item, quantizers 4 per item (clamp, scale, round,
-  rescale), data movement (reshape, transpose, concat, slice, pad, gather, nearest
+  rescale), recurrent sequences (``ir_lstm_sequence``, ``_gru_``, ``_rnn_``) 2 per MAC of
+  their gate products (batch × steps × directions × gates × hidden × (features + hidden)
+  MACs) + 2 per gate item (bias, activation) + 3 per hidden item (state update), data movement (reshape, transpose, concat, slice, pad, gather, nearest
   re-sampling, ...) 0.
 * **Parameters** are the items of the ``variable`` tensors an operation reads (a shared
   variable counts in every operation that reads it, and once in the model total).
@@ -222,6 +224,18 @@ def _upsample(v: _View) -> tuple[int, int]:
     kernel = [2 * f for f in factor] if method == "symmetric" else \
         [2 * f - 1 for f in factor] if method == "asymmetric" else factor
     return 0, 2 * v.in_items() * prod(kernel)
+
+
+@_rule("ir_lstm_sequence", "ir_gru_sequence", "ir_rnn_sequence")
+def _recurrent(v: _View) -> tuple[int, int]:
+    # input [batch, steps, features], W [directions, gates x hidden, features], R [.., .., hidden];
+    # every step of the sequence extent counts (an upper bound under sequence_lengths)
+    x, w, r = v.in_shape(0), v.in_shape(4 if v.op.op == "ir_lstm_sequence" else 3), \
+        v.in_shape(5 if v.op.op == "ir_lstm_sequence" else 4)
+    gate_items = x[0] * x[1] * w[0] * w[1]
+    hidden_items = gate_items // {"ir_lstm_sequence": 4, "ir_gru_sequence": 3}.get(v.op.op, 1)
+    macs = gate_items * (x[2] + r[2])
+    return macs, 2 * macs + 2 * gate_items + 3 * hidden_items
 
 
 _per_item(1, *"""copy neg rcp exp log log2 sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh abs
