@@ -351,3 +351,9 @@ def test_recurrent_sequence_rule():
     assert row.macs == gate_items * (4 + 6)
     assert row.flops == 2 * row.macs + 2 * gate_items + 3 * gate_items // 4
     assert cost.unknown == 0
+
+
+def test_draw_without_the_graphviz_package_names_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # import graphviz -> ImportError
+    code, _, err = run_cli(capsys, "draw", DIGITS, "-o", str(tmp_path / "d.dot"))
+    assert code == 1 and "pip install 'nnefx[viz]'" in err and "Traceback" not in err
