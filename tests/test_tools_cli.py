@@ -357,3 +357,10 @@ def test_draw_without_the_graphviz_package_names_the_extra(tmp_path, capsys, mon
     monkeypatch.setitem(sys.modules, "graphviz", None)  # import graphviz -> ImportError
     code, _, err = run_cli(capsys, "draw", DIGITS, "-o", str(tmp_path / "d.dot"))
     assert code == 1 and "pip install 'nnefx[viz]'" in err and "Traceback" not in err
+
+
+def test_integer_cvm_model_counts():
+    base = ROOT / "tests" / "fixtures" / "cvm" / "ex01_conv_pool_dense"
+    cost = graph_cost(nnefx.load(f"{base}.json", params=f"{base}.params").graph)
+    # conv 3->4 channels 3x3 over 7x7 outputs; dense 36 -> 5
+    assert cost.macs == 4 * 49 * 27 + 5 * 36 and cost.unknown == 0

@@ -25,8 +25,9 @@ fvcore, thop, ``torch.utils.flop_counter``), written once here and in the README
 * **Parameters** are the items of the ``variable`` tensors an operation reads (a shared
   variable counts in every operation that reads it, and once in the model total).
 
-An operation without a rule here (region-of-interest operations, most ``ir_*`` and the
-integer ``cvm_*`` set) or whose shapes are not all known shows its cost as unknown; totals
+The integer ``cvm_*`` operations follow the same rules (``cvm_conv2d`` as ``conv``,
+``cvm_dense`` as ``linear``; their "FLOPs" are integer operations).  An operation without a
+rule here (region-of-interest and detection operations, table look-ups, the rest of ``ir_*``) or whose shapes are not all known shows its cost as unknown; totals
 then say how many operations they leave out.  Nothing here raises on a model: a summary is
 never aborted by its cost column.
 """
@@ -238,10 +239,35 @@ def _recurrent(v: _View) -> tuple[int, int]:
     return macs, 2 * macs + 2 * gate_items + 3 * hidden_items
 
 
+@_rule("cvm_conv2d")
+def _cvm_conv(v: _View) -> tuple[int, int]:
+    macs = v.out_items() * prod(v.in_shape(1)[1:])
+    return macs, 2 * macs + (v.out_items() if v.attribs.get("use_bias", True) and v.has_bias(2) else 0)
+
+
+@_rule("cvm_dense")
+def _cvm_dense(v: _View) -> tuple[int, int]:
+    macs = v.out_items() * v.in_shape(1)[-1]
+    return macs, 2 * macs + (v.out_items() if v.attribs.get("use_bias", True) and v.has_bias(2) else 0)
+
+
+@_rule("cvm_max_pool2d")
+def _cvm_pool(v: _View) -> tuple[int, int]:
+    return 0, v.out_items() * prod(v.attribs.get("pool_size") or [1])
+
+
+@_rule("cvm_sum", "cvm_max")
+def _cvm_reduce(v: _View) -> tuple[int, int]:
+    return 0, v.in_items()
+
+
 _per_item(1, *"""copy neg rcp exp log log2 sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh abs
     sign not floor ceil round sqr sqrt rsqr rsqrt add sub mul div pow lt gt le ge eq ne and or min max
     select clamp sigmoid relu leaky_relu prelu elu selu gelu silu softplus softabs
-    ir_arith ir_compare ir_erf ir_round""".split())
+    ir_arith ir_compare ir_erf ir_round
+    cvm_abs cvm_negative cvm_relu cvm_clip cvm_cvm_clip cvm_cvm_left_shift cvm_cvm_right_shift cvm_elemwise_add
+    cvm_elemwise_sub cvm_broadcast_add cvm_broadcast_sub cvm_broadcast_mul cvm_broadcast_div cvm_broadcast_max
+    cvm_broadcast_greater cvm_where""".split())
 _per_item(2, "batch_normalization")
 _per_item(3, "softmax", "l1_normalization", "l2_normalization")
 _per_item(4, "linear_quantize", "logarithmic_quantize", "min_max_linear_quantize",
@@ -249,7 +275,9 @@ _per_item(4, "linear_quantize", "logarithmic_quantize", "min_max_linear_quantize
 _per_item(0, *"""reshape squeeze unsqueeze transpose concat split stack unstack slice pad tile copy_n gather
     cast nearest_upsample nearest_downsample sample desample
     ir_reshape ir_broadcast ir_shape_of ir_convert ir_gather ir_gather_elements ir_gather_nd
-    ir_strided_slice ir_range ir_one_hot ir_reverse_sequence""".split())
+    ir_strided_slice ir_range ir_one_hot ir_reverse_sequence
+    cvm_concatenate cvm_expand_dims cvm_flatten cvm_repeat cvm_reshape cvm_slice_like cvm_squeeze cvm_strided_slice
+    cvm_take cvm_tile cvm_transpose cvm_upsampling""".split())
 
 
 def has_rule(op_name: str) -> bool:
