@@ -60,7 +60,8 @@ class Session:
                  input_shapes: Mapping[str, Any] | None = None, storage: Mapping[str, Any] | None = None,
                  fold: bool = True, check_numerics: bool = False, quantize: bool = False,
                  release: bool = True, variables: Mapping[str, Any] | None = None,
-                 resolve: Resolver | None = None, fuse: bool = True):
+                 resolve: Resolver | None = None, fuse: bool = True, threads: int | None = None,
+                 precision: str = "f32", device: str = "cpu", verify: bool | float = False):
         if isinstance(model_or_graph, Model):
             model = model_or_graph
         elif isinstance(model_or_graph, Graph):
@@ -79,6 +80,7 @@ class Session:
 
             graph = quantized_graph(graph, resolve or registry.get)
         substitutes = {name: _shape_arg(name, shape) for name, shape in (input_shapes or {}).items()}
+        self._input_shapes_given = dict(input_shapes or {})
         # Declared intermediate shapes only hold while the inputs have their declared shapes.
         same = all(name in graph.tensors and graph.tensors[name].shape is not None
                    and tuple(graph.tensors[name].shape) == shape for name, shape in substitutes.items())
@@ -88,7 +90,31 @@ class Session:
         self._initial_values = {str(k).lower(): v for k, v in (variables or {}).items()}
         self._values = dict(self._initial_values)
         self._values_changed = False
-        self._set_plan(compile_plan(graph, backend, variables=self._values, **self._compile_options))
+        from ..engines import NUMPY_BACKENDS, backend_names
+
+        if backend not in backend_names():
+            raise NNEFXError(f"unknown backend '{backend}' (expected one of {', '.join(backend_names())})")
+        self._engine: Any = None
+        #: Why this backend runs the graph (``auto`` says what it measured).
+        self.backend_reason = "chosen by the caller"
+        # Engines run their own compiled form; the numpy plan still describes inputs, outputs
+        # and variables (the formal one: nothing to fold or fuse, cheap to build).
+        plan_backend = backend if backend in NUMPY_BACKENDS else "formal"
+        if plan_backend != backend:
+            self._compile_options["fold"] = False
+        self._set_plan(compile_plan(graph, plan_backend, variables=self._values, **self._compile_options))
+        self._engine_options = dict(threads=threads, precision=precision, device=device)
+        if precision != "f32" and backend in NUMPY_BACKENDS:
+            raise NNEFXError(f"the {backend} backend computes in full precision only (asked for {precision})")
+        if backend not in NUMPY_BACKENDS and backend != "auto":
+            from ..engines import EngineRunner, get
+
+            self._engine = EngineRunner(get(backend), self._graph, **self._engine_options)
+        self._verifier: Any = None
+        if verify:
+            from ..engines.verify import Verifier
+
+            self._verifier = Verifier(self, bound=None if verify is True else float(verify))
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
         for name, shape in substitutes.items():
             if name not in self._input_shapes:
@@ -227,20 +253,34 @@ class Session:
         if missing:
             raise NNEFXError(f"missing input{'s' if len(missing) > 1 else ''} "
                              f"{', '.join(repr(m) for m in missing)} of graph '{plan.graph.name}'")
-        regs = plan.template.copy()
-        for spec in plan.inputs:
-            array = self._check_input(spec.name, spec.dtype, inputs[spec.name])
-            if spec.slot >= 0:
-                regs[spec.slot] = array
-        for var in plan.variables:
-            if var.slot >= 0:
-                regs[var.slot] = self._state[var.key]
+        checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name]) for spec in plan.inputs}
+        if self.backend == "auto" and self._engine is None and not fetch:
+            from ..engines.auto import choose
 
-        _execute(plan, regs, profile, self.check_numerics)
+            self._engine, self.backend_reason = choose(self, checked)
+        if self._engine is not None and not fetch:
+            outputs, engine_state = self._engine(checked, self._state)
+            values: dict[Any, np.ndarray] = dict(outputs)
+            for upd in plan.updates:
+                values[("state", upd.key)] = engine_state[upd.key]
+            slot_of = {u.key: ("state", u.key) for u in plan.updates}
+            regs = values
+        else:
+            regs = plan.template.copy()
+            for spec in plan.inputs:
+                if spec.slot >= 0:
+                    regs[spec.slot] = checked[spec.name]
+            for var in plan.variables:
+                if var.slot >= 0:
+                    regs[var.slot] = self._state[var.key]
+            _execute(plan, regs, profile, self.check_numerics)
+            slot_of = None
+        if self._verifier is not None and not fetch:
+            self._verifier.check(checked, regs, slot_of)
 
         new_state: dict[str, np.ndarray] = {}
         for upd in plan.updates:
-            value = regs[upd.slot]
+            value = regs[upd.slot if slot_of is None else slot_of[upd.key]]
             var = self._var_of_key[upd.key]
             if value.shape != var.shape:
                 raise NNEFXError(f"'update' of variable '{var.label}' (shape {list(var.shape)}) "
@@ -254,7 +294,10 @@ class Session:
         self._state.update(new_state)
 
         result: dict[str, np.ndarray] = {}
-        for name, slot, _, _ in plan.outputs:
+        for name, slot, dtype, _ in plan.outputs:
+            if slot_of is not None:
+                result[name] = to_storage(regs[name], dtype, plan.storage, f"output '{name}' of {self.backend}")
+                continue
             value = regs[slot]
             if not value.flags.writeable or not value.flags.owndata:
                 value = np.array(value, copy=True)  # never hand out state or a view of the inputs

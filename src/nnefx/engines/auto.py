@@ -1,0 +1,90 @@
+"""``backend="auto"``: the fastest installed backend that runs the whole graph, measured once.
+
+On the first ``run`` of an ``auto`` session every candidate — each installed engine that can
+run the whole graph, and the numpy ``fast`` backend — is compiled for the inputs at hand and
+timed on them (one warm-up run, then the best of a few runs within a short budget).  The
+fastest wins; the choice is cached per graph and input shapes for the process, and
+``Session.backend_reason`` says what was measured.  Nothing is chosen that was not run: an
+engine that fails to compile or run is left out with its reason, and ``fast`` always remains.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+
+#: Seconds of timed runs per candidate (after the warm-up); at least one run is always timed.
+BUDGET = 0.25
+_CACHE: dict[tuple, str] = {}
+
+
+class FastRunner:
+    """The numpy fast backend behind the engine-runner interface (pure: state in, state out)."""
+
+    def __init__(self, session: Any):
+        from ..runtime.session import Session
+
+        self.session = Session(session.model, "fast", input_shapes=session._input_shapes_given,
+                               storage=session._compile_options["storage"], variables=session._initial_values)
+        self.updated = [u.key for u in self.session.plan.updates]
+
+    def __call__(self, inputs: dict[str, np.ndarray], state: dict[str, np.ndarray]) -> tuple[dict, dict]:
+        s = self.session
+        s._state.update({k: state[k] for k in self.updated})
+        outputs = s.run(inputs)
+        return outputs, {k: s._state[k] for k in self.updated}
+
+
+def _time(runner: Any, inputs: dict, state: dict) -> float:
+    runner(inputs, state)  # warm-up: compiles the shape variant
+    best = float("inf")
+    spent = 0.0
+    while spent < BUDGET or best == float("inf"):
+        t = time.perf_counter()
+        runner(inputs, state)
+        elapsed = time.perf_counter() - t
+        best = min(best, elapsed)
+        spent += elapsed
+        if spent > 4 * BUDGET:
+            break
+    return best
+
+
+def choose(session: Any, inputs: dict[str, np.ndarray]) -> tuple[Any, str]:
+    """(runner, reason) for an ``auto`` session's first inputs."""
+    from . import engines
+    from .base import EngineRunner
+
+    key = (session.model.source, session.plan.graph.name, len(session.plan.graph.operations),
+           tuple((n, a.shape, a.dtype.str) for n, a in sorted(inputs.items())),
+           tuple(sorted(session._engine_options.items())))
+    state = dict(session._state)
+    timings: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    runners: dict[str, Any] = {}
+    cached = _CACHE.get(key)
+    names = [cached] if cached else [*engines(), "fast"]
+    for name in names:
+        try:
+            runner = FastRunner(session) if name == "fast" else \
+                EngineRunner(engines()[name], session._graph, **session._engine_options)
+            if cached:
+                return runner, f"auto: {name} (measured fastest earlier in this process for these shapes)"
+            timings[name] = _time(runner, inputs, state)
+            runners[name] = runner
+        except NNEFXError as exc:
+            skipped[name] = exc.message.split(": ", 1)[-1] if "cannot run" in exc.message else exc.message
+    if not timings:
+        raise NNEFXError("backend 'auto' found no backend that runs this graph: "
+                         + "; ".join(f"{n}: {r}" for n, r in skipped.items()))
+    best = min(timings, key=timings.__getitem__)
+    _CACHE[key] = best
+    ranked = ", ".join(f"{n} {timings[n] * 1e3:.3g} ms" for n in sorted(timings, key=timings.__getitem__))
+    reason = f"auto: {best}, the fastest on the first inputs ({ranked})"
+    if skipped:
+        reason += "; not usable: " + "; ".join(f"{n} ({r})" for n, r in skipped.items())
+    return runners[best], reason

@@ -1,0 +1,80 @@
+"""OpenVINO as an nnefx backend: the graph through nnefx's IR v11 exporter, compiled for the CPU plugin."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+from ..graph import Graph, Model
+from .base import Engine, Problem, exporter_problems
+
+#: nnefx precision names -> the CPU plugin's INFERENCE_PRECISION_HINT.
+PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+
+
+class OpenVinoEngine(Engine):
+    name = "openvino"
+    extra = "openvino"
+    via = "IR v11"
+
+    def module(self) -> Any:
+        return self._import("openvino")
+
+    def version(self) -> str:
+        ov = self.module()
+        return str(ov.get_version()) if hasattr(ov, "get_version") else super().version()
+
+    def problems(self, graph: Graph) -> list[Problem]:
+        from ..formats.ir import save
+
+        return exporter_problems(graph, save, ".xml", "IR v11")
+
+    def compile(self, graph: Graph, *, threads: int, precision: str, device: str) -> Any:
+        ov = self.module()
+        from ..formats.ir import save
+
+        if device != "cpu":
+            raise NNEFXError(f"backend 'openvino' runs on the CPU here, not on '{device}'")
+        if precision not in PRECISIONS:
+            raise NNEFXError(f"backend 'openvino' knows precisions {', '.join(PRECISIONS)}, not '{precision}'")
+        core = ov.Core()
+        if precision == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+            raise NNEFXError("backend 'openvino' cannot compute in bf16 on this CPU (no bf16 units)")
+        with tempfile.TemporaryDirectory(prefix="nnefx-ov-") as tmp:
+            path = os.path.join(tmp, "model.xml")
+            save(Model(graph), path)
+            model = core.read_model(path)
+            config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": PRECISIONS[precision],
+                      "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+            try:
+                compiled = core.compile_model(model, "CPU", config)
+            except RuntimeError as exc:
+                raise NNEFXError(f"OpenVINO refused the exported model ({str(exc).splitlines()[0]})") from None
+        return OvModel(compiled, graph)
+
+
+class OvModel:
+    """A compiled OpenVINO model with nnefx's input and output names."""
+
+    def __init__(self, compiled: Any, graph: Graph):
+        self.compiled = compiled
+        self.request = compiled.create_infer_request()
+        self.inputs = [_port_name(p, graph.inputs, k) for k, p in enumerate(compiled.inputs)]
+        if len(compiled.outputs) != len(graph.outputs):
+            raise NNEFXError(f"the OpenVINO model has {len(compiled.outputs)} outputs, the graph "
+                             f"{len(graph.outputs)}")
+        self.outputs = [_port_name(p, graph.outputs, k) for k, p in enumerate(compiled.outputs)]
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = self.request.infer([np.ascontiguousarray(feeds[n]) for n in self.inputs])
+        return {n: np.array(results[port]) for n, port in zip(self.outputs, self.compiled.outputs, strict=True)}
+
+
+def _port_name(port: Any, names: list[str], k: int) -> str:
+    """The graph tensor a port stands for: by its tensor names, else by position."""
+    found = [n for n in port.get_names() if n in names]
+    return found[0] if found else names[k]
