@@ -83,8 +83,6 @@ def stateless_graph(graph: Graph) -> StatelessGraph:
             t = graph.tensors[name]
             key = variable_key(op, name)
             new_in = STATE_IN + _safe(name)
-            upd = updated[name]
-            value = upd.inputs["value"]
             new_out = STATE_OUT + _safe(name)
             g.tensors[new_in] = Tensor(new_in, t.dtype, t.shape, etype=t.etype)
             ops.append(Operation("external", outputs={"output": new_in},
@@ -187,8 +185,6 @@ def exporter_problems(graph: Graph, save: Any, suffix: str, fmt: str) -> list[Pr
     The whole graph is tried first (the common case: it exports, no problem); only when it
     fails is each operation exported in a one-operation graph of its own.
     """
-    from ..formats._export import single_operation_graph
-
     with tempfile.TemporaryDirectory(prefix="nnefx-query-") as tmp:
         try:
             save(Model(graph), os.path.join(tmp, "model" + suffix))
@@ -200,11 +196,7 @@ def exporter_problems(graph: Graph, save: Any, suffix: str, fmt: str) -> list[Pr
             if op.op in ("external", "variable", "constant", "copy"):
                 continue
             try:
-                single = single_operation_graph(graph, op)
-            except NNEFXError:
-                continue
-            try:
-                save(Model(single), os.path.join(tmp, "op" + suffix))
+                save(Model(_isolate(graph, op)), os.path.join(tmp, "op" + suffix))
             except NNEFXError as exc:
                 found.append(Problem(op.op, op.location, _reason(exc.message, fmt)))
         if not found:
@@ -212,8 +204,29 @@ def exporter_problems(graph: Graph, save: Any, suffix: str, fmt: str) -> list[Pr
         return found
 
 
+def _isolate(graph: Graph, op: Operation) -> Graph:
+    """``op`` alone: its weights as they are, its other tensor inputs as externals."""
+    producers = graph.producers()
+    sub = Graph(name=graph.name)
+    for name in dict.fromkeys(op.input_names()):
+        t = graph.tensors[name]
+        sub.tensors[name] = t
+        source = producers.get(name)
+        if source is not None and source.op in ("variable", "constant"):
+            sub.operations.append(source)
+            continue
+        sub.operations.append(Operation("external", outputs={"output": name},
+                                        attribs={"shape": list(t.shape or ())}, dtype=t.dtype))
+        sub.inputs.append(name)
+    sub.operations.append(op)
+    for name in op.output_names():
+        sub.tensors[name] = graph.tensors[name]
+        sub.outputs.append(name)
+    return sub
+
+
 def _reason(message: str, fmt: str) -> str:
-    prefix = f"cannot write operation "
+    prefix = "cannot write operation "
     if message.startswith(prefix) and ":" in message:
         return message.split(":", 1)[1].strip() + f" (no exact {fmt} form)"
     return message
