@@ -154,10 +154,14 @@ _UNARY = {"copy": lambda t, x: x.clone(), "neg": lambda t, x: -x, "abs": lambda 
           "sin": lambda t, x: t.sin(x), "cos": lambda t, x: t.cos(x), "tanh": lambda t, x: t.tanh(x),
           "sigmoid": lambda t, x: t.sigmoid(x), "relu": lambda t, x: t.relu(x), "not": lambda t, x: t.logical_not(x),
           "floor": lambda t, x: t.floor(x), "ceil": lambda t, x: t.ceil(x), "sign": lambda t, x: t.sign(x),
-          "softplus": lambda t, x: t.log(t.exp(x) + 1.0), "elu": None, "gelu": None, "silu": lambda t, x: x * t.sigmoid(x)}
+          "softplus": lambda t, x: t.log(t.exp(x) + 1.0), "silu": lambda t, x: x * t.sigmoid(x),
+          "tan": lambda t, x: t.tan(x), "asin": lambda t, x: t.asin(x), "acos": lambda t, x: t.acos(x),
+          "atan": lambda t, x: t.atan(x), "sinh": lambda t, x: t.sinh(x), "cosh": lambda t, x: t.cosh(x),
+          "asinh": lambda t, x: t.asinh(x), "acosh": lambda t, x: t.acosh(x), "atanh": lambda t, x: t.atanh(x),
+          "log2": lambda t, x: t.log2(x), "rsqr": lambda t, x: 1.0 / (x * x)}
 
 
-@form(*[n for n, f in _UNARY.items() if f is not None])
+@form(*_UNARY)
 def _unary(torch: Any, graph: Graph, op: Operation) -> Form:
     fn = _UNARY[op.op]
     return lambda **a: fn(torch, next(iter(a.values())))
@@ -411,3 +415,40 @@ def _pad_form(torch: Any, graph: Graph, op: Operation) -> Form | str:
     pads = [tuple(p) for p in op.attribs["padding"]]
     value = float(op.attribs.get("value", 0.0))
     return lambda input: _pad(torch, input, pads, value)
+
+
+@form("prelu")
+def _prelu(torch: Any, graph: Graph, op: Operation) -> Form:
+    def run(x: Any, alpha: Any) -> Any:
+        x, a = _nnef_pair(x, alpha)
+        return torch.where(x < 0, a * x, x)
+    return run
+
+
+@form("add_n")
+def _add_n(torch: Any, graph: Graph, op: Operation) -> Form:
+    def run(x: Any) -> Any:
+        total = x[0]
+        for item in x[1:]:
+            total = total + item
+        return total
+    return run
+
+
+@form("split")
+def _split(torch: Any, graph: Graph, op: Operation) -> Form:
+    axis = int(op.attribs["axis"])
+    sizes = [graph.tensors[n].shape[axis] for n in op.output_names()]
+    return lambda value: list(torch.split(value, sizes, dim=axis))
+
+
+@form("unstack")
+def _unstack(torch: Any, graph: Graph, op: Operation) -> Form:
+    axis = int(op.attribs["axis"])
+    return lambda value: list(torch.unbind(value, dim=axis))
+
+
+@form("tile")
+def _tile(torch: Any, graph: Graph, op: Operation) -> Form:
+    repeats = [int(r) for r in op.attribs["repeats"]]
+    return lambda input: input.repeat(*repeats)
