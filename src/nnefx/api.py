@@ -87,6 +87,17 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     ``dialect=`` for NNEF documents, ``format=`` to force a format.
     """
     path = os.fspath(path)
+    if not options.get("format"):
+        from .engines.compiled import is_compiled, load_compiled
+
+        if is_compiled(path):  # a folder written by `nnefx compile`: the engine's form, no source parsing
+            if options:
+                raise NNEFXError(f"a compiled model takes no load options (got {', '.join(sorted(options))}); "
+                                 "compile it again with them")
+            try:
+                return load_compiled(path)  # type: ignore[return-value]
+            except NNEFXError as exc:
+                raise exc.at_file(path) from None
     fmt = options.pop("format", None) or detect_format(path)
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt not in _FORMATS:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from .diagnostics import NNEFXError
+from .graph import Model
 
 
 def _add_load_options(p: argparse.ArgumentParser) -> None:
@@ -44,7 +45,11 @@ def _load(args: argparse.Namespace, **extra):
     from .tools.progress import activity
 
     with activity(f"loading {args.model}"):
-        return load(args.model, **options)
+        model = load(args.model, **options)
+    if not isinstance(model, Model) and getattr(args, "func", None) is not cmd_run:
+        raise NNEFXError(f"'{args.model}' is a compiled model (nnefx compile): it can be run with nnefx run; "
+                         "check, inspect, convert and query take its source")
+    return model
 
 
 def _parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -146,7 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--output", "-o", metavar="DIR", help="write outputs as NAME.npy into DIR")
-    p.add_argument("--backend", choices=["fast", "formal"], default="fast")
+    p.add_argument("--backend", choices=_backends(), default="fast",
+                   help="fast/formal (numpy), an engine (onnxruntime, openvino, torch) or auto (the fastest, measured)")
+    p.add_argument("--verify", action="store_true",
+                   help="check the backend's outputs against the formal backend and report the error")
+    p.add_argument("--threads", type=int, help="engine threads (default: all cores)")
+    p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32",
+                   help="engine computation precision (default f32; the error against formal is reported)")
+    p.add_argument("--device", default="cpu", help="torch backend device, e.g. cuda")
     p.add_argument("--steps", type=int, default=1, help="run this many steps (recurrent models)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     p.add_argument("--profile", action="store_true", help="print time per operation kind")
@@ -161,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     from .batch.cli import add_parser as add_batch_parser
+    from .engines.cli import add_parsers as add_engine_parsers
 
     add_batch_parser(sub, _add_load_options)
 
@@ -172,7 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = compare.add_parser(sub)
     _add_load_options(p)
     p.set_defaults(func=lambda a: compare.compare_command(a, _load))
+    add_engine_parsers(sub, _add_load_options, _load)
     return parser
+
+
+def _backends() -> list[str]:
+    from .engines import backend_names
+
+    return backend_names()
 
 
 def _version() -> str:

@@ -48,6 +48,7 @@ def session_options(ort: Any, threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: ORT's warnings are not the user's business
     return options
 
 
@@ -57,6 +58,7 @@ class OrtModel:
     def __init__(self, ort: Any, data: bytes, graph: Graph, threads: int, options: Any = None):
         from ..diagnostics import NNEFXError
 
+        self.source_bytes = data
         try:
             self.session = ort.InferenceSession(data, options or session_options(ort, threads),
                                                 providers=["CPUExecutionProvider"])
@@ -69,3 +71,23 @@ class OrtModel:
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         values = self.session.run(None, {n: np.ascontiguousarray(feeds[n]) for n in self.inputs})
         return dict(zip(self.outputs, values, strict=True))
+
+
+class OrtLoaded:
+    """A model onnxruntime optimised earlier (``nnefx compile``): loaded without optimising again."""
+
+    def __init__(self, ort: Any, data: bytes, outputs: list[str], threads: int):
+        from ..diagnostics import NNEFXError
+
+        options = session_options(ort, threads)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        try:
+            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT raises its own exception types
+            raise NNEFXError(f"onnxruntime cannot load the compiled model ({str(exc).splitlines()[0]})") from None
+        self.names = [o.name for o in self.session.get_outputs()]
+        self.wanted = outputs
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        values = dict(zip(self.names, self.session.run(None, feeds), strict=True))
+        return {n: values[n] for n in self.wanted}

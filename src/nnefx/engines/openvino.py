@@ -78,3 +78,23 @@ def _port_name(port: Any, names: list[str], k: int) -> str:
     """The graph tensor a port stands for: by its tensor names, else by position."""
     found = [n for n in port.get_names() if n in names]
     return found[0] if found else names[k]
+
+
+class OvImported:
+    """A compiled model OpenVINO exported earlier (``nnefx compile``), imported for the CPU plugin."""
+
+    def __init__(self, ov: Any, data: bytes, inputs: list[str], outputs: list[str], threads: int):
+        import io
+
+        core = ov.Core()
+        try:
+            self.compiled = core.import_model(io.BytesIO(data), "CPU", {"INFERENCE_NUM_THREADS": threads})
+        except RuntimeError as exc:
+            raise NNEFXError(f"OpenVINO cannot import the compiled model ({str(exc).splitlines()[0]})") from None
+        self.request = self.compiled.create_infer_request()
+        self.inputs = [_port_name(p, inputs, k) for k, p in enumerate(self.compiled.inputs)]
+        self.outputs = [_port_name(p, outputs, k) for k, p in enumerate(self.compiled.outputs)]
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = self.request.infer([np.ascontiguousarray(feeds[n]) for n in self.inputs])
+        return {n: np.array(results[port]) for n, port in zip(self.outputs, self.compiled.outputs, strict=True)}

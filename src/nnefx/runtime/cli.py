@@ -111,12 +111,21 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
     """The ``run`` subcommand; ``args`` as parsed by :func:`nnefx.cli.build_parser`."""
     if args.steps < 1:
         raise NNEFXError(f"--steps must be at least 1, got {args.steps}")
-    session = Session(model, backend=args.backend, quantize=bool(getattr(args, "quantize", False)))
+    if not isinstance(model, Model):
+        return _run_compiled(args, model)
+    if getattr(args, "threads", None) is not None and args.threads < 1:
+        raise NNEFXError(f"--threads must be at least 1, got {args.threads}")
+    session = Session(model, backend=args.backend, quantize=bool(getattr(args, "quantize", False)),
+                      threads=getattr(args, "threads", None), precision=getattr(args, "precision", "f32"),
+                      device=getattr(args, "device", "cpu"), verify=bool(getattr(args, "verify", False)))
     plan = session.plan
     output_names = [info.name for info in session.outputs]
     fetch = [n for n in resolve_fetch(plan.graph, list(getattr(args, "fetch", None) or []))
              if n not in output_names]
-    print(f"graph '{plan.graph.name}': {plan.summary()}")
+    if args.backend in ("fast", "formal"):
+        print(f"graph '{plan.graph.name}': {plan.summary()}")
+    else:
+        print(f"graph '{plan.graph.name}': {len(plan.graph.operations)} operations, backend {args.backend}")
 
     given: dict[str, np.ndarray] = {}
     sources: dict[str, str] = {}
@@ -152,6 +161,10 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
     for name in fetch:
         array = outputs[name]
         print(f"tensor {name}: {plan.graph.tensors[name].dtype} {_fmt_shape(array.shape)}  {describe_array(array)}")
+    if args.backend not in ("fast", "formal"):
+        print(f"backend: {session.backend_reason if args.backend == 'auto' else args.backend}")
+    for comparison in getattr(session, "verification", []) or []:
+        print(f"verify: {comparison}")
     steps = f"{args.steps} steps" if args.steps > 1 else "1 step"
     mode = ", simulated quantization" if getattr(args, "quantize", False) else ""
     print(f"ran {steps} in {elapsed * 1e3:.3f} ms ({args.backend} backend{mode})")
@@ -189,3 +202,38 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
         print()
         print(describe())
     return 0
+
+
+def _run_compiled(args: argparse.Namespace, compiled: Any) -> int:
+    """``nnefx run OUT`` on a folder written by ``nnefx compile``: the engine's form, fixed shapes."""
+    m = compiled.manifest
+    print(f"compiled model: {m['engine']} {m['engine_version']} (from {m['source']})")
+    rng = np.random.default_rng(args.seed)
+    given: dict[str, np.ndarray] = {}
+    for option in args.input:
+        name, path = parse_input_option(option)
+        given[name] = load_npy(path)
+    for spec in compiled.inputs:
+        if spec["name"] not in given:
+            info = TensorInfo(spec["name"], tuple(spec["shape"]), _nnef_type(spec["dtype"]))
+            given[spec["name"]] = random_input(info, rng).astype(spec["dtype"])
+    started = time.perf_counter()
+    outputs: dict[str, np.ndarray] = {}
+    for _ in range(args.steps):
+        outputs = compiled.run(given)
+    elapsed = time.perf_counter() - started
+    for name, array in outputs.items():
+        print(f"output {name}: {_fmt_shape(array.shape)}  {describe_array(array)}")
+    print(f"ran {args.steps} step{'s' * (args.steps != 1)} in {elapsed * 1e3:.3f} ms ({m['engine']}, compiled)")
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        for name, array in outputs.items():
+            path = os.path.join(args.output, safe_file_name(name) + ".npy")
+            save_npy_atomic(path, array)
+            print(f"wrote {path}")
+    return 0
+
+
+def _nnef_type(dtype: str) -> str:
+    kind = np.dtype(dtype).kind
+    return "logical" if kind == "b" else "integer" if kind in "iu" else "scalar"

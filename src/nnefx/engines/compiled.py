@@ -1,0 +1,228 @@
+"""Offline compilation: ``nnefx compile MODEL -o OUT`` writes an engine's compiled form; load it fast.
+
+``OUT`` is a folder:
+
+* ``nnefx-compiled.json`` — the manifest: engine name and version, nnefx version, the
+  source's path and SHA-256, the input and output names, shapes and types, threads and
+  precision, the measured latency, and the SHA-256 of the artifact;
+* the artifact, in the engine's own format only: OpenVINO's exported compiled model
+  (``model.blob``, read back with ``Core.import_model``) or onnxruntime's optimised model
+  (``model.onnx``, written by ORT itself, loaded with optimisation already done).
+
+``nnefx.load(OUT)`` returns a :class:`CompiledModel` without parsing the source.  It refuses,
+with the reason: an artifact whose digest is not the manifest's (truncated or edited), an
+engine of another version than the one that compiled it, and a source that changed since
+(when it is still where it was).  Nothing is unpickled or executed beyond the engine's own
+model format.  Compiled models are for fixed input shapes and stateless graphs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import Location, NNEFXError
+from ..graph import Model
+
+MANIFEST = "nnefx-compiled.json"
+FORMAT = "nnefx-compiled"
+VERSION = 1
+ARTIFACTS = {"openvino": "model.blob", "onnxruntime": "model.onnx"}
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _source_digest(path: str) -> str:
+    from ..batch.job import model_digest
+
+    return model_digest(path)
+
+
+def compile_model(source: str, out: str, *, backend: str = "auto", load_options: dict[str, Any] | None = None,
+                  threads: int | None = None, precision: str = "f32") -> dict[str, Any]:
+    """Compile the model at ``source`` for ``backend`` into folder ``out``; returns the manifest."""
+    from .. import load
+    from ..runtime.cli import random_input
+    from ..runtime.session import Session
+    from . import get
+
+    model = load(source, **(load_options or {}))
+    if any(op.op == "update" for op in model.graph.operations):
+        raise NNEFXError("nnefx compile supports stateless graphs only (this one updates variables); "
+                         "run it with --backend instead", Location(source))
+    session = Session(model, "auto" if backend == "auto" else backend, threads=threads, precision=precision)
+    rng = np.random.default_rng(0)
+    inputs = {i.name: random_input(i, rng) for i in session.inputs}
+    session.run(inputs)
+    chosen = backend
+    if backend == "auto":
+        chosen = session.backend_reason.split()[1].rstrip(",")
+    if chosen not in ARTIFACTS:
+        raise NNEFXError(f"nnefx compile writes onnxruntime and OpenVINO models; '{chosen}' "
+                         f"{'was the fastest' if backend == 'auto' else 'was asked for'} and has no saved form"
+                         + (": name --backend onnxruntime or openvino" if backend == "auto" else ""))
+    engine = get(chosen)
+    runner = session._engine
+    (compiled,) = runner._variants.values()
+    t = time.perf_counter()
+    for _ in range(3):
+        session.run(inputs)
+    latency = (time.perf_counter() - t) / 3
+    parent = os.path.dirname(os.path.abspath(out)) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".nnefx-compile-", dir=parent)
+    try:
+        artifact = os.path.join(tmp, ARTIFACTS[chosen])
+        if chosen == "openvino":
+            with open(artifact, "wb") as f:
+                f.write(bytes(compiled.compiled.export_model()))
+        else:
+            _write_ort_optimized(engine.module(), compiled, artifact, runner.threads)
+        g = model.graph
+        manifest = {
+            "format": FORMAT, "version": VERSION, "engine": chosen, "engine_version": engine.version(),
+            "nnefx_version": _nnefx_version(), "source": os.path.abspath(source),
+            "source_digest": _source_digest(source), "threads": runner.threads, "precision": precision,
+            "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": str(inputs[n].dtype)} for n in g.inputs],
+            "outputs": [{"name": n, "dtype": g.tensors[n].dtype} for n in g.outputs],
+            "latency_ms": latency * 1e3, "artifact": {ARTIFACTS[chosen]: _sha256(artifact)},
+            "reason": session.backend_reason,
+        }
+        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
+        for name in os.listdir(tmp):
+            os.chmod(os.path.join(tmp, name), 0o666 & ~umask)
+        if os.path.isdir(out):
+            if not os.path.exists(os.path.join(out, MANIFEST)):
+                raise NNEFXError("the output folder exists and is not a compiled model; not overwriting it",
+                                 Location(out))
+            old = out.rstrip("/") + ".old-nnefx"
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        elif os.path.exists(out):
+            raise NNEFXError("the output exists and is not a folder; not overwriting it", Location(out))
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _write_ort_optimized(ort: Any, compiled: Any, path: str, threads: int) -> None:
+    from .onnxruntime import session_options
+
+    options = session_options(ort, threads)
+    options.optimized_model_filepath = path
+    ort.InferenceSession(compiled.source_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def _nnefx_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def is_compiled(path: str) -> bool:
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST))
+
+
+@dataclass
+class CompiledModel:
+    """A compiled model read back: its manifest and a ready engine model."""
+
+    path: str
+    manifest: dict[str, Any]
+    runner: Any
+
+    @property
+    def inputs(self) -> list[dict[str, Any]]:
+        return self.manifest["inputs"]
+
+    @property
+    def outputs(self) -> list[dict[str, Any]]:
+        return self.manifest["outputs"]
+
+    def run(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        feeds = {}
+        for spec in self.inputs:
+            if spec["name"] not in inputs:
+                raise NNEFXError(f"missing input '{spec['name']}' of the compiled model")
+            array = np.asarray(inputs[spec["name"]])
+            if list(array.shape) != spec["shape"]:
+                raise NNEFXError(f"input '{spec['name']}': the model was compiled for shape {spec['shape']}, "
+                                 f"got {list(array.shape)}; compile again with --shape")
+            if array.dtype != np.dtype(spec["dtype"]):
+                raise NNEFXError(f"input '{spec['name']}' must be {spec['dtype']}, got {array.dtype}")
+            feeds[spec["name"]] = array
+        unknown = set(inputs) - set(feeds)
+        if unknown:
+            raise NNEFXError(f"'{sorted(unknown)[0]}' is not an input of the compiled model")
+        results = self.runner(feeds)
+        return {o["name"]: results[o["name"]] for o in self.outputs}
+
+
+def load_compiled(path: str) -> CompiledModel:
+    from . import get
+
+    file = os.path.join(path, MANIFEST)
+    try:
+        with open(file, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise NNEFXError(f"unreadable manifest ({exc})", Location(file)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise NNEFXError("not a compiled model of this nnefx version", Location(file))
+    engine_name = manifest.get("engine")
+    if engine_name not in ARTIFACTS or not isinstance(manifest.get("artifact"), dict):
+        raise NNEFXError(f"unknown engine '{engine_name}' in the manifest", Location(file))
+    engine = get(engine_name)
+    engine.require()
+    if engine.version() != manifest.get("engine_version"):
+        raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but {engine.version()} is "
+                         f"installed: compile it again (nnefx compile {manifest.get('source')} -o {path})",
+                         Location(file))
+    (name, digest), = manifest["artifact"].items()
+    if name != ARTIFACTS[engine_name]:
+        raise NNEFXError(f"unexpected artifact '{name}'", Location(file))
+    artifact = os.path.join(path, name)
+    if not os.path.isfile(artifact) or _sha256(artifact) != digest:
+        raise NNEFXError("the compiled artifact is missing, truncated or edited (its SHA-256 is not the "
+                         "manifest's): compile it again", Location(artifact))
+    source = manifest.get("source")
+    if isinstance(source, str) and os.path.exists(source) and _source_digest(source) != manifest.get("source_digest"):
+        raise NNEFXError(f"the source {source} changed since it was compiled: compile it again", Location(file))
+    with open(artifact, "rb") as f:
+        data = f.read()
+    names = [o["name"] for o in manifest["outputs"]]
+    if engine_name == "openvino":
+        from .openvino import OvImported
+
+        runner = OvImported(engine.module(), data, [i["name"] for i in manifest["inputs"]], names,
+                            int(manifest.get("threads", 1)))
+    else:
+        from .onnxruntime import OrtLoaded
+
+        runner = OrtLoaded(engine.module(), data, names, int(manifest.get("threads", 1)))
+    return CompiledModel(path, manifest, runner)
+
+
+__all__ = ["CompiledModel", "Model", "compile_model", "is_compiled", "load_compiled"]
