@@ -168,3 +168,105 @@ def test_cuda_device_is_refused_cleanly_without_a_gpu():
     else:
         with pytest.raises(NNEFXError, match="no CUDA device"):
             Session(nnefx.load(DIGITS), "torch", device="cuda").run({"input": np.zeros((1, 1, 8, 8), np.float32)})
+
+
+# ---- query, compile, bench, run: the command line --------------------------------------------
+
+def _nnefx(*args, cwd=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "nnefx", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_query_lists_every_operation_that_stops_a_backend(tmp_path):
+    text = ("version 1.0;\ngraph G(x) -> (y, z)\n{\n x = external<scalar>(shape = [1, 4, 6, 6]);\n"
+            " a = box(x, size = [1, 2, 2, 2], border = 'constant');\n"
+            " y = max_pool(a, size = [1, 2, 1, 1]);\n z = relu(x);\n}\n")
+    (tmp_path / "g.nnef").write_text(text)
+    from nnefx.engines.query import query
+
+    found = query(nnefx.load(str(tmp_path / "g.nnef")))
+    assert found["fast"] == [] and found["formal"] == []
+    if "openvino" in INSTALLED:
+        problems = found["openvino"]
+        assert [(p.operation, p.location.line) for p in problems] == [("box", 5), ("max_pool", 6)]
+    done = _nnefx("query", str(tmp_path / "g.nnef"), "--backend", "openvino", "--backend", "fast")
+    if "openvino" in INSTALLED:
+        assert done.returncode == 1, done.stderr
+        assert "openvino: cannot run the graph: 2 operations (box, max_pool)" in done.stdout
+        assert "g.nnef:5:" in done.stdout and "g.nnef:6:" in done.stdout
+    assert "fast: can run the graph" in done.stdout
+
+
+@pytest.mark.parametrize("engine", [e for e in ("onnxruntime", "openvino") if e in INSTALLED])
+def test_compile_then_load_without_the_source(tmp_path, engine):
+    import shutil
+    import time
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(DIGITS, model_dir)
+    out = tmp_path / "digits.compiled"
+    done = _nnefx("compile", str(model_dir), "-o", str(out), "--backend", engine)
+    assert done.returncode == 0, done.stderr
+    manifest = json_load(out / "nnefx-compiled.json")
+    assert manifest["engine"] == engine and manifest["inputs"][0]["shape"] == [1, 1, 8, 8]
+    x = np.random.default_rng(5).random((1, 1, 8, 8), dtype=np.float32)
+    started = time.perf_counter()
+    compiled = nnefx.load(str(out))
+    load_compiled = time.perf_counter() - started
+    want = Session(nnefx.load(str(model_dir)), "formal").run({"input": x})["probabilities"]
+    np.testing.assert_allclose(compiled.run({"input": x})["probabilities"], want, rtol=1e-4, atol=1e-6)
+    assert load_compiled < 5.0
+    with pytest.raises(NNEFXError, match=r"compiled for shape \[1, 1, 8, 8\], got \[2, 1, 8, 8\]"):
+        compiled.run({"input": np.zeros((2, 1, 8, 8), np.float32)})
+    run = _nnefx("run", str(out))
+    assert run.returncode == 0 and "compiled" in run.stdout, run.stderr
+    check = _nnefx("check", str(out))
+    assert check.returncode == 1 and "is a compiled model" in check.stderr and "Traceback" not in check.stderr
+    artifact = next(p for p in out.iterdir() if p.name.startswith("model."))
+    data = artifact.read_bytes()
+    artifact.write_bytes(data[: len(data) // 2])
+    with pytest.raises(NNEFXError, match="truncated or edited"):
+        nnefx.load(str(out))
+    artifact.write_bytes(data)
+    manifest["engine_version"] = "0.0.1"
+    (out / "nnefx-compiled.json").write_text(__import__("json").dumps(manifest))
+    with pytest.raises(NNEFXError, match=r"compiled by .* 0.0.1, but .* is installed: compile it again"):
+        nnefx.load(str(out))
+    redo = _nnefx("compile", str(model_dir), "-o", str(out), "--backend", engine)
+    assert redo.returncode == 0, redo.stderr
+    with open(model_dir / "graph.nnef", "a") as f:
+        f.write("\n")
+    with pytest.raises(NNEFXError, match="changed since it was compiled"):
+        nnefx.load(str(out))
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    refused = _nnefx("compile", str(model_dir), "-o", str(tmp_path / "taken"), "--backend", engine)
+    assert refused.returncode == 1 and (tmp_path / "taken" / "keep.txt").read_text() == "mine"
+
+
+def json_load(path):
+    import json
+
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_bench_rows_per_backend():
+    done = _nnefx("bench", DIGITS, "--backend", "fast", "--backend", "formal", "--time", "0.2", "--warmup", "1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:5] == ["backend", "runs", "p50", "ms", "p90"]
+    assert [line.split()[0] for line in lines[1:3]] == ["fast", "formal"]
+    bad = _nnefx("bench", DIGITS, "--time", "-1")
+    assert bad.returncode == 1 and "--time must be positive" in bad.stderr
+
+
+def test_run_with_an_engine_and_verify_on_the_command_line():
+    engine = INSTALLED[0] if INSTALLED else "fast"
+    done = _nnefx("run", DIGITS, "--backend", engine, "--verify", "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    assert "verify: probabilities: max |diff|" in done.stdout
+    bad = _nnefx("run", DIGITS, "--backend", "nope")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

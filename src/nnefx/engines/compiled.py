@@ -89,7 +89,8 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
         artifact = os.path.join(tmp, ARTIFACTS[chosen])
         if chosen == "openvino":
             with open(artifact, "wb") as f:
-                f.write(bytes(compiled.compiled.export_model()))
+                blob = compiled.compiled.export_model()
+                f.write(blob.getvalue() if hasattr(blob, "getvalue") else blob)
         else:
             _write_ort_optimized(engine.module(), compiled, artifact, runner.threads)
         g = model.graph
@@ -217,7 +218,7 @@ def load_compiled(path: str) -> CompiledModel:
         from .openvino import OvImported
 
         runner = OvImported(engine.module(), data, [i["name"] for i in manifest["inputs"]], names,
-                            int(manifest.get("threads", 1)))
+                            int(manifest.get("threads", 1)), str(manifest.get("precision", "f32")))
     else:
         from .onnxruntime import OrtLoaded
 

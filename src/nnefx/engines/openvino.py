@@ -83,12 +83,15 @@ def _port_name(port: Any, names: list[str], k: int) -> str:
 class OvImported:
     """A compiled model OpenVINO exported earlier (``nnefx compile``), imported for the CPU plugin."""
 
-    def __init__(self, ov: Any, data: bytes, inputs: list[str], outputs: list[str], threads: int):
+    def __init__(self, ov: Any, data: bytes, inputs: list[str], outputs: list[str], threads: int,
+                 precision: str = "f32"):
         import io
 
         core = ov.Core()
+        # The precision hint again: on CPUs with bf16 units the plugin's default is bf16.
+        config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": PRECISIONS.get(precision, "f32")}
         try:
-            self.compiled = core.import_model(io.BytesIO(data), "CPU", {"INFERENCE_NUM_THREADS": threads})
+            self.compiled = core.import_model(io.BytesIO(data), "CPU", config)
         except RuntimeError as exc:
             raise NNEFXError(f"OpenVINO cannot import the compiled model ({str(exc).splitlines()[0]})") from None
         self.request = self.compiled.create_infer_request()
