@@ -20,7 +20,7 @@ from .graph import Graph, Model, Operation, Tensor  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "Location", "Model", "NNEFXError", "Operation", "Session", "Tensor", "load",
+__all__ = ["Graph", "Location", "Model", "NNEFXError", "Operation", "Session", "Tensor", "load", "query",
            "save", "__version__"]
 
 
@@ -30,4 +30,8 @@ def __getattr__(name: str) -> Any:
         from .runtime.session import Session
 
         return Session
+    if name == "query":
+        from .engines.query import query
+
+        return query
     raise AttributeError(f"module 'nnefx' has no attribute {name!r}")

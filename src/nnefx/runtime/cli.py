@@ -207,7 +207,12 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
 def _run_compiled(args: argparse.Namespace, compiled: Any) -> int:
     """``nnefx run OUT`` on a folder written by ``nnefx compile``: the engine's form, fixed shapes."""
     m = compiled.manifest
-    print(f"compiled model: {m['engine']} {m['engine_version']} (from {m['source']})")
+    source = str(m["source"])
+    try:
+        shown = os.path.relpath(source) if not os.path.relpath(source).startswith("..") else source
+    except ValueError:  # another drive (Windows)
+        shown = source
+    print(f"compiled model: {m['engine']} {m['engine_version']} (from {shown})")
     rng = np.random.default_rng(args.seed)
     given: dict[str, np.ndarray] = {}
     for option in args.input:

@@ -1,0 +1,225 @@
+"""Engine backends through nnefx against the engines standalone, plus compiled-artifact loading.
+
+    python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2]
+
+Networks (random weights, fixed seeds): ResNet-18 at batch 1 and ResNet-50 at batch 8
+(224 x 224, benchmarks/resnet_torch.py), and a transformer encoder (4 pre-norm layers, width
+256, 4 heads, 128 tokens, GELU).  Each is exported by torch to ONNX (opset 13) and converted
+to NNEF by nnef-tools; nnefx runs the NNEF folder.
+
+Rows, each in a process of its own (an engine's spinning worker threads slow whatever runs
+next in the same process), alternated A B C ... then ... C B A over ``--rounds`` so drifts
+of machine load hit all alike; every engine limited to ``--threads``; the figure is the
+median latency of ``--runs`` timed runs after two warm-ups, best round:
+
+* ``nnefx auto`` and ``nnefx <engine>`` for onnxruntime, openvino, torch, and the numpy
+  ``nnefx fast`` backend — all on the NNEF folder;
+* ``<engine> standalone``: onnxruntime and OpenVINO on torch's own ONNX export, torch eager
+  on the torch module.
+
+Then ``nnefx compile`` for onnxruntime and OpenVINO, and the time to ``nnefx.load`` the
+compiled folder and run once, against loading the NNEF source, compiling for the engine and
+running once (each in a fresh process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROWS = ("nnefx auto", "nnefx onnxruntime", "nnefx openvino", "nnefx torch", "nnefx fast",
+        "onnxruntime standalone", "openvino standalone", "torch standalone")
+
+
+def _encoder():
+    import torch
+    import torch.nn as nn
+
+    class Layer(nn.Module):
+        def __init__(self, d: int, h: int):
+            super().__init__()
+            self.h = h
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // self.h), -1) @ v
+            x = x + self.out(att.permute(0, 2, 1, 3).reshape(b, t, d))
+            return x + self.ff(self.ln2(x))
+
+    torch.manual_seed(0)
+    return nn.Sequential(*[Layer(256, 4) for _ in range(4)]).eval(), torch.randn(1, 128, 256)
+
+
+def prepare(net: str, work: Path) -> tuple[Path, Path, Path]:
+    """The torch module (state dict), torch's ONNX export and the nnef-tools NNEF folder."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from resnet_torch import resnet
+
+    if net == "enc":
+        module, x = _encoder()
+    else:
+        depth, batch = {"r18b1": (18, 1), "r50b8": (50, 8)}[net]
+        module, x = resnet(depth).eval(), torch.randn(batch, 3, 224, 224)
+    onnx_path, nnef_path, pt = work / f"{net}.onnx", work / f"{net}.nnef", work / f"{net}.pt2"
+    torch.onnx.export(module, x, str(onnx_path), opset_version=13, dynamo=False, input_names=["input"],
+                      output_names=["output"])
+    subprocess.run([sys.executable, "-m", "nnef_tools.convert", "--input-model", str(onnx_path), "--input-format",
+                    "onnx", "--output-format", "nnef", "--output-model", str(nnef_path), "--keep-io-names"],
+                   check=True, capture_output=True)
+    torch.save({"net": net, "shape": list(x.shape)}, str(pt))
+    return onnx_path, nnef_path, pt
+
+
+def _runner(row: str, net: str, onnx_path: str, nnef_path: str, threads: int):
+    if row.startswith("nnefx"):
+        import nnefx
+
+        backend = row.split()[1]
+        session = nnefx.Session(nnefx.load(nnef_path), backend=backend, threads=threads)
+        name = session.inputs[0].name
+        return lambda x: session.run({name: x}), session
+    if row == "onnxruntime standalone":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+        return lambda x: sess.run(None, {"input": x}), None
+    if row == "openvino standalone":
+        import openvino as ov
+
+        core = ov.Core()
+        compiled = core.compile_model(core.read_model(onnx_path), "CPU",
+                                      {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+                                       "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+        request = compiled.create_infer_request()
+        return lambda x: request.infer([x]), None
+    import torch
+
+    torch.set_num_threads(threads)
+    module = prepare_module(net)
+
+    def run(x):
+        with torch.inference_mode():
+            return module(torch.from_numpy(x)).numpy()
+    return run, None
+
+
+def prepare_module(net: str):
+    sys.path.insert(0, str(HERE))
+    from resnet_torch import resnet
+
+    if net == "enc":
+        return _encoder()[0]
+    return resnet({"r18b1": 18, "r50b8": 50}[net]).eval()
+
+
+def child(row: str, net: str, onnx_path: str, nnef_path: str, threads: int, runs: int, shape: list[int]) -> dict:
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    run, session = _runner(row, net, onnx_path, nnef_path, threads)
+    for _ in range(2):
+        run(x)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        run(x)
+        times.append(time.perf_counter() - t)
+    out = {"row": row, "median_ms": statistics.median(times) * 1e3}
+    if session is not None and row == "nnefx auto":
+        out["reason"] = session.backend_reason
+    return out
+
+
+def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]) -> dict:
+    import numpy as np
+
+    import nnefx
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    t = time.perf_counter()
+    if kind == "compiled":
+        model = nnefx.load(path)
+        model.run({model.inputs[0]["name"]: x})
+    else:
+        session = nnefx.Session(nnefx.load(path), backend=engine, threads=threads)
+        session.run({session.inputs[0].name: x})
+    return {"seconds": time.perf_counter() - t}
+
+
+def _spawn(*args: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if done.returncode:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nets", default="r18b1,r50b8,enc")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
+    p.add_argument("--load-child", nargs=5, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        row, net, onnx_path, nnef_path, threads, runs, shape = args.child
+        print(json.dumps(child(row, net, onnx_path, nnef_path, int(threads), int(runs), json.loads(shape))))
+        return
+    if args.load_child:
+        kind, path, engine, threads, shape = args.load_child
+        print(json.dumps(load_child(kind, path, engine, int(threads), json.loads(shape))))
+        return
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for net in args.nets.split(","):
+            onnx_path, nnef_path, pt = prepare(net, Path(tmp))
+            shape = torch.load(str(pt))["shape"]
+            best: dict[str, dict] = {}
+            for r in range(args.rounds):
+                for row in ROWS if r % 2 == 0 else ROWS[::-1]:
+                    res = _spawn("--child", row, net, str(onnx_path), str(nnef_path), str(args.threads),
+                                 str(args.runs), json.dumps(shape))
+                    if row not in best or res.get("median_ms", math.inf) < best[row].get("median_ms", math.inf):
+                        best[row] = res
+            ort = best["onnxruntime standalone"].get("median_ms", math.nan)
+            print(f"\n{net} (input {shape}, {args.threads} threads): median ms, best of {args.rounds} rounds")
+            for row in ROWS:
+                res = best[row]
+                if "error" in res:
+                    print(f"  {row:24} error: {res['error'][:100]}")
+                    continue
+                print(f"  {row:24} {res['median_ms']:9.2f}   {res['median_ms'] / ort:5.2f}x standalone onnxruntime")
+            if "reason" in best["nnefx auto"]:
+                print(f"  ({best['nnefx auto']['reason']})")
+            for engine in ("onnxruntime", "openvino"):
+                out = Path(tmp) / f"{net}.{engine}.compiled"
+                subprocess.run([sys.executable, "-m", "nnefx", "compile", str(nnef_path), "-o", str(out), "--backend",
+                                engine, "--threads", str(args.threads)], check=True, capture_output=True)
+                fast = min(_spawn("--load-child", "compiled", str(out), engine, str(args.threads),
+                                  json.dumps(shape))["seconds"] for _ in range(2))
+                slow = min(_spawn("--load-child", "source", str(nnef_path), engine, str(args.threads),
+                                  json.dumps(shape))["seconds"] for _ in range(2))
+                print(f"  load + first run, {engine}: compiled {fast:.3f} s, source + compile {slow:.3f} s "
+                      f"({slow / fast:.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
