@@ -35,12 +35,13 @@ def known_int(value: Any) -> int | None:
 
 
 def check_axis(op: str, axis: Any, rank: int, name: str = "axis", *, extra: int = 0) -> int:
-    """``axis`` normalised into ``[0, rank + extra)``; negative axes count from the end."""
+    """``axis`` checked to lie in ``[0, rank + extra)``: tract reads axes as unsigned integers
+    (``usize``), so a negative axis is an error there too."""
     a = known_int(axis)
     n = rank + extra
-    if a is None or not -n <= a < n:
-        raise attr_error(op, name, axis, f"is not an axis of a rank-{rank} tensor")
-    return a + n if a < 0 else a
+    if a is None or not 0 <= a < n:
+        raise attr_error(op, name, axis, f"is not an axis in 0..{n - 1}")
+    return a
 
 
 def numpy_broadcast(op: str, *shapes: tuple) -> tuple:

@@ -4,8 +4,8 @@
 Unit operations (``register_unit_element_wise``) have no parameters besides the input; tract's
 documentation dumper (``nnef/src/ast/dump_doc.rs``) writes them ``( x: tensor<scalar> ) ->
 ( y: tensor<scalar> )``.  Binary operations (``register_binary``) take two positional tensors,
-broadcast numpy-style (aligned from the last dimension, ``multi_rank_broadcast`` in
-``nnef/src/registry.rs``).  Element-wise operations with parameters (``register_element_wise``)
+broadcast the NNEF way (the lower-rank operand gets trailing unit axes,
+``multi_rank_broadcast`` in ``nnef/src/registry.rs``).  Element-wise operations with parameters (``register_element_wise``)
 name their input ``input`` and result ``output``.
 
 Float results keep the input's float type (f16, f32, f64); the formal kernels evaluate each
@@ -19,10 +19,10 @@ import math
 
 import numpy as np
 
-from .._common import guard_family, op_error
+from .._common import broadcast_shapes, checked_broadcast, guard_family, op_error
 from ..ir_opset import _erf_vec
 from ..registry import define
-from ._util import DOMAIN, numpy_broadcast
+from ._util import DOMAIN
 
 FAMILY = "tract_elementwise"
 
@@ -209,8 +209,8 @@ _BITWISE = {
 def _register_bitwise(name: str) -> None:
     f, ufunc, doc, bool_only = _BITWISE[name]
     op = define(name, FAMILY, _BINARY.format(name), domain=DOMAIN,
-                doc=doc + " Operands broadcast numpy-style.")
-    op.shape(lambda x, y: numpy_broadcast(name, x, y))
+                doc=doc + " Operands broadcast the NNEF way.")
+    op.shape(lambda x, y: broadcast_shapes(name, x, y))
 
     def operands(x, y):
         x, y = _bits(name, x), _bits(name, y)
@@ -221,8 +221,9 @@ def _register_bitwise(name: str) -> None:
     @op.formal
     def formal(x, y):
         x, y, dt = operands(x, y)
-        shape = numpy_broadcast(name, x.shape, y.shape)
-        xb, yb = np.broadcast_to(x, shape), np.broadcast_to(y, shape)
+        xb, yb = checked_broadcast(name, x, y)
+        shape = np.broadcast_shapes(xb.shape, yb.shape)
+        xb, yb = np.broadcast_to(xb, shape), np.broadcast_to(yb, shape)
         out = np.empty(shape, dt)
         for index in np.ndindex(*shape):
             a, b = xb[index].item(), yb[index].item()
@@ -232,8 +233,7 @@ def _register_bitwise(name: str) -> None:
     @op.fast
     def fast(x, y):
         x, y, dt = operands(x, y)
-        numpy_broadcast(name, x.shape, y.shape)
-        return np.asarray(ufunc(x, y)).astype(dt, copy=False)
+        return np.asarray(ufunc(*checked_broadcast(name, x, y))).astype(dt, copy=False)
 
 
 for _name in _BITWISE:

@@ -1,0 +1,248 @@
+"""The tract domain (``tract_core_*``, ``tract_transformers_*``): formal against fast kernels,
+shape rules against the results, tract itself as a peer, and bad attributes as errors.
+
+Each case is ``(operation, tensor arguments, attributes)``; ``PEER`` marks the cases that tract
+(Python bindings) runs from a one-operation NNEF document (see ``_tract_peer.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnefx.diagnostics import NNEFXError
+from nnefx.ops import registry
+
+RNG = np.random.default_rng(14)
+
+
+def f32(*shape, lo=-3.0, hi=3.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def ints(*shape, lo=-5, hi=5, dtype=np.int64):
+    return RNG.integers(lo, hi, size=shape).astype(dtype)
+
+
+SPECIAL = np.array([-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.7, -3.7, 1e-3, 30.0, -30.0], np.float32)
+BOOLS_A = np.array([[True, False, True], [False, False, True]])
+BOOLS_B = np.array([True, False])
+
+CASES = {
+    # element-wise
+    "erf": ("tract_core_erf", [f32(3, 4)], {}),
+    "erf_special": ("tract_core_erf", [SPECIAL], {}),
+    "erf_f16": ("tract_core_erf", [f32(5).astype(np.float16)], {}),
+    "hard_swish": ("tract_core_hard_swish", [f32(3, 4, lo=-5, hi=5)], {}),
+    "round_even": ("tract_core_round_even", [SPECIAL], {}),
+    "silu": ("tract_core_silu", [f32(2, 5)], {}),
+    "silu_transformers": ("tract_transformers_silu", [f32(7)], {}),
+    "gelu_approx": ("tract_core_gelu_approx", [f32(2, 6)], {"fast_impl": False}),
+    "gelu_approx_fast": ("tract_core_gelu_approx", [f32(2, 6)], {"fast_impl": True}),
+    "gelu_approx_transformers": ("tract_transformers_gelu_approx", [f32(4)], {"fast_impl": False}),
+    "is_nan": ("tract_core_is_nan", [np.array([1.0, np.nan, -np.inf, 0.0], np.float32)], {}),
+    "is_inf": ("tract_core_is_inf", [np.array([1.0, np.nan, -np.inf, np.inf], np.float32)], {}),
+    "is_inf_pos": ("tract_core_is_inf", [np.array([1.0, np.nan, -np.inf, np.inf], np.float32)],
+                   {"detect_negative": False}),
+    "bitnot_i32": ("tract_core_bitnot", [ints(3, 4, lo=-1000, hi=1000, dtype=np.int32)], {}),
+    "bitnot_u8": ("tract_core_bitnot", [ints(6, lo=0, hi=255, dtype=np.uint8)], {}),
+    "bitnot_bool": ("tract_core_bitnot", [BOOLS_A], {}),
+    "bitand": ("tract_core_bitand", [ints(2, 3, lo=0, hi=100), ints(2, lo=0, hi=100)], {}),
+    "bitor": ("tract_core_bitor", [ints(2, 3, lo=-100, hi=100, dtype=np.int32), ints(2, 3, dtype=np.int32)], {}),
+    "bitxor": ("tract_core_bitxor", [ints(2, 3, lo=0, hi=100, dtype=np.uint8), ints(1, lo=0, hi=9, dtype=np.uint8)],
+               {}),
+    "bitand_bool": ("tract_core_bitand", [BOOLS_A, BOOLS_B], {}),
+    "xor": ("tract_core_xor", [BOOLS_A, BOOLS_B], {}),
+    # indexing
+    "gather": ("tract_core_gather", [f32(4, 5, 2), ints(3, lo=-4, hi=4)], {"axis": 0}),
+    "gather_2d_idx": ("tract_core_gather", [f32(3, 5), ints(2, 2, lo=0, hi=5)], {"axis": 1}),
+    "gather_i32": ("tract_core_gather", [ints(3, 5, dtype=np.int32), ints(4, lo=-5, hi=5, dtype=np.int32)],
+                   {"axis": 1}),
+    "gather_elements": ("tract_core_gather_elements", [f32(3, 4), ints(3, 2, lo=-4, hi=4)], {"axis": 1}),
+    "gather_elements_ax0": ("tract_core_gather_elements", [f32(3, 4), ints(5, 4, lo=0, hi=3)], {"axis": 0}),
+    "gather_nd": ("tract_core_gather_nd", [f32(3, 4, 2), ints(5, 2, lo=0, hi=3)], {"batch_dims": 0}),
+    "gather_nd_batch": ("tract_core_gather_nd", [f32(2, 4, 3), ints(2, 3, 1, lo=0, hi=4)], {"batch_dims": 1}),
+    "scatter_elements": ("tract_core_scatter_elements",
+                         [f32(3, 4), np.array([[1, 0], [3, 3], [-1, 2]]), f32(3, 2)], {"axis": 1}),
+    "scatter_elements_add": ("tract_core_scatter_elements",
+                             [f32(3, 4), np.array([[1, 1], [3, 3], [0, 2]]), f32(3, 2)],
+                             {"axis": 1, "reduction": "add"}),
+    "scatter_elements_max": ("tract_core_scatter_elements",
+                             [ints(4, 3), np.array([[0, 1, 2], [0, 1, 2]]), ints(2, 3)],
+                             {"axis": 0, "reduction": "max"}),
+    "scatter_nd": ("tract_core_scatter_nd", [f32(4, 3), np.array([[2], [0]]), f32(2, 3)], {}),
+    "scatter_nd_mul": ("tract_core_scatter_nd", [f32(4, 3), np.array([[2, 1], [2, 1], [0, 0]]), f32(3)],
+                       {"reduction": "mul"}),
+    "one_hot": ("tract_core_one_hot", [np.array([[0, 2], [-1, 1]])], {"axis": 2, "dim": 3}),
+    "one_hot_axis0": ("tract_core_one_hot", [np.array([1, 0, 3], np.int32)],
+                      {"axis": 0, "dim": 4, "value_off": -1.0, "value_on": 5.0}),
+    "topk": ("tract_core_topk", [np.array([[3.0, 1.0, 3.0, 2.0], [0.0, 5.0, 5.0, 5.0]], np.float32), 2],
+             {"axis": 1, "largest": True}),
+    "topk_smallest": ("tract_core_topk", [np.array([[3.0, 1.0, 3.0, 1.0], [0.0, 5.0, 5.0, -5.0]], np.float32), 3],
+                      {"axis": 1, "largest": False}),
+    "topk_axis0_int": ("tract_core_topk", [ints(5, 3), 5], {"axis": 0, "largest": True}),
+    "trilu_upper": ("tract_core_trilu", [f32(2, 3, 4), 0], {"upper": True}),
+    "trilu_lower_k": ("tract_core_trilu", [f32(4, 4), -1], {"upper": False}),
+    "trilu_upper_k": ("tract_core_trilu", [ints(3, 5), 2], {"upper": True}),
+}
+
+#: Cases tract runs as a peer (the others: tract lacks the operation in the installed version,
+#: or refuses that input type; their reason is next to them).
+NO_PEER = {
+    "erf_f16": "compared through the f32 case",
+    "silu": "tract_core_silu is newer than the installed tract",
+    "silu_transformers": "checked against torch below",
+    "gelu_approx": "tract_core_gelu_approx is newer than the installed tract",
+    "gelu_approx_fast": "tract_core_gelu_approx is newer than the installed tract",
+    "bitand_bool": "",
+}
+
+
+def _run(name, args, kwargs, backend):
+    return registry.get(name).kernel(backend)(*args, **kwargs)
+
+
+def _tuple(r):
+    return tuple(r) if isinstance(r, tuple) else (r,)
+
+
+def assert_same(a, b, what, ulp_tol=1e-5):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, f"{what}: shapes {a.shape} and {b.shape}"
+    if a.dtype.kind in "biu" or b.dtype.kind in "biu":
+        np.testing.assert_array_equal(a, b, err_msg=what)
+    else:
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=ulp_tol, atol=ulp_tol,
+                                   err_msg=what)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_formal_matches_fast(case):
+    name, args, kwargs = CASES[case]
+    formal = _tuple(_run(name, args, kwargs, "formal"))
+    fast = _tuple(_run(name, args, kwargs, "fast"))
+    for k, (a, b) in enumerate(zip(formal, fast, strict=True)):
+        assert a.dtype == b.dtype, f"{case} result {k}: {a.dtype} vs {b.dtype}"
+        tol = 2e-3 if a.dtype == np.float16 else 1e-5
+        assert_same(a, b, f"{case} result {k}", tol)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_shape_rule(case):
+    name, args, kwargs = CASES[case]
+    op = registry.get(name)
+    shapes = [[np.shape(x) for x in a] if isinstance(a, list) else np.shape(a) for a in args]
+    rule = op.shape_rule(*shapes, **kwargs)
+    results = _tuple(_run(name, args, kwargs, "fast"))
+    rules = rule if isinstance(rule, tuple) and rule and isinstance(rule[0], tuple) else (rule,)
+    for predicted, result in zip(rules, results, strict=True):
+        if predicted is None:
+            continue
+        assert len(predicted) == result.ndim
+        for p, d in zip(predicted, result.shape, strict=True):
+            assert p is None or p == d, f"{case}: rule {predicted}, result {result.shape}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_etype_rule(case):
+    from nnefx import etypes
+
+    name, args, kwargs = CASES[case]
+    op = registry.get(name)
+    results = _tuple(_run(name, args, kwargs, "fast"))
+    ins = [etypes.from_numpy(np.asarray(a).dtype) if not isinstance(a, list) else
+           [etypes.from_numpy(np.asarray(x).dtype) for x in a] for a in args]
+    if op.etype_rule is None:  # the default: the first tensor input's element type
+        expected = (ins[0],) * len(results)
+    else:
+        expected = _tuple(op.etype_rule(*ins, **kwargs))
+    assert tuple(etypes.from_numpy(r.dtype) for r in results) == expected
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("case", sorted(c for c in CASES if c not in NO_PEER))
+def test_tract_peer(case):
+    pytest.importorskip("tract")
+    from _tract_peer import tract_run
+
+    name, args, kwargs = CASES[case]
+    ours = _tuple(_run(name, args, kwargs, "fast"))
+    registries = ("tract_core", "tract_transformers") if name.startswith("tract_transformers") else ("tract_core",)
+    theirs = tract_run(name, args, kwargs, registries, n_results=len(ours))
+    for k, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        assert_same(a, b.astype(a.dtype) if b.dtype.kind == a.dtype.kind else b, f"{case} result {k}", 2e-6)
+
+
+# --- torch as the peer where the installed tract lacks the operation ----------------------------------
+
+
+def test_torch_peer_activations():
+    torch = pytest.importorskip("torch")
+    x = f32(3, 7, lo=-6, hi=6)
+    t = torch.from_numpy(x)
+    for name, ref in [("tract_core_silu", torch.nn.functional.silu(t)),
+                      ("tract_transformers_silu", torch.nn.functional.silu(t)),
+                      ("tract_core_hard_swish", torch.nn.functional.hardswish(t)),
+                      ("tract_core_erf", torch.erf(t)),
+                      ("tract_core_round_even", torch.round(t * 2.5)),
+                      ("tract_core_gelu_approx", torch.nn.functional.gelu(t, approximate="tanh"))]:
+        arg = x * 2.5 if name == "tract_core_round_even" else x
+        kwargs = {"fast_impl": False} if "gelu" in name else {}
+        for backend in ("formal", "fast"):
+            assert_same(registry.get(name).kernel(backend)(arg, **kwargs), ref.numpy(), name, 2e-6)
+
+
+def test_torch_peer_indexing():
+    torch = pytest.importorskip("torch")
+    x, i = f32(4, 6), ints(4, 3, lo=0, hi=6)
+    ref = torch.gather(torch.from_numpy(x), 1, torch.from_numpy(i)).numpy()
+    assert_same(_run("tract_core_gather_elements", [x, i], {"axis": 1}, "formal"), ref, "gather_elements")
+    v, ix = torch.topk(torch.from_numpy(x), 3, dim=1, largest=True, sorted=True)
+    values, indices = _run("tract_core_topk", [x, 3], {"axis": 1, "largest": True}, "formal")
+    assert_same(values, v.numpy(), "topk values")
+    assert_same(indices, ix.numpy(), "topk indices")
+    assert_same(_run("tract_core_trilu", [x, 1], {"upper": True}, "fast"), torch.triu(torch.from_numpy(x), 1).numpy(),
+                "triu")
+    oh = torch.nn.functional.one_hot(torch.tensor([2, 0, 1]), 4).numpy()
+    assert_same(_run("tract_core_one_hot", [np.array([2, 0, 1])], {"axis": 1, "dim": 4}, "formal"),
+                oh.astype(np.float32), "one_hot")
+
+
+# --- bad input ----------------------------------------------------------------------------------------
+
+BAD = [
+    ("tract_core_gather", [f32(3, 4), ints(2, lo=0, hi=3)], {"axis": 2}, "axis"),
+    ("tract_core_gather", [f32(3, 4), ints(2, lo=0, hi=3)], {"axis": -1}, "axis"),
+    ("tract_core_gather", [f32(3, 4), np.array([3])], {"axis": 0}, "out of range"),
+    ("tract_core_gather_elements", [f32(3, 4), ints(3, lo=0, hi=3)], {"axis": 0}, "rank"),
+    ("tract_core_gather_nd", [f32(3, 4), ints(2, 3, lo=0, hi=2)], {"batch_dims": 0}, "batch_dims"),
+    ("tract_core_scatter_elements", [f32(3), np.array([0]), f32(1)], {"axis": 0, "reduction": "sum"}, "reduction"),
+    ("tract_core_one_hot", [np.array([0, 1])], {"axis": 3, "dim": 2}, "axis"),
+    ("tract_core_one_hot", [np.array([0, 1])], {"axis": 0, "dim": 0}, "dim"),
+    ("tract_core_one_hot", [np.array([0, 5])], {"axis": 0, "dim": 3}, "out of range"),
+    ("tract_core_topk", [f32(3, 4), 5], {"axis": 1, "largest": True}, "k"),
+    ("tract_core_trilu", [f32(4), 0], {"upper": True}, "rank"),
+    ("tract_core_xor", [f32(2), f32(2)], {}, "bool"),
+    ("tract_core_bitand", [ints(2, 3), ints(4)], {}, "broadcast"),
+    ("tract_core_is_inf", [f32(2)], {"detect_positive": 1.5}, "detect_positive"),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs,word", BAD, ids=[f"{b[0]}-{b[3]}" for b in BAD])
+@pytest.mark.parametrize("backend", ["formal", "fast"])
+def test_bad_input(name, args, kwargs, word, backend):
+    with pytest.raises(NNEFXError) as info:
+        registry.get(name).kernel(backend)(*args, **kwargs)
+    assert name in str(info.value) and word in str(info.value)
+
+
+def test_domain_and_declarations():
+    """Every tract operation is in domain 'tract', named after its registry, parses and checks."""
+    from nnefx.semantics.stdlib import library
+
+    ops = list(registry.all_ops("tract"))
+    assert len(ops) >= 40
+    lib = library()
+    for op in ops:
+        assert op.name.startswith(("tract_core_", "tract_transformers_")), op.name
+        assert op.name in lib.fragments and op.name not in lib.broken, op.name
+        assert op.shape_rule and op.formal_kernel and op.fast_kernel, op.name
