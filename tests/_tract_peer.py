@@ -1,13 +1,17 @@
 """Run one tract-domain operation through tract itself (its Python bindings, a test-only peer).
 
-:func:`tract_run` writes a one-operation NNEF document (``extension tract_registry ...`` header,
-each tensor argument a ``tract_core_external`` input of its datum type, attributes as literals),
-loads it with tract, runs it on the arguments and returns tract's results as numpy arrays.
+:func:`tract_document` writes a one-operation NNEF document (``extension tract_registry ...``
+header, each tensor argument a ``tract_core_external`` input of its datum type, attributes as
+literals); :func:`tract_batch` loads and runs many such documents with tract in a child process
+(a panic in tract aborts its process; the batch then records it and goes on in a new one).
 """
 
 from __future__ import annotations
 
+import pickle
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -40,9 +44,8 @@ def tensor_params(name: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"(\w+)\s*:\s*tensor<", params)]
 
 
-def tract_run(name: str, args: list, kwargs: dict, registries=("tract_core",), n_results: int = 1):
-    import tract
-
+def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core",), n_results: int = 1):
+    """The text of a one-operation document and the input arrays it expects, in order."""
     lines, inputs, feed = [], [], []
     tparams = tensor_params(name)
 
@@ -64,17 +67,70 @@ def tract_run(name: str, args: list, kwargs: dict, registries=("tract_core",), n
         else:
             ref = literal(a)
         call.append(ref if not call or "=" not in call[-1] else f"{pname} = {ref}")
-    call += [f"{k} = {literal(v)}" for k, v in kwargs.items()]
+    for k, v in kwargs.items():
+        call.append(f"{k} = {external(v) if isinstance(v, np.ndarray) else literal(v)}")
     outs = [f"o{k}" for k in range(n_results)]
     lhs = outs[0] if n_results == 1 else "(" + ", ".join(outs) + ")"
     lines.append(f"    {lhs} = {name}({', '.join(call)});")
     header = "\n".join(f"extension tract_registry {r};" for r in registries)
     text = (f"version 1.0;\n{header}\n\ngraph g( {', '.join(inputs)} ) -> ( {', '.join(outs)} )\n{{\n"
             + "\n".join(lines) + "\n}\n")
+    return text, feed
+
+
+def _worker(job_dir: str) -> None:
+    """Run every job under ``job_dir`` not yet answered (run in a child: a tract panic aborts it)."""
+    import tract
+
+    root = Path(job_dir)
+    for job in sorted(root.glob("*.job")):
+        done = job.with_suffix(".npz")
+        if done.exists() or job.with_suffix(".crash").exists():
+            continue
+        job.with_suffix(".running").write_text("")
+        data = pickle.loads(job.read_bytes())
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                Path(tmp, "graph.nnef").write_text(data["text"])
+                nnef = tract.nnef()
+                if "tract_transformers" in data["registries"]:
+                    nnef = nnef.with_tract_transformers()
+                model = nnef.load(tmp).into_runnable()
+                results = [r.to_numpy() for r in model.run(data["feed"])]
+            np.savez(done, *results)
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            job.with_suffix(".error").write_text(str(exc).split("Stack backtrace")[0])
+            np.savez(done)
+        job.with_suffix(".running").unlink()
+
+
+def tract_batch(jobs: dict) -> dict:
+    """Run ``{key: (name, args, kwargs, registries, n_results)}`` through tract in child processes;
+    returns ``{key: list of arrays}`` or ``{key: error text}``."""
+    out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "graph.nnef").write_text(text)
-        nnef = tract.nnef()
-        if "tract_transformers" in registries:
-            nnef = nnef.with_tract_transformers()
-        model = nnef.load(tmp).into_runnable()
-        return [r.to_numpy() for r in model.run(feed)]
+        root = Path(tmp)
+        for k, (key, job) in enumerate(sorted(jobs.items())):
+            text, feed = tract_document(*job)
+            (root / f"{k:04d}.job").write_bytes(pickle.dumps({"key": key, "text": text, "feed": feed,
+                                                              "registries": job[3]}))
+        code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import _tract_peer; " \
+               f"_tract_peer._worker({tmp!r})"
+        for _ in range(len(jobs) + 1):
+            subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, check=False)
+            running = list(root.glob("*.running"))
+            if not running:
+                break
+            for r in running:  # the child died on this job (a panic in tract): record it, go on
+                r.with_suffix(".crash").write_text("")
+                r.unlink()
+        for job in sorted(root.glob("*.job")):
+            key = pickle.loads(job.read_bytes())["key"]
+            if job.with_suffix(".crash").exists():
+                out[key] = "tract aborted (a panic)"
+            elif job.with_suffix(".error").exists():
+                out[key] = job.with_suffix(".error").read_text()
+            else:
+                with np.load(job.with_suffix(".npz")) as z:
+                    out[key] = [z[f"arr_{i}"] for i in range(len(z.files))]
+    return out
