@@ -60,7 +60,7 @@ def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core"
 
     call = []
     for pname, a in zip(tparams, args, strict=False):
-        if isinstance(a, list):
+        if isinstance(a, list) and all(isinstance(x, np.ndarray) for x in a):
             ref = "[" + ", ".join(external(x) for x in a) + "]"
         elif isinstance(a, np.ndarray):
             ref = external(a)

@@ -107,6 +107,30 @@ CASES = {
     "downsample_negative": ("tract_core_downsample", [f32(2, 7)], {"axis": 1, "stride": -2}),
     "dyn_slice": ("tract_core_dyn_slice", [f32(3, 8)], {"start": np.array(2), "end": np.array(6), "len": 4,
                                                          "axis": 1}),
+    # contractions, reductions, normalisations
+    "einsum_matmul": ("tract_core_einsum", [[f32(3, 4), f32(4, 5)]], {"expr": "ij,jk->ik", "acc": "f32"}),
+    "einsum_batch": ("tract_core_einsum", [[f32(2, 3, 4), f32(2, 4, 2)]],
+                     {"expr": "bij,bjk->bik", "acc": "f32", "output": ""}),
+    "einsum_diag": ("tract_core_einsum", [[f32(4, 4)]], {"expr": "ii->i", "acc": "f32"}),
+    "einsum_bcast": ("tract_core_einsum", [[f32(1, 4), f32(3, 4)]], {"expr": "ij,ij->ij", "acc": "f32"}),
+    "einsum_int": ("tract_core_einsum", [[ints(2, 3, dtype=np.int32), ints(3, dtype=np.int32)]],
+                   {"expr": "ij,j->i", "acc": "i32"}),
+    "product_reduce": ("tract_core_product_reduce", [f32(3, 4, 2, lo=0.5, hi=1.5)], {"axes": [1]}),
+    "product_reduce_all": ("tract_core_product_reduce", [f32(3, 4, lo=0.5, hi=1.5)], {"axes": [0, 1]}),
+    "product_reduce_int_wrap": ("tract_core_product_reduce", [ints(3, 6, lo=50, hi=120, dtype=np.int8)],
+                                {"axes": [1]}),
+    "argmax_last": ("tract_core_argmax_reduce_last", [np.array([[1, 3, 3, 0], [2, 2, 2, 2]], np.float32)],
+                    {"axes": [1]}),
+    "argmin_last": ("tract_core_argmin_reduce_last", [np.array([[1, 0, 3, 0], [2, 2, 2, 2]], np.float32)],
+                    {"axes": [1]}),
+    "argmax_two_axes": ("tract_core_argmax_reduce_last", [ints(2, 3, 4, lo=0, hi=3)], {"axes": [1, 2]}),
+    "softmax": ("tract_core_softmax", [f32(2, 5), [1]], {"exp": ""}),
+    "log_softmax": ("tract_core_log_softmax", [f32(2, 3, 5), [2]], {}),
+    "log_softmax_two": ("tract_core_log_softmax", [f32(2, 3, 5, lo=-30, hi=30), [0, 2]], {}),
+    "rms_norm": ("tract_core_rms_norm", [f32(2, 3, 8)], {"axis": 2, "eps": 1e-5}),
+    "rms_norm_axis0": ("tract_core_rms_norm", [f32(6, 3)], {"axis": 0}),
+    "rms_norm_transformers": ("tract_transformers_rms_norm", [f32(2, 8)], {"axis": 1}),
+    "rms_norm_f16": ("tract_core_rms_norm", [f32(2, 8).astype(np.float16)], {"axis": 1}),
 }
 
 #: Cases tract runs as a peer (the others: tract lacks the operation in the installed version,
@@ -121,6 +145,8 @@ NO_PEER = {
     "range_empty": "tract 0.23.9 panics on an empty range",
     "range_tensors": "tract 0.23.9 panics on rank-0 external bounds (range_int covers the values)",
     "dyn_slice": "tract 0.23.9 panics on rank-0 external bounds",
+    "rms_norm_f16": "compared through the f32 cases",
+    "argmax_two_axes": "tract 0.23.9 reduces one axis at a time",
 }
 
 
@@ -276,6 +302,13 @@ BAD = [
     ("tract_core_dyn_slice", [f32(3, 2)], {"start": 1, "end": 4, "len": 3, "axis": 0}, "slice"),
     ("tract_core_dyn_slice", [f32(3, 2)], {"start": 1, "end": 3, "len": 1, "axis": 0}, "len"),
     ("tract_core_external", [], {"datum_type": "f32", "shape": [2]}, "graph input"),
+    ("tract_core_einsum", [[f32(2, 3), f32(4, 5)]], {"expr": "ij,jk->ik", "acc": "f32"}, "extents"),
+    ("tract_core_einsum", [[f32(2, 3)]], {"expr": "ij,jk->ik", "acc": "f32"}, "inputs"),
+    ("tract_core_einsum", [[f32(2, 3)]], {"expr": "ij->iz", "acc": "f32"}, "expr"),
+    ("tract_core_einsum", [[f32(2, 3)]], {"expr": "ij->i", "acc": "float32"}, "acc"),
+    ("tract_core_product_reduce", [f32(2, 3)], {"axes": [2]}, "axes"),
+    ("tract_core_log_softmax", [f32(2, 3), [3]], {}, "axes"),
+    ("tract_core_rms_norm", [f32(2, 3)], {"axis": 2}, "axis"),
 ]
 
 

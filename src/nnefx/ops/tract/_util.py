@@ -44,6 +44,13 @@ def check_axis(op: str, axis: Any, rank: int, name: str = "axis", *, extra: int 
     return a
 
 
+def wrap_int(v: int, dtype: np.dtype) -> int:
+    """The Python integer ``v`` wrapped around into the range of integer ``dtype`` (two's complement)."""
+    width = 1 << (8 * dtype.itemsize)
+    w = int(v) % width
+    return w - width if dtype.kind == "i" and w >= width // 2 else w
+
+
 def numpy_broadcast(op: str, *shapes: tuple) -> tuple:
     """The numpy broadcast of shapes (aligned from the last dimension); None = unknown extent."""
     rank = max((len(s) for s in shapes), default=0)

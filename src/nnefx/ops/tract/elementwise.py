@@ -22,7 +22,7 @@ import numpy as np
 from .._common import broadcast_shapes, checked_broadcast, guard_family, op_error
 from ..ir_opset import _erf_vec
 from ..registry import define
-from ._util import DOMAIN
+from ._util import DOMAIN, wrap_int
 
 FAMILY = "tract_elementwise"
 
@@ -177,10 +177,8 @@ def _bitnot_formal(x):
     if x.dtype == np.bool_:
         return _formal_unary(lambda v: not v, x, np.bool_)
     out = np.empty(x.shape, x.dtype)
-    bits = x.dtype.itemsize * 8
     for index in np.ndindex(*x.shape):
-        v = (~int(x[index])) % (1 << bits)  # two's complement within the element's width
-        out[index] = v - (1 << bits) if x.dtype.kind == "i" and v >= 1 << (bits - 1) else v
+        out[index] = wrap_int(~int(x[index]), x.dtype)  # two's complement within the element's width
     return out
 
 

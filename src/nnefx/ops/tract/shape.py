@@ -18,7 +18,7 @@ import numpy as np
 from ... import etypes
 from .._common import attr_error, guard_attributes, op_error
 from ..registry import define
-from ._util import DOMAIN, check_axis, int_value, known_int, numpy_broadcast, parse_etype
+from ._util import DOMAIN, check_axis, int_value, known_int, numpy_broadcast, parse_etype, wrap_int
 
 FAMILY = "tract_shape"
 
@@ -63,9 +63,7 @@ def _rust_as(v, target: np.dtype):
             if math.isinf(f):
                 return info.max if f > 0 else info.min
             return min(max(math.trunc(f), info.min), info.max)  # saturating
-        width = 1 << (8 * target.itemsize)
-        w = int(v) % width  # wrapping
-        return w - width if target.kind == "i" and w > info.max else w
+        return wrap_int(v, target)
     return float(v) if not isinstance(v, (int, np.integer)) else int(v)
 
 
