@@ -66,7 +66,9 @@ def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core"
             ref = external(a)
         else:
             ref = literal(a)
-        call.append(ref if not call or "=" not in call[-1] else f"{pname} = {ref}")
+        # tract's own parameter order differs where our header had to (extra['tract_header']): name them
+        named = call and ("=" in call[-1] or "tract_header" in registry.get(name).extra)
+        call.append(f"{pname} = {ref}" if named else ref)
     for k, v in kwargs.items():
         call.append(f"{k} = {external(v) if isinstance(v, np.ndarray) else literal(v)}")
     outs = [f"o{k}" for k in range(n_results)]

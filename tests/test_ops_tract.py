@@ -131,6 +131,32 @@ CASES = {
     "rms_norm_axis0": ("tract_core_rms_norm", [f32(6, 3)], {"axis": 0}),
     "rms_norm_transformers": ("tract_transformers_rms_norm", [f32(2, 8)], {"axis": 1}),
     "rms_norm_f16": ("tract_core_rms_norm", [f32(2, 8).astype(np.float16)], {"axis": 1}),
+    # spectral and complex
+    "fft": ("tract_core_fft", [f32(3, 8, 2)], {"axis": 1, "inverse": False}),
+    "fft_inverse": ("tract_core_fft", [f32(5, 3, 2)], {"axis": 0, "inverse": True}),
+    "fft_odd": ("tract_core_fft", [f32(7, 2)], {"axis": 0, "inverse": False}),
+    "stft": ("tract_core_stft", [f32(2, 16, 2)], {"axis": 1, "frame": 4, "stride": 2}),
+    "stft_window": ("tract_core_stft", [f32(12, 2), f32(3, lo=0, hi=1)], {"axis": 0, "frame": 4, "stride": 3}),
+    "complex_to_inner": ("tract_core_complex_to_inner_dim", [(f32(2, 3) + 1j * f32(2, 3)).astype(np.complex64)],
+                         {}),
+    "inner_to_complex": ("tract_core_inner_dim_to_complex", [f32(2, 3, 2)], {}),
+    # transformers
+    "sdpa": ("tract_transformers_sdpa", [f32(2, 3, 4, 8), f32(2, 3, 5, 8), f32(2, 3, 5, 6)],
+             {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": False}),
+    "sdpa_mask_scale": ("tract_transformers_sdpa", [f32(1, 2, 4, 8), f32(1, 2, 4, 8), f32(1, 2, 4, 8), f32(4, 4)],
+                        {"scale": 0.3, "datum_type": "f32", "acc_datum_type": "f32", "is_causal": False}),
+    "sdpa_causal": ("tract_transformers_sdpa", [f32(1, 2, 3, 4), f32(1, 2, 5, 4), f32(1, 2, 5, 4)],
+                    {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": True}),
+    "sdpa_gqa": ("tract_transformers_sdpa", [f32(1, 4, 3, 4), f32(1, 2, 3, 4), f32(1, 2, 3, 4)],
+                 {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": True}),
+    "sdpa_rank3": ("tract_transformers_sdpa", [f32(2, 3, 4), f32(2, 5, 4), f32(2, 5, 4), f32(2, 3, 5)],
+                   {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": False}),
+    "apply_rope": ("tract_transformers_apply_rope", [f32(1, 2, 3, 8), f32(3, 8), f32(3, 8)], {}),
+    "scaled_masked_softmax": ("tract_transformers_scaled_masked_softmax", [f32(2, 3, 5), f32(2, 3, 5)],
+                              {"scale": 0.5, "post_softmax_mask": False}),
+    "scaled_masked_softmax_bool": ("tract_transformers_scaled_masked_softmax",
+                                   [f32(2, 3, 5), RNG.uniform(size=(2, 3, 5)) > 0.3],
+                                   {"scale": 0.5, "post_softmax_mask": True}),
 }
 
 #: Cases tract runs as a peer (the others: tract lacks the operation in the installed version,
@@ -147,6 +173,10 @@ NO_PEER = {
     "dyn_slice": "tract 0.23.9 panics on rank-0 external bounds",
     "rms_norm_f16": "compared through the f32 cases",
     "argmax_two_axes": "tract 0.23.9 reduces one axis at a time",
+    "complex_to_inner": "tract's Python API takes no complex inputs",
+    "inner_to_complex": "tract's Python API returns no complex results",
+    "scaled_masked_softmax_bool": "tract 0.23.9 takes float masks only",
+    "stft_window": "tract wants the window constant (a variable); torch checks it below",
 }
 
 
@@ -274,6 +304,36 @@ def test_torch_peer_indexing():
                 oh.astype(np.float32), "one_hot")
 
 
+def test_torch_peer_stft_window():
+    torch = pytest.importorskip("torch")
+    x, w = f32(12, 2), f32(3, lo=0.1, hi=1.0)
+    z = torch.complex(torch.from_numpy(x[:, 0]), torch.from_numpy(x[:, 1]))
+    ref = torch.stft(z, n_fft=4, hop_length=3, win_length=3, window=torch.from_numpy(w), center=False,
+                     onesided=False, return_complex=True).T  # (frames, frame)
+    for backend in ("formal", "fast"):
+        got = _run("tract_core_stft", [x, w], {"axis": 0, "frame": 4, "stride": 3}, backend)
+        assert_same(got, torch.view_as_real(ref).numpy(), f"stft {backend}", 1e-5)
+
+
+def test_torch_peer_sdpa():
+    torch = pytest.importorskip("torch")
+    q, k, v, m = f32(2, 4, 3, 8), f32(2, 2, 5, 8), f32(2, 2, 5, 8), f32(3, 5)
+    tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(m), enable_gqa=True)
+    kw = {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": False}
+    for backend in ("formal", "fast"):
+        assert_same(_run("tract_transformers_sdpa", [q, k, v, m], kw, backend), ref.numpy(), f"sdpa {backend}", 1e-5)
+    q = f32(1, 2, 4, 8)
+    ref = torch.nn.functional.scaled_dot_product_attention(torch.from_numpy(q), tk[:1], tv[:1], is_causal=True)
+    got = _run("tract_transformers_sdpa", [q, k[:1], v[:1]], {**kw, "is_causal": True}, "fast")
+    # torch aligns the causal mask to the top left, tract to the bottom right: equal on square blocks only
+    assert got.shape == ref.shape
+    sq = _run("tract_transformers_sdpa", [q, q, q], {**kw, "is_causal": True}, "fast")
+    tq = torch.from_numpy(q)
+    assert_same(sq, torch.nn.functional.scaled_dot_product_attention(tq, tq, tq, is_causal=True).numpy(),
+                "causal", 1e-5)
+
+
 # --- bad input ----------------------------------------------------------------------------------------
 
 BAD = [
@@ -309,6 +369,20 @@ BAD = [
     ("tract_core_product_reduce", [f32(2, 3)], {"axes": [2]}, "axes"),
     ("tract_core_log_softmax", [f32(2, 3), [3]], {}, "axes"),
     ("tract_core_rms_norm", [f32(2, 3)], {"axis": 2}, "axis"),
+    ("tract_core_fft", [f32(3, 3)], {"axis": 0, "inverse": False}, "extent 2"),
+    ("tract_core_fft", [f32(3, 2)], {"axis": 1, "inverse": False}, "axis"),
+    ("tract_core_stft", [f32(3, 2)], {"axis": 0, "frame": 4, "stride": 1}, "frame"),
+    ("tract_core_stft", [f32(8, 2)], {"axis": 0, "frame": 4, "stride": 0}, "stride"),
+    ("tract_core_complex_to_inner_dim", [f32(3)], {}, "complex"),
+    ("tract_transformers_sdpa", [f32(1, 3, 2, 4), f32(1, 2, 2, 4), f32(1, 2, 2, 4)],
+     {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": False}, "heads"),
+    ("tract_transformers_sdpa", [f32(1, 2, 2, 4), f32(1, 2, 2, 4), f32(1, 2, 2, 4), f32(2, 2)],
+     {"datum_type": "f32", "acc_datum_type": "f32", "is_causal": True}, "mask"),
+    ("tract_transformers_sdpa", [f32(1, 2, 2, 4), f32(1, 2, 2, 4), f32(1, 2, 2, 4)],
+     {"datum_type": "f32", "acc_datum_type": "i32", "is_causal": False}, "acc_datum_type"),
+    ("tract_transformers_apply_rope", [f32(2, 3), f32(3), f32(3)], {}, "even"),
+    ("tract_transformers_scaled_masked_softmax", [f32(2, 3), f32(2, 3)], {"scale": 0.0, "post_softmax_mask": False},
+     "scale"),
 ]
 
 
