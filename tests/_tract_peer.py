@@ -44,10 +44,19 @@ def tensor_params(name: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"(\w+)\s*:\s*tensor<", params)]
 
 
-def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core",), n_results: int = 1):
-    """The text of a one-operation document and the input arrays it expects, in order."""
+def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core",), n_results: int = 1,
+                   consts=()):
+    """The text of a one-operation document and the input arrays it expects, in order.  Tensor
+    arguments whose position is in ``consts`` (1-D) become array literals (tract wants some operands
+    constant: resize's scales, stft's window)."""
     lines, inputs, feed = [], [], []
     tparams = tensor_params(name)
+    # where our header gave a tensor parameter a rank-0 default standing for tract's 'absent'
+    # (extra['tract_header']), a plain number argument means absent: leave it out for tract
+    sentinel = "tract_header" in registry.get(name).extra
+
+    def constant(a):  # a 1-D array literal: tract folds it into a constant tensor
+        return literal(np.asarray(a).reshape(-1).tolist())
 
     def external(a):
         a = np.asarray(a)
@@ -59,11 +68,14 @@ def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core"
         return ident
 
     call = []
-    for pname, a in zip(tparams, args, strict=False):
+    for k, (pname, a) in enumerate(zip(tparams, args, strict=False)):
         if isinstance(a, list) and all(isinstance(x, np.ndarray) for x in a):
             ref = "[" + ", ".join(external(x) for x in a) + "]"
         elif isinstance(a, np.ndarray):
-            ref = external(a)
+            ref = constant(a) if k in consts else external(a)
+        elif sentinel and k > 0 and isinstance(a, float):
+            call.append("=")  # later tensors are named
+            continue
         else:
             ref = literal(a)
         # tract's own parameter order differs where our header had to (extra['tract_header']): name them
@@ -71,6 +83,7 @@ def tract_document(name: str, args: list, kwargs: dict, registries=("tract_core"
         call.append(f"{pname} = {ref}" if named else ref)
     for k, v in kwargs.items():
         call.append(f"{k} = {external(v) if isinstance(v, np.ndarray) else literal(v)}")
+    call = [c for c in call if c != "="]
     outs = [f"o{k}" for k in range(n_results)]
     lhs = outs[0] if n_results == 1 else "(" + ", ".join(outs) + ")"
     lines.append(f"    {lhs} = {name}({', '.join(call)});")
@@ -107,7 +120,7 @@ def _worker(job_dir: str) -> None:
 
 
 def tract_batch(jobs: dict) -> dict:
-    """Run ``{key: (name, args, kwargs, registries, n_results)}`` through tract in child processes;
+    """Run ``{key: (name, args, kwargs, registries, n_results, consts)}`` through tract in child processes;
     returns ``{key: list of arrays}`` or ``{key: error text}``."""
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:

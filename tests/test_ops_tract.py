@@ -157,6 +157,18 @@ CASES = {
     "scaled_masked_softmax_bool": ("tract_transformers_scaled_masked_softmax",
                                    [f32(2, 3, 5), RNG.uniform(size=(2, 3, 5)) > 0.3],
                                    {"scale": 0.5, "post_softmax_mask": True}),
+    # resize
+    "resize_nearest_x2": ("tract_core_resize", [f32(1, 2, 3, 4), np.array([1, 1, 2, 2], np.float32)],
+                          {"coord_transformer": "asymmetric", "interpolator": "nearest", "nearest_mode": "floor"}),
+    "resize_linear_half_pixel": ("tract_core_resize", [f32(1, 2, 3, 4), np.array([1, 1, 2.5, 1.5], np.float32)],
+                                 {"coord_transformer": "half_pixel", "interpolator": "linear"}),
+    "resize_linear_align": ("tract_core_resize", [f32(1, 1, 4, 5), np.array([1, 1, 2, 2], np.float32)],
+                            {"coord_transformer": "align_corners", "interpolator": "linear"}),
+    "resize_cubic_sizes": ("tract_core_resize", [f32(1, 1, 4, 4), 0.0, np.array([1, 1, 7, 3], np.float32)],
+                           {"coord_transformer": "pytorch_half_pixel", "interpolator": "cubic"}),
+    "resize_nearest_ceil": ("tract_core_resize", [f32(2, 5), np.array([1, 1.7], np.float32)],
+                            {"coord_transformer": "half_pixel", "interpolator": "nearest",
+                             "nearest_mode": "round_prefer_ceil"}),
 }
 
 #: Cases tract runs as a peer (the others: tract lacks the operation in the installed version,
@@ -176,7 +188,6 @@ NO_PEER = {
     "complex_to_inner": "tract's Python API takes no complex inputs",
     "inner_to_complex": "tract's Python API returns no complex results",
     "scaled_masked_softmax_bool": "tract 0.23.9 takes float masks only",
-    "stft_window": "tract wants the window constant (a variable); torch checks it below",
 }
 
 
@@ -194,7 +205,8 @@ def assert_same(a, b, what, ulp_tol=1e-5):
     if a.dtype.kind in "biu" or b.dtype.kind in "biu":
         np.testing.assert_array_equal(a, b, err_msg=what)
     else:
-        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=ulp_tol, atol=ulp_tol,
+        wide = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
+        np.testing.assert_allclose(a.astype(wide), b.astype(wide), rtol=ulp_tol, atol=ulp_tol,
                                    err_msg=what)
 
 
@@ -241,6 +253,10 @@ def test_etype_rule(case):
     assert tuple(etypes.from_numpy(r.dtype) for r in results) == expected
 
 
+#: Tensor arguments tract wants constant (by position), written as array literals in its document.
+CONSTS = {"stft_window": {1}, **{c: {1, 2} for c in CASES if c.startswith("resize")}}
+
+
 def _registries(name):
     return ("tract_core", "tract_transformers") if name.startswith("tract_transformers") else ("tract_core",)
 
@@ -254,7 +270,7 @@ def tract_results():
     for case, (name, args, kwargs) in CASES.items():
         if case not in NO_PEER:
             n = len(_tuple(_run(name, args, kwargs, "fast")))
-            jobs[case] = (name, args, kwargs, _registries(name), n)
+            jobs[case] = (name, args, kwargs, _registries(name), n, CONSTS.get(case, ()))
     return tract_batch(jobs)
 
 
@@ -370,6 +386,9 @@ BAD = [
     ("tract_core_log_softmax", [f32(2, 3), [3]], {}, "axes"),
     ("tract_core_rms_norm", [f32(2, 3)], {"axis": 2}, "axis"),
     ("tract_core_fft", [f32(3, 3)], {"axis": 0, "inverse": False}, "extent 2"),
+    ("tract_core_resize", [f32(2, 3), np.array([1, 2], np.float32)], {"interpolator": "area"}, "interpolator"),
+    ("tract_core_resize", [f32(2, 3)], {}, "scales"),
+    ("tract_core_resize", [f32(2, 3), np.array([1, 2, 2], np.float32)], {}, "one value per axis"),
     ("tract_core_fft", [f32(3, 2)], {"axis": 1, "inverse": False}, "axis"),
     ("tract_core_stft", [f32(3, 2)], {"axis": 0, "frame": 4, "stride": 1}, "frame"),
     ("tract_core_stft", [f32(8, 2)], {"axis": 0, "frame": 4, "stride": 0}, "stride"),
