@@ -422,5 +422,74 @@ def test_domain_and_declarations():
     lib = library()
     for op in ops:
         assert op.name.startswith(("tract_core_", "tract_transformers_")), op.name
+        if op.name == "tract_core_scan":  # tract's tuples mix tensors and non-tensors (NNEF 1.0.5 §2.3)
+            assert "mixes tensor and non-tensor" in str(lib.broken[op.name])
+            continue
         assert op.name in lib.fragments and op.name not in lib.broken, op.name
         assert op.shape_rule and op.formal_kernel and op.fast_kernel, op.name
+
+
+# --- scan: the body is a document fragment; here a Python stand-in for torch-to-nnef's GRU body -----------
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _gru_body(name, v):
+    """torch-to-nnef's ``gru_scan_loop`` fragment (op/fragment/gru.nnef), evaluated with numpy."""
+    assert name == "gru_scan_loop"
+    h = v["h_t_prev"]
+    r = _sigmoid(v["xt_Wr_t"] + h @ v["W_hr"].T)
+    z = _sigmoid(v["xt_Wz_t"] + h @ v["W_hz"].T)
+    n = np.tanh(v["xt_Wn_t"] + r * (h @ v["W_hn"].T + v["b_hn"]))
+    return {"h_t": ((1.0 - z) * n + z * h).astype(np.float32)}
+
+
+def _gru_scan(torch_gru, x, h0, chunk):
+    w_ih, w_hh = (getattr(torch_gru, n).detach().numpy() for n in ("weight_ih_l0", "weight_hh_l0"))
+    b_ih, b_hh = (getattr(torch_gru, n).detach().numpy() for n in ("bias_ih_l0", "bias_hh_l0"))
+    (w_ir, w_iz, w_in), (w_hr, w_hz, w_hn) = np.split(w_ih, 3), np.split(w_hh, 3)
+    (b_ir, b_iz, b_in), (b_hr, b_hz, b_hn) = np.split(b_ih, 3), np.split(b_hh, 3)
+    kw = dict(
+        body="gru_scan_loop",
+        scan=[("xt_Wr_t", x @ w_ir.T + b_ir + b_hr, 0, chunk), ("xt_Wz_t", x @ w_iz.T + b_iz + b_hz, 0, chunk),
+              ("xt_Wn_t", x @ w_in.T + b_in, 0, chunk)],
+        full=[("W_hr", w_hr), ("W_hz", w_hz), ("W_hn", w_hn), ("b_hn", b_hn)],
+        state=[("h_t_prev", h0, "h_t")],
+        output=[("h_t", "full", 0, chunk), ("h_t", "last", 0, chunk)],
+    )
+    return [registry.get("tract_core_scan").kernel(b)(**kw, call=_gru_body) for b in ("formal", "fast")]
+
+
+def test_scan_gru_against_torch():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(4, 3)
+    x, h0 = f32(6, 2, 4), f32(1, 2, 3)
+    ref, ref_h = gru(torch.from_numpy(x), torch.from_numpy(h0))
+    for full, last in _gru_scan(gru, x, h0, 1):
+        assert_same(full, ref.detach().numpy(), "gru full", 1e-5)
+        assert_same(last, ref_h.detach().numpy(), "gru last", 1e-5)
+    # backward (chunk -1): the sequence read from its end, outputs placed from the end
+    for full, last in _gru_scan(gru, x, h0, -1):
+        rev, rev_h = gru(torch.from_numpy(x[::-1].copy()), torch.from_numpy(h0))
+        assert_same(full, rev.detach().numpy()[::-1], "gru backward full", 1e-5)
+        assert_same(last, rev_h.detach().numpy(), "gru backward last", 1e-5)
+
+
+def test_scan_chunks_and_errors():
+    from nnefx.ops.tract.scan import slice_chunk
+
+    x = np.arange(10).reshape(5, 2)
+    np.testing.assert_array_equal(slice_chunk(x, 0, 2, 2), [[8, 9], [0, 0]])  # padded last chunk
+    np.testing.assert_array_equal(slice_chunk(x, 0, 0, -2), [[6, 7], [8, 9]])  # from the end, in order
+    op = registry.get("tract_core_scan")
+    spec = dict(body="b", scan=[("a", x, 0, 1)], full=[], state=[], output=[("y", "full", 0, 1)])
+    assert op.shape_rule(**{**spec, "scan": [("a", x.shape, 0, 1)]}) == [None]
+    for kwargs, word in [({}, "session"), ({"skip": 1, "call": _gru_body}, "skip"),
+                         ({"output": [("y", "every", 0, 1)], "call": _gru_body}, "output"),
+                         ({"call": lambda name, v: {"z": v["a"]}}, "result 'y'")]:
+        with pytest.raises(NNEFXError) as info:
+            op.kernel("formal")(**{**spec, **kwargs})
+        assert "tract_core_scan" in str(info.value) and word in str(info.value)
