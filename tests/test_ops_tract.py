@@ -169,6 +169,11 @@ CASES = {
     "resize_nearest_ceil": ("tract_core_resize", [f32(2, 5), np.array([1, 1.7], np.float32)],
                             {"coord_transformer": "half_pixel", "interpolator": "nearest",
                              "nearest_mode": "round_prefer_ceil"}),
+    # grid_sample
+    **{f"grid_sample_{m}_{p}_{int(a)}": ("tract_core_grid_sample", [f32(2, 3, 4, 5), f32(2, 3, 6, 2, lo=-1.3, hi=1.3)],
+                                         {"mode": m, "padding_mode": p, "align_corners": a})
+       for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection") for a in (False, True)},
+    "grid_sample_3d": ("tract_core_grid_sample", [f32(1, 2, 3, 4, 5), f32(1, 2, 2, 3, 3, lo=-1.2, hi=1.2)], {}),
 }
 
 #: Cases tract runs as a peer (the others: tract lacks the operation in the installed version,
@@ -281,8 +286,9 @@ def test_tract_peer(case, tract_results):
     ours = _tuple(_run(name, args, kwargs, "fast"))
     theirs = tract_results[case]
     assert not isinstance(theirs, str), f"tract: {theirs}"
+    tol = 2e-5 if "bicubic" in case else 2e-6  # 16 float32 taps in tract
     for k, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        assert_same(a, b.astype(a.dtype) if b.dtype.kind == a.dtype.kind else b, f"{case} result {k}", 2e-6)
+        assert_same(a, b.astype(a.dtype) if b.dtype.kind == a.dtype.kind else b, f"{case} result {k}", tol)
 
 
 # --- torch as the peer where the installed tract lacks the operation ----------------------------------
@@ -318,6 +324,17 @@ def test_torch_peer_indexing():
     oh = torch.nn.functional.one_hot(torch.tensor([2, 0, 1]), 4).numpy()
     assert_same(_run("tract_core_one_hot", [np.array([2, 0, 1])], {"axis": 1, "dim": 4}, "formal"),
                 oh.astype(np.float32), "one_hot")
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CASES if c.startswith("grid_sample") and not (
+    "bicubic_border" in c or "bicubic_reflection" in c)))  # there tract pads the point, torch each tap
+def test_torch_peer_grid_sample(case):
+    torch = pytest.importorskip("torch")
+    _, (x, grid), kw = CASES[case]
+    ref = torch.nn.functional.grid_sample(torch.from_numpy(x), torch.from_numpy(grid), mode=kw.get("mode", "bilinear"),
+                                          padding_mode=kw.get("padding_mode", "zeros"),
+                                          align_corners=kw.get("align_corners", False)).numpy()
+    assert_same(_run("tract_core_grid_sample", [x, grid], kw, "fast"), ref, case, 2e-5)
 
 
 def test_torch_peer_stft_window():
@@ -388,6 +405,10 @@ BAD = [
     ("tract_core_fft", [f32(3, 3)], {"axis": 0, "inverse": False}, "extent 2"),
     ("tract_core_resize", [f32(2, 3), np.array([1, 2], np.float32)], {"interpolator": "area"}, "interpolator"),
     ("tract_core_resize", [f32(2, 3)], {}, "scales"),
+    ("tract_core_grid_sample", [f32(1, 1, 4, 4), f32(1, 2, 2, 2)], {"mode": "area"}, "mode"),
+    ("tract_core_grid_sample", [f32(1, 1, 4, 4), f32(1, 2, 2, 2)], {"padding_mode": "wrap"}, "padding_mode"),
+    ("tract_core_grid_sample", [f32(1, 1, 4, 4), f32(1, 2, 2, 3)], {}, "grid"),
+    ("tract_core_grid_sample", [f32(1, 1, 2, 4, 4), f32(1, 2, 2, 2, 3)], {"mode": "bicubic"}, "2 spatial"),
     ("tract_core_resize", [f32(2, 3), np.array([1, 2, 2], np.float32)], {}, "one value per axis"),
     ("tract_core_fft", [f32(3, 2)], {"axis": 1, "inverse": False}, "axis"),
     ("tract_core_stft", [f32(3, 2)], {"axis": 0, "frame": 4, "stride": 1}, "frame"),
