@@ -84,12 +84,18 @@ def _einsum_types(acc, output):
 einsum.etypes(lambda xs, expr, acc, output="": _einsum_types(acc, output)[1] or xs[0])
 
 
-@einsum.formal
-def _einsum_formal(xs, expr, acc, output=""):
+def _einsum_args(xs, expr, acc, output):
     arrays = [np.asarray(x) for x in xs]
     specs, out = _parse_expr(expr, len(arrays))
-    _, out_et = _einsum_types(acc, output)
+    acc_et, out_et = _einsum_types(acc, output)
     sizes = _extents(specs, [a.shape for a in arrays])
+    dt = etypes.numpy_dtype(out_et) if out_et else arrays[0].dtype
+    return arrays, specs, out, acc_et, dt, sizes
+
+
+@einsum.formal
+def _einsum_formal(xs, expr, acc, output=""):
+    arrays, specs, out, _, dt, sizes = _einsum_args(xs, expr, acc, output)
     labels = sorted(sizes)
     result = np.zeros(tuple(sizes[lab] for lab in out), dtype=np.float64 if arrays[0].dtype.kind in "fc"
                       else np.int64)
@@ -99,22 +105,17 @@ def _einsum_formal(xs, expr, acc, output=""):
         for spec, a in zip(specs, arrays, strict=True):  # extent-1 axes broadcast
             term = term * a[tuple(v[lab] if a.shape[k] != 1 else 0 for k, lab in enumerate(spec))].item()
         result[tuple(v[lab] for lab in out)] += term
-    dt = etypes.numpy_dtype(out_et) if out_et else arrays[0].dtype
     return result.astype(dt)
 
 
 @einsum.fast
 def _einsum_fast(xs, expr, acc, output=""):
-    arrays = [np.asarray(x) for x in xs]
-    specs, out = _parse_expr(expr, len(arrays))
-    acc_et, out_et = _einsum_types(acc, output)
-    sizes = _extents(specs, [a.shape for a in arrays])
+    arrays, specs, out, acc_et, dt, sizes = _einsum_args(xs, expr, acc, output)
     # numpy's einsum does not broadcast extent-1 axes against a label's full extent: expand them
     full = [np.broadcast_to(a, tuple(sizes[lab] if a.shape[k] == 1 else a.shape[k] for k, lab in enumerate(spec)))
             for spec, a in zip(specs, arrays, strict=True)]
     acc_dt = etypes.compute_dtype(acc_et)
     res = np.einsum(",".join(specs) + "->" + out, *[a.astype(acc_dt) for a in full])
-    dt = etypes.numpy_dtype(out_et) if out_et else arrays[0].dtype
     return np.asarray(res).astype(dt)
 
 

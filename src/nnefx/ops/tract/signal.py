@@ -42,6 +42,20 @@ def _dft(values: list, inverse: bool) -> list:
                 0j) for k in range(n)]
 
 
+def _lines(x: np.ndarray, a: int):
+    """Each line of the complex tensor ``x`` (real, imaginary last) along axis ``a``: yields
+    ``(at, values)`` where ``at(j)`` is the index of item j (without the last axis)."""
+    rest = [k for k in range(x.ndim - 1) if k != a]
+    for outer in np.ndindex(*[x.shape[k] for k in rest]):
+        def at(j, outer=outer):
+            pos = [0] * (x.ndim - 1)
+            for k, v in zip(rest, outer, strict=True):
+                pos[k] = v
+            pos[a] = j
+            return tuple(pos)
+        yield at, [complex(float(x[at(j) + (0,)]), float(x[at(j) + (1,)])) for j in range(x.shape[a])]
+
+
 def _fft_fast(z: np.ndarray, axis: int, inverse: bool) -> np.ndarray:
     return np.fft.ifft(z, axis=axis) * z.shape[axis] if inverse else np.fft.fft(z, axis=axis)
 
@@ -67,15 +81,7 @@ def _fft_formal(x, axis, inverse):
     x = _pairs("tract_core_fft", x)
     a = check_axis("tract_core_fft", axis, x.ndim - 1)
     out = np.empty(x.shape, x.dtype)
-    rest = [k for k in range(x.ndim - 1) if k != a]
-    for outer in np.ndindex(*[x.shape[k] for k in rest]):
-        def at(j, outer=outer):
-            pos = [0] * (x.ndim - 1)
-            for k, v in zip(rest, outer, strict=True):
-                pos[k] = v
-            pos[a] = j
-            return tuple(pos)
-        line = [complex(float(x[at(j) + (0,)]), float(x[at(j) + (1,)])) for j in range(x.shape[a])]
+    for at, line in _lines(x, a):
         for k, v in enumerate(_dft(line, bool(inverse))):
             out[at(k) + (0,)], out[at(k) + (1,)] = v.real, v.imag
     return out
@@ -139,23 +145,17 @@ def _window(op: str, window, frame: int, dtype) -> np.ndarray:
     return full
 
 
+def _stft_args(x, window, axis, frame, stride):
+    x = _pairs("tract_core_stft", x)
+    shape = _stft_shape(x.shape, np.shape(window), axis=axis, frame=frame, stride=stride)
+    return x, shape, int(axis), shape[int(axis)], _window("tract_core_stft", window, frame, np.float64)
+
+
 @stft.formal
 def _stft_formal(x, window=1.0, *, axis, frame, stride):
-    op = "tract_core_stft"
-    x = _pairs(op, x)
-    shape = _stft_shape(x.shape, np.shape(window), axis=axis, frame=frame, stride=stride)
-    a, frames = int(axis), shape[int(axis)]
-    w = _window(op, window, frame, np.float64)
+    x, shape, a, frames, w = _stft_args(x, window, axis, frame, stride)
     out = np.empty(shape, x.dtype)
-    rest = [k for k in range(x.ndim - 1) if k != a]
-    for outer in np.ndindex(*[x.shape[k] for k in rest]):
-        def src(j, outer=outer):
-            pos = [0] * (x.ndim - 1)
-            for k, v in zip(rest, outer, strict=True):
-                pos[k] = v
-            pos[a] = j
-            return tuple(pos)
-        signal = [complex(float(x[src(j) + (0,)]), float(x[src(j) + (1,)])) for j in range(x.shape[a])]
+    for src, signal in _lines(x, a):
         for f in range(frames):
             chunk = [signal[stride * f + t] * float(w[t]) for t in range(frame)]
             for k, v in enumerate(_dft(chunk, False)):
@@ -167,16 +167,12 @@ def _stft_formal(x, window=1.0, *, axis, frame, stride):
 
 @stft.fast
 def _stft_fast(x, window=1.0, *, axis, frame, stride):
-    op = "tract_core_stft"
-    x = _pairs(op, x)
-    shape = _stft_shape(x.shape, np.shape(window), axis=axis, frame=frame, stride=stride)
-    a, frames = int(axis), shape[int(axis)]
+    x, shape, a, frames, w = _stft_args(x, window, axis, frame, stride)
     z = x[..., 0].astype(np.float64) + 1j * x[..., 1]
     starts = np.arange(frames) * stride
     idx = starts[:, None] + np.arange(frame)[None, :]           # (frames, frame)
     chunks = np.take(z, idx, axis=a)                            # axis a -> (frames, frame)
-    w = _window(op, window, frame, np.float64).reshape((frame,) + (1,) * (z.ndim - a - 1))
-    spec = np.fft.fft(chunks * w, axis=a + 1)
+    spec = np.fft.fft(chunks * w.reshape((frame,) + (1,) * (z.ndim - a - 1)), axis=a + 1)
     return np.stack([spec.real, spec.imag], axis=-1).astype(x.dtype)
 
 
