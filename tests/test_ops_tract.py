@@ -6,6 +6,8 @@ Each case is ``(operation, tensor arguments, attributes)``; ``PEER`` marks the c
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -514,3 +516,18 @@ def test_scan_chunks_and_errors():
         with pytest.raises(NNEFXError) as info:
             op.kernel("formal")(**{**spec, **kwargs})
         assert "tract_core_scan" in str(info.value) and word in str(info.value)
+
+
+def test_headers_keep_tract_parameter_names():
+    """Where NNEF 1.0.5 forced a different header, the parameters keep tract's names and defaults
+    differ only where the text says why (extra['tract_header'] is tract's own declaration)."""
+    from nnefx.ops.signature import signature
+
+    changed = [op for op in registry.all_ops("tract") if "tract_header" in op.extra]
+    assert {op.name for op in changed} >= {"tract_core_stft", "tract_core_resize", "tract_core_einsum",
+                                           "tract_transformers_sdpa", "tract_core_external"}
+    for op in changed:
+        ours = {p.name for p in signature(op.declaration).params}
+        header = op.extra["tract_header"]
+        theirs = set(re.findall(r"(\w+)\s*:", header[header.index("(") + 1:header.index("->")]))
+        assert ours == theirs, op.name
