@@ -136,8 +136,11 @@ def test_verify_reports_a_disagreement(monkeypatch):
 
     monkeypatch.setattr(ort_engine.OrtModel, "__call__", wrong)
     session = Session(nnefx.load(DIGITS), "onnxruntime", verify=True)
-    with pytest.raises(NNEFXError, match=r"disagrees with the formal backend: probabilities: .*bound 0.0001"):
+    with pytest.raises(NNEFXError, match=r"disagrees with the formal backend: probabilities: .*bound 0.0001") as err:
         session.run({"input": np.zeros((1, 1, 8, 8), np.float32)})
+    # Every traced tensor is off by 0.01: the first operation of the graph is named, with its position.
+    assert "first diverging: operation 'conv'" in str(err.value)
+    assert err.value.location is not None and err.value.location.line
 
 
 def test_errors_name_the_backend_and_what_to_install(monkeypatch):
@@ -270,3 +273,15 @@ def test_run_with_an_engine_and_verify_on_the_command_line():
     assert "verify: probabilities: max |diff|" in done.stdout
     bad = _nnefx("run", DIGITS, "--backend", "nope")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.skipif("torch" not in INSTALLED, reason="torch is not installed")
+def test_verify_names_the_first_operation_that_diverges(monkeypatch):
+    from nnefx.engines import torch as torch_engine
+
+    monkeypatch.setitem(torch_engine._UNARY, "relu", lambda t, x: x)  # a wrong relu: the identity
+    session = Session(nnefx.load(DIGITS), "torch", verify=True)
+    x = np.random.default_rng(6).standard_normal((1, 1, 8, 8)).astype(np.float32)
+    with pytest.raises(NNEFXError, match=r"first diverging: operation 'relu' \(conv1_relu: max \|diff\|") as err:
+        session.run({"input": x})
+    assert err.value.location.line == 9

@@ -250,22 +250,41 @@ class EngineRunner:
                              problems[0].location)
         self._variants: dict[tuple, Any] = {}
 
-    def __call__(self, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray]
-                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Outputs by graph output name and new values by variable key."""
+    def _feeds(self, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         feeds = dict(inputs)
         for key, (state_in, _) in self.stateless.state.items():
             feeds[state_in] = state[key]
-        g = self.stateless.graph
-        signature = tuple((n, tuple(feeds[n].shape)) for n in g.inputs)
-        compiled = self._variants.get(signature)
+        return feeds
+
+    def _compiled(self, graph: Graph, feeds: Mapping[str, np.ndarray], cache: dict, tag: str = "") -> Any:
+        signature = (tag,) + tuple((n, tuple(feeds[n].shape)) for n in graph.inputs)
+        compiled = cache.get(signature)
         if compiled is None:
-            shaped = with_input_shapes(g, dict(signature))
+            shaped = with_input_shapes(graph, {n: tuple(feeds[n].shape) for n in graph.inputs})
             compiled = self.engine.compile(shaped, threads=self.threads, precision=self.precision,
                                            device=self.device)
-            if len(self._variants) >= MAX_VARIANTS:
-                self._variants.pop(next(iter(self._variants)))
-            self._variants[signature] = compiled
+            if len(cache) >= MAX_VARIANTS:
+                cache.pop(next(iter(cache)))
+            cache[signature] = compiled
+        return compiled
+
+    def trace(self, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every tensor the graph computes, by name, as the engine computes it (for diagnosis:
+        a variant whose outputs are all intermediate tensors, compiled on demand)."""
+        g = self.stateless.graph
+        produced = [n for op in g.operations if op.op not in ("external", "variable", "constant")
+                    for n in op.output_names()]
+        wide = copy.copy(g)
+        wide.outputs = list(dict.fromkeys(produced))
+        feeds = self._feeds(inputs, state)
+        return self._compiled(wide, feeds, {}, "trace")({n: feeds[n] for n in g.inputs})
+
+    def __call__(self, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray]
+                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Outputs by graph output name and new values by variable key."""
+        feeds = self._feeds(inputs, state)
+        g = self.stateless.graph
+        compiled = self._compiled(g, feeds, self._variants)
         results = compiled({n: feeds[n] for n in g.inputs})
         outputs = {n: results[n] for n in g.outputs if not n.startswith(STATE_OUT)}
         new_state = {key: results[out] for key, (_, out) in self.stateless.state.items()}

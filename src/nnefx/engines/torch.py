@@ -51,14 +51,10 @@ class TorchEngine(Engine):
         for op in graph.operations:
             if op.op in ("external", "variable", "constant"):
                 continue
-            builder = _FORMS.get(op.op)
-            if builder is None:
-                found.append(Problem(op.op, op.location, "no torch form"))
-                continue
-            if torch is not None:
-                built = builder(torch, graph, op)
-                if isinstance(built, str):
-                    found.append(Problem(op.op, op.location, built))
+            built = _build(torch, graph, op) if torch is not None else \
+                (None if op.op in _FORMS or _is_compound(op.op) else "no torch form")
+            if isinstance(built, str):
+                found.append(Problem(op.op, op.location, built))
         return found
 
     def compile(self, graph: Graph, *, threads: int, precision: str, device: str) -> Any:
@@ -93,7 +89,7 @@ class TorchModel:
                     raise NNEFXError(f"variable '{name}' has no data", op.location)
                 self.consts[name] = self._tensor(np.ascontiguousarray(data))
             elif op.op != "external":
-                built = _FORMS[op.op](torch, graph, op)
+                built = _build(torch, graph, op)
                 if isinstance(built, str):
                     raise NNEFXError(f"operation '{op.op}' has no torch form: {built}", op.location)
                 self.steps.append((built, op))
@@ -123,6 +119,76 @@ class TorchModel:
                 t = t.to(torch.float32)
             out[name] = t.cpu().numpy()
         return out
+
+
+def _is_compound(name: str) -> bool:
+    from ..ops import registry
+
+    entry = registry.find(name)
+    return entry is not None and entry.compound
+
+
+def _build(torch: Any, graph: Graph, op: Operation, depth: int = 0) -> Form | str:
+    """The torch form of ``op``: from the table, else (a compound) through its NNEF definition."""
+    builder = _FORMS.get(op.op)
+    if builder is not None:
+        return builder(torch, graph, op)
+    if not _is_compound(op.op) or depth > 8:
+        return "no torch form"
+    return _through_definition(torch, graph, op, depth)
+
+
+def _through_definition(torch: Any, graph: Graph, op: Operation, depth: int) -> Form | str:
+    """A compound as the torch forms of the primitives its NNEF body expands to."""
+    from ..engines.base import _isolate
+    from ..semantics.frontend import compile_document
+    from ..syntax.printer import print_graph
+
+    sub = _isolate(graph, op)
+    sub.operations = [o if o.op != "variable" else
+                      Operation("external", outputs=o.outputs, attribs={"shape": list(sub.tensors[
+                          o.output_names()[0]].shape or ())}, dtype=sub.tensors[o.output_names()[0]].dtype)
+                      for o in sub.operations]
+    sub.inputs = [o.output_names()[0] for o in sub.operations if o.op == "external"]
+    try:
+        expanded = compile_document(print_graph(sub), file=f"{op.op} definition", expand_all=True)
+    except NNEFXError as exc:
+        return f"its definition does not expand here ({exc.message})"
+    steps: list[tuple[Form, Operation]] = []
+    for inner in expanded.operations:
+        if inner.op in ("external", "variable", "constant"):
+            if inner.op != "external":
+                return "its definition holds constants"
+            continue
+        built = _build(torch, expanded, inner, depth + 1)
+        if isinstance(built, str):
+            return f"its definition uses '{inner.op}': {built}"
+        steps.append((built, inner))
+    params = [(k, v) for k, v in op.inputs.items()]
+    tensor_of = {}
+    for (_, v), name in zip([(k, v) for k, v in params if isinstance(v, (str, list))], expanded.inputs,
+                            strict=False):
+        tensor_of[name] = v
+    outs = op.output_names()
+    results = [expanded.outputs[k] for k in range(len(outs))]
+
+    def run(**args: Any) -> Any:
+        env: dict[str, Any] = {}
+        for local, value in zip(expanded.inputs, [a for k, a in args.items()
+                                                  if isinstance(op.inputs[k], (str, list))], strict=False):
+            env[local] = value
+        device = next(iter(env.values())).device if env else None
+        dtype = next((t.dtype for t in env.values() if t.is_floating_point()), torch.float32)
+        for fn, inner in steps:
+            inner_args = {k: _value(torch, env, v, device, dtype) for k, v in inner.inputs.items()}
+            produced = fn(**inner_args)
+            if not isinstance(produced, (list, tuple)):
+                produced = (produced,)
+            for name, value in zip(inner.output_names(), produced, strict=True):
+                env[name] = value
+        values = [env[r] for r in results]
+        return values[0] if len(values) == 1 else tuple(values)
+    return run
 
 
 def _value(torch: Any, env: dict, v: Any, device: Any, dtype: Any) -> Any:
@@ -452,3 +518,57 @@ def _unstack(torch: Any, graph: Graph, op: Operation) -> Form:
 def _tile(torch: Any, graph: Graph, op: Operation) -> Form:
     repeats = [int(r) for r in op.attribs["repeats"]]
     return lambda input: input.repeat(*repeats)
+
+
+@form("round")
+def _round(torch: Any, graph: Graph, op: Operation) -> Form:
+    # NNEF round is floor(x + 0.5) (ties toward +infinity); computed in float64 so that x + 0.5
+    # does not round first (0.49999997f + 0.5 would be 1 in float32).
+    return lambda x: torch.floor(x.to(torch.float64) + 0.5).to(x.dtype)
+
+
+@form("all_reduce", "any_reduce")
+def _logical_reduce(torch: Any, graph: Graph, op: Operation) -> Form:
+    axes = [int(a) for a in op.attribs.get("axes", [])]
+    fn = torch.all if op.op == "all_reduce" else torch.any
+
+    def run(input: Any) -> Any:
+        out = input
+        for a in sorted(axes, reverse=True):
+            out = fn(out, dim=a, keepdim=True)
+        return out
+    return run
+
+
+@form("argmax_reduce", "argmin_reduce")
+def _arg_reduce(torch: Any, graph: Graph, op: Operation) -> Form | str:
+    axes = [int(a) for a in op.attribs.get("axes", [])]
+    if len(axes) != 1:
+        return "an index over several axes"
+    fn = torch.argmax if op.op == "argmax_reduce" else torch.argmin
+    return lambda input: fn(input, dim=axes[0], keepdim=True)
+
+
+@form("cast")
+def _cast(torch: Any, graph: Graph, op: Operation) -> Form:
+    target = graph.tensors[op.output_names()[0]].dtype
+
+    def run(input: Any) -> Any:
+        if target == "logical":
+            return input != 0
+        if target == "integer":  # NNEF casts a real to the integer below it (floor), not toward 0
+            return torch.floor(input.to(torch.float64)).to(torch.int64) if input.is_floating_point() \
+                else input.to(torch.int64)
+        return input.to(torch.float32) if not input.is_floating_point() else input
+    return run
+
+
+@form("gather")
+def _gather(torch: Any, graph: Graph, op: Operation) -> Form:
+    axis = int(op.attribs.get("axis", 0))
+
+    def run(input: Any, indices: Any) -> Any:
+        flat = torch.index_select(input, axis, indices.reshape(-1))
+        shape = tuple(input.shape[:axis]) + tuple(indices.shape) + tuple(input.shape[axis + 1:])
+        return flat.reshape(shape)
+    return run

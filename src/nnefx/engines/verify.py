@@ -73,8 +73,34 @@ class Verifier:
         self.session.verification = results
         bad = [c for c in results if not c.ok]
         if bad:
+            where, first = self._first_divergence(inputs)
             raise NNEFXError(f"backend '{self.session.backend}' disagrees with the formal backend: "
-                             + "; ".join(str(c) for c in bad))
+                             + "; ".join(str(c) for c in bad) + first, where)
+
+    def _first_divergence(self, inputs: dict[str, np.ndarray]) -> tuple[Any, str]:
+        """The first operation (graph order) whose result is beyond the bound, for the message."""
+        engine = self.session._engine
+        if engine is None or not hasattr(engine, "trace"):
+            return None, ""
+        graph = engine.stateless.graph
+        names = [n for op in graph.operations if op.op not in ("external", "variable", "constant", "copy")
+                 for n in op.output_names() if n in self.session._graph.tensors]
+        try:
+            got = engine.trace(inputs, self.session._state)
+            self.formal.assign({spec.label: self.session._state[spec.key] for spec in self.session.plan.variables
+                                if spec.key in {u.key for u in self.session.plan.updates}})
+            want = self.formal.run(inputs, fetch=names)
+        except NNEFXError:
+            return None, ""
+        producer = graph.producers()
+        for name in names:
+            if name not in got or name not in want:
+                continue
+            c = compare(name, np.asarray(got[name]), np.asarray(want[name]), self.bound)
+            if not c.ok:
+                op = producer[name]
+                return op.location, f"; first diverging: operation '{op.op}' ({c})"
+        return None, ""
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, bound: float) -> Comparison:
