@@ -285,3 +285,22 @@ def test_verify_names_the_first_operation_that_diverges(monkeypatch):
     with pytest.raises(NNEFXError, match=r"first diverging: operation 'relu' \(conv1_relu: max \|diff\|") as err:
         session.run({"input": x})
     assert err.value.location.line == 9
+
+
+@pytest.mark.skipif("openvino" not in INSTALLED, reason="openvino is not installed")
+def test_openvino_bf16_where_the_cpu_has_it():
+    import openvino as ov
+
+    model = nnefx.load(DIGITS)
+    has_bf16 = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    if not has_bf16:
+        with pytest.raises(NNEFXError, match="cannot compute in bf16 on this CPU"):
+            Session(model, "openvino", precision="bf16")
+        return
+    session = Session(model, "openvino", precision="bf16", verify=True, input_shapes={"input": (8, 1, 8, 8)})
+    session.run({"input": np.random.default_rng(7).random((8, 1, 8, 8), dtype=np.float32)})
+    (comparison,) = session.verification
+    assert 0 < comparison.max_rel <= comparison.bound == 5e-2
+    full = Session(model, "openvino", verify=True, input_shapes={"input": (8, 1, 8, 8)})
+    full.run({"input": np.random.default_rng(7).random((8, 1, 8, 8), dtype=np.float32)})
+    assert full.verification[0].max_rel < 1e-5  # f32 is asked for explicitly: no silent bf16

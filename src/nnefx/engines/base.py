@@ -243,12 +243,24 @@ class EngineRunner:
         self.threads = threads or os.cpu_count() or 1
         self.precision = precision
         self.device = device
-        problems = engine.problems(self.stateless.graph)
+        self._variants: dict[tuple, Any] = {}
+        g = self.stateless.graph
+        shapes = {n: g.tensors[n].shape for n in g.inputs}
+        if all(s is not None and None not in s for s in shapes.values()):
+            # Compile the declared shapes now: a graph the engine cannot run fails here, before
+            # any run, with the exporter's located message (and nothing is exported twice).
+            feeds = {n: np.empty(shapes[n], np.uint8) for n in g.inputs}
+            try:
+                self._compiled(g, feeds, self._variants)
+            except NNEFXError as exc:
+                raise NNEFXError(f"backend '{engine.name}' cannot run this graph: {exc.message} "
+                                 "(nnefx query lists every operation that stops it)", exc.location) from None
+            return
+        problems = engine.problems(g)
         if problems:
             raise NNEFXError(f"backend '{engine.name}' cannot run this graph: {problems[0]}"
                              + (f" (and {len(problems) - 1} more; see nnefx query)" if len(problems) > 1 else ""),
                              problems[0].location)
-        self._variants: dict[tuple, Any] = {}
 
     def _feeds(self, inputs: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         feeds = dict(inputs)

@@ -97,7 +97,8 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
         manifest = {
             "format": FORMAT, "version": VERSION, "engine": chosen, "engine_version": engine.version(),
             "nnefx_version": _nnefx_version(), "source": os.path.abspath(source),
-            "source_digest": _source_digest(source), "threads": runner.threads, "precision": precision,
+            "source_digest": _source_digest(source), "source_stamp": _stamp(source),
+            "threads": runner.threads, "precision": precision,
             "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": str(inputs[n].dtype)} for n in g.inputs],
             "outputs": [{"name": n, "dtype": g.tensors[n].dtype} for n in g.outputs],
             "latency_ms": latency * 1e3, "artifact": {ARTIFACTS[chosen]: _sha256(artifact)},
@@ -134,6 +135,19 @@ def _write_ort_optimized(ort: Any, compiled: Any, path: str, threads: int) -> No
     options = session_options(ort, threads)
     options.optimized_model_filepath = path
     ort.InferenceSession(compiled.source_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def _stamp(path: str) -> list:
+    """Sizes and modification times of a model's files: a cheap first test of "unchanged"."""
+    if os.path.isdir(path):
+        files = sorted(os.path.join(d, n) for d, _, names in os.walk(path) for n in names)
+    else:
+        files = [path]
+    out = []
+    for f in files:
+        st = os.stat(f)
+        out.append([os.path.relpath(f, path), st.st_size, st.st_mtime_ns])
+    return out
 
 
 def _nnefx_version() -> str:
@@ -209,7 +223,10 @@ def load_compiled(path: str) -> CompiledModel:
         raise NNEFXError("the compiled artifact is missing, truncated or edited (its SHA-256 is not the "
                          "manifest's): compile it again", Location(artifact))
     source = manifest.get("source")
-    if isinstance(source, str) and os.path.exists(source) and _source_digest(source) != manifest.get("source_digest"):
+    # The source, when still there, must be the one compiled: same sizes and times, or else
+    # (a copy, a touch) the same digest.
+    if isinstance(source, str) and os.path.exists(source) and _stamp(source) != manifest.get("source_stamp") \
+            and _source_digest(source) != manifest.get("source_digest"):
         raise NNEFXError(f"the source {source} changed since it was compiled: compile it again", Location(file))
     with open(artifact, "rb") as f:
         data = f.read()
