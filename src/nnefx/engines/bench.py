@@ -64,18 +64,27 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run(model: str, backends: list[str], *, load_options: dict[str, Any], threads: int | None, seconds: float,
         warmup: int, precision: str = "f32") -> list[dict[str, Any]]:
+    from ..tools.progress import bar
+
     rows = []
-    for backend in backends:
-        spec = {"model": model, "load": load_options, "backend": backend, "threads": threads, "time": seconds,
-                "warmup": warmup, "precision": precision}
-        done = subprocess.run([sys.executable, "-m", "nnefx.engines.bench", json.dumps(spec)],
-                              capture_output=True, text=True, env=os.environ.copy())
-        if done.returncode != 0:
-            message = (done.stderr.strip().splitlines() or ["failed"])[-1]
-            rows.append({"backend": backend, "error": message})
-            continue
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    with bar(len(backends), "bench", unit="backend") as shown:
+        for backend in backends:
+            shown.set_postfix_str(backend)
+            rows.append(_measure(backend, model, load_options, threads, seconds, warmup, precision))
+            shown.update(1)
     return rows
+
+
+def _measure(backend: str, model: str, load_options: dict[str, Any], threads: int | None, seconds: float,
+             warmup: int, precision: str) -> dict[str, Any]:
+    spec = {"model": model, "load": load_options, "backend": backend, "threads": threads, "time": seconds,
+            "warmup": warmup, "precision": precision}
+    done = subprocess.run([sys.executable, "-m", "nnefx.engines.bench", json.dumps(spec)],
+                          capture_output=True, text=True, env=os.environ.copy())
+    if done.returncode != 0:
+        message = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        return {"backend": backend, "error": message}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def table(rows: list[dict[str, Any]]) -> str:
