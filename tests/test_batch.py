@@ -242,3 +242,15 @@ def test_ray_workers_give_the_in_process_files_even_when_one_is_killed(tmp_path,
     assert sorted(n for n in os.listdir(out) if n.startswith("shard-")) == names
     for name in names:
         assert (out / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+def test_an_engine_backend_gives_the_same_rows(tmp_path):
+    pytest.importorskip("onnxruntime")
+    src = _rows(tmp_path / "rows", 21)
+    batch.run(DIGITS, str(src), str(tmp_path / "fast"), batch_size=4)
+    summary = batch.run(DIGITS, str(src), str(tmp_path / "ort"), batch_size=4, backend="onnxruntime")
+    assert summary.backend == "onnxruntime" and summary.failures == 0
+    keys_fast, fast = _all_outputs(tmp_path / "fast")
+    keys_ort, ort = _all_outputs(tmp_path / "ort")
+    assert keys_fast == keys_ort
+    np.testing.assert_allclose(ort, fast, rtol=1e-5, atol=1e-6)

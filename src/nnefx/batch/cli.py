@@ -13,6 +13,12 @@ EXAMPLES = """examples:
 """
 
 
+def _backends() -> list[str]:
+    from ..engines import backend_names
+
+    return backend_names()
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -39,7 +45,9 @@ def add_parser(sub: Any, add_load_options: Any) -> None:
     p.add_argument("--workers", type=_positive, default=1, help="Ray workers, each loads the model once (default 1)")
     p.add_argument("--batch-size", type=_positive, default=32, help="rows per Session run (default 32)")
     p.add_argument("--shard-rows", type=_positive, help="rows per output shard (default 8 x batch size)")
-    p.add_argument("--backend", choices=["fast", "formal"], default="fast", help="the backend that runs the model")
+    p.add_argument("--backend", choices=_backends(), default="fast",
+                   help="the backend that runs the model: fast, formal, an engine or auto (Ray workers give "
+                        "an engine one thread each)")
     p.add_argument("--output-format", dest="output_format", choices=["npy", "parquet"], default="npy",
                    help="shard files: .npy arrays per output, or one Parquet file per shard")
     p.add_argument("--column", action="append", default=[], metavar="INPUT=COLUMN",

@@ -140,7 +140,7 @@ class ShardRunner:
     """A worker: the model loaded once, a shard number in, the shard's outputs out."""
 
     def __init__(self, model: str, load_options: Mapping[str, Any], backend: str, batch_size: int,
-                 spec: SourceSpec | None, shard_rows: int):
+                 spec: SourceSpec | None, shard_rows: int, threads: int | None = None):
         from ..api import load
         from ..runtime.session import Session
 
@@ -155,7 +155,7 @@ class ShardRunner:
                                  "batch jobs need inputs whose first dimension is the batch")
             self.row_shapes[name] = tuple(shape[1:])
         shapes = {name: (None,) + shape for name, shape in self.row_shapes.items()}
-        self.session = Session(loaded, backend=backend, input_shapes=shapes)
+        self.session = Session(loaded, backend=backend, input_shapes=shapes, threads=threads)
         self.input_names = [i.name for i in self.session.inputs]
         self.output_names = [o.name for o in self.session.outputs]
         self.dtypes = {i.name: i.dtype for i in self.session.inputs}
@@ -323,8 +323,10 @@ class _RayShardRunner:
     """The Ray Data actor: a :class:`ShardRunner` whose results travel as bytes (no pickles)."""
 
     def __init__(self, args: dict[str, Any]):
+        # One CPU per actor (Ray's num_cpus=1): an engine gets one thread, so workers do not
+        # oversubscribe the cores.
         self.runner = ShardRunner(args["model"], args["load_options"], args["backend"], args["batch_size"],
-                                  args["spec"], args["shard_rows"])
+                                  args["spec"], args["shard_rows"], threads=1)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         payloads, indices = [], []
