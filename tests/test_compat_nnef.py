@@ -169,6 +169,19 @@ def test_parse_then_infer_shapes(name: str) -> None:
 
 
 @pytest.mark.peer
+def test_zero_extent_external_shapes() -> None:
+    _needs_frontend()
+
+    def scenario(m: Any) -> Any:
+        graph = m.parse_string("""version 1.0; graph G( x ) -> ( y ) {
+            x = external(shape = [0, 4]); y = relu(x); }""")
+        m.infer_shapes(graph)
+        return graph
+
+    assert assert_same(scenario)[0] == "ok"
+
+
+@pytest.mark.peer
 def test_reshape_axis_range_shapes() -> None:
     _needs_frontend()
 
@@ -390,6 +403,10 @@ TENSORS = [
     (np.zeros((), np.float32), False),
     (np.linspace(-1, 1, 10).astype(np.float16), False),
     (np.linspace(-1, 1, 10), False),
+    # zero-extent tensors: a header and no data bytes
+    (np.zeros((0, 4), np.float32), False),
+    (np.zeros((3, 0), np.uint8), True),
+    (np.zeros((2, 0, 5), np.bool_), False),
 ]
 
 

@@ -45,8 +45,10 @@ def peer_read(path):
         return nnef.read_tensor(f, return_quantization=True)
 
 
+# min_side=0: zero-extent tensors (volume 0, no data bytes) are files the official package
+# writes and reads; nnefx must agree byte for byte.
 arrays = st.sampled_from(DTYPES).flatmap(
-    lambda dt: hnp.arrays(dt, hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=5)))
+    lambda dt: hnp.arrays(dt, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -68,6 +70,38 @@ def test_reads_of_official_files_give_identical_arrays(tmp_path_factory, array):
     assert quant is None
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (3, 0), (2, 0, 3), (1, 1, 1, 1, 1, 1, 1, 0)])
+def test_zero_extent_tensors_match_the_official_package(tmp_path, dtype, shape):
+    array = np.zeros(shape, dtype)
+    data = ours(array)
+    assert data == theirs(array)
+    assert len(data) == 128 and data[4:8] == b"\0\0\0\0"  # header only, data_length 0
+    path = tmp_path / "z.dat"
+    path.write_bytes(data)
+    for source in (str(path), data):
+        got, quant = read_tensor(source)
+        assert quant is None and got.shape == shape and got.dtype == array.dtype
+    want, _ = peer_read(str(path))
+    assert want.shape == shape and want.dtype == array.dtype
+
+
+@pytest.mark.parametrize("kw", [dict(item_type="quint", bits=4), dict(item_type="bool", bits=1),
+                                dict(header="legacy"), dict(header="provisional")])
+def test_zero_extent_tensors_in_every_layout_round_trip(kw):
+    dtype = np.uint8 if kw.get("item_type") == "quint" else np.bool_ if "item_type" in kw else np.int32
+    got, _ = read_tensor(ours(np.zeros((2, 0, 5), dtype), **kw))
+    assert got.shape == (2, 0, 5) and got.size == 0
+
+
+def test_zero_extent_file_with_data_bytes_is_refused():
+    data = bytearray(ours(np.zeros((0, 4), np.float32)))
+    struct.pack_into("<I", data, 4, 4)
+    with pytest.raises(NNEFXError, match="needs 0 bytes") as info:
+        read_tensor(bytes(data) + b"\0" * 4, name="z.dat")
+    assert info.value.location.field == "data_length"
 
 
 def test_worked_examples_from_the_spec():
@@ -239,7 +273,7 @@ def patched(offset: int, fmt: str, value) -> bytes:
     (GOOD[:140], "data_length", "truncated"),
     (GOOD + b"\0\0", "data", "trailing garbage"),
     (patched(8, "<I", 9), "rank", "rank is 9"),
-    (patched(16, "<I", 0), "extents[1]", "extents[1] is 0"),
+    (patched(16, "<I", 0), "data_length", "needs 0 bytes"),
     (patched(16, "<I", 0xFFFFFFFF), "extents", "more than a tensor file"),
     (patched(4, "<I", 20), "data_length", None),
     (patched(44, "<I", 24), "bits_per_item", "bits_per_item is 24"),
@@ -292,3 +326,19 @@ def test_odd_widths_across_chunk_boundaries(bits):
     assert len(data) == 128 + (values.size * bits + 7) // 8
     got, _ = read_tensor(data)
     np.testing.assert_array_equal(got.astype(np.uint64), values)
+
+
+def test_zero_extent_variable_in_a_model_is_refused_where_it_is_declared(tmp_path):
+    """The tensor file is readable, but NNEF spec §4.1 requires a variable's shape items to be
+    positive; the official parser does not check (it loads the folder), nnefx refuses it at
+    the declaration.  Documented in README ("Tensor files")."""
+    import nnefx
+
+    (tmp_path / "graph.nnef").write_text(
+        "version 1.0;\ngraph G( x ) -> ( y )\n{\n    x = external<scalar>(shape = [1, 4]);\n"
+        "    w = variable<scalar>(shape = [0, 4], label = 'w');\n    y = add(x, w);\n}\n")
+    write_tensor(str(tmp_path / "w.dat"), np.zeros((0, 4), np.float32))
+    assert nnef.load_graph(str(tmp_path)).tensors["w"].data.shape == (0, 4)
+    with pytest.raises(NNEFXError, match="shape items must be positive") as info:
+        nnefx.load(str(tmp_path))
+    assert info.value.location.line == 5

@@ -61,7 +61,9 @@ def _as_list(shape: Any) -> Any:
     if shape is None:
         return None
     if isinstance(shape, tuple):
-        return [int(d) for d in shape]
+        # An unspecified extent (an external declared with 0) reads back as the 0 it was
+        # written as, which is what the official package reports for it.
+        return [0 if d is None else int(d) for d in shape]
     return [_as_list(s) for s in shape]
 
 

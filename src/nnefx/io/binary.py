@@ -173,12 +173,10 @@ def _check_bits(item_type: ItemType, bits: int, file: str | None) -> None:
 
 
 def _check_shape(extents: Iterable[int], file: str | None) -> tuple[int, ...]:
-    shape = tuple(int(e) for e in extents)
-    for i, e in enumerate(shape):
-        if e < 1:
-            raise _err(f"extents[{i}] is {e}; every extent of a stored tensor must be at least 1",
-                       file, f"extents[{i}]")
-    return shape
+    """The stored shape.  An extent of 0 is read (an empty tensor, no data bytes): the official
+    tools write and read such files, though the specification's ``variable`` requires positive
+    extents (NNEF spec §4.1), which the front-end still checks for declared shapes."""
+    return tuple(int(e) for e in extents)
 
 
 def _check_length(header: Header, file: str | None) -> None:
@@ -552,8 +550,8 @@ def encode_tensor(array: Any, *, item_type: Any = None, bits: int | None = None,
     if array.ndim > MAX_RANK:
         raise _err(f"rank {array.ndim} exceeds the maximum of {MAX_RANK}", file, "rank")
     for i, e in enumerate(array.shape):
-        if not 1 <= e <= _U32_MAX:
-            raise _err(f"extent {e} of dimension {i} cannot be stored (must be 1 to 2^32-1)", file,
+        if not 0 <= e <= _U32_MAX:
+            raise _err(f"extent {e} of dimension {i} cannot be stored (must be 0 to 2^32-1)", file,
                        f"extents[{i}]")
     itype, default_bits = _resolve_item_type(array, item_type, quant, file)
     if header == "legacy" and itype in (ItemType.QINT, ItemType.QUINT) and isinstance(quant, dict):
