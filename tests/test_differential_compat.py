@@ -59,12 +59,17 @@ def _params() -> list:
     return out
 
 
+#: Documented differences of nnefx's own shapes that the compat layer does not show: it reports an
+#: unspecified extent (an external's 0) as the 0 it was written with, as the official package does.
+COMPAT_AGREES = {"shape_external_zero_extent"}
+
+
 @pytest.mark.peer
 @pytest.mark.parametrize("case_id,text", _params())
 def test_compat_graph_identical_to_official(case_id: str, text: str) -> None:
     theirs = run(official, text)
     ours = run(compat, text)
-    if case_id in EXPECTED_DIFFERENCES or case_id in EXPECTED_SHAPE_DIFFERENCES:
+    if (case_id in EXPECTED_DIFFERENCES or case_id in EXPECTED_SHAPE_DIFFERENCES) and case_id not in COMPAT_AGREES:
         # documented in test_differential_corpus.py; the parsed graphs must still agree when both
         # parse, except where the difference is in the parsed value itself (32-bit wrapping)
         if theirs[0] != "parse error" and ours[0] != "parse error" and case_id != "shape_external_huge_extent":

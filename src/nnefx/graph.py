@@ -85,6 +85,12 @@ class Graph:
     outputs: list[str] = field(default_factory=list)
     tensors: dict[str, Tensor] = field(default_factory=dict)
     operations: list[Operation] = field(default_factory=list)
+    #: Declaration-only fragments of the source document (custom primitives, NNEF spec
+    #: §2.4 with ``KHR_enable_fragment_definitions``): name → declaration text.  Operations
+    #: of these names have no registry entry: the shape pass leaves their results unknown
+    #: (or asks a caller's shape function), the planner refuses them ("no kernel"), and the
+    #: NNEF printer writes the declarations back.
+    declarations: dict[str, str] = field(default_factory=dict)
 
     def tensor(self, name: str) -> Tensor:
         try:

@@ -336,6 +336,10 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
             continue
         if op.op in SPECIAL:
             continue
+        if op.op in graph.declarations:
+            raise NNEFXError(f"no kernel for '{op.op}': the document declares it without a body (a custom "
+                             "primitive), so nnefx can check and shape it but not run it",
+                             _op_location(op, i, source))
         try:
             opdef = resolve(op.op)
             kernel = opdef.kernel(backend)

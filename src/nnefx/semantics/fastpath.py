@@ -232,6 +232,9 @@ def _prologue(text: str, file: str | None) -> tuple[list[str], dict[str, ast.Fra
         parser.compositional = EXT_OPERATORS in parser.extensions
         parser.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"
         doc.fragments.append(parser.parse_fragment(require_body=False))
+        if doc.fragments[-1].body is None:
+            # custom primitives: the general pipeline records their declarations on the graph
+            raise Bail("a declaration-only fragment")
     if parser.tok.kind != EOF:
         raise Bail("the prologue does not end where the graph starts")
     table = fragment_table(doc)

@@ -9,13 +9,14 @@ shapes and data types, and attach ``graph.quant`` information.  Every failure is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation
 from ..syntax import ast
 from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant, paused_gc
+from ..syntax.printer import format_declaration
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
 from .expander import Expander
 from .fastpath import compile_if_flat
@@ -56,7 +57,8 @@ def check_document(doc: ast.Document) -> dict[str, ast.Fragment]:
 def compile_document(text: str, *, file: str | None = None, quant: str | None = None, dialect: str | None = None,
                      lowered: Iterable[str] | None = None, expand_all: bool = False,
                      atomic: Iterable[str] | None = None, input_shapes: dict[str, tuple] | None = None,
-                     quant_file: str | None = None, shapes: bool = True) -> Graph:
+                     quant_file: str | None = None, shapes: bool = True,
+                     custom_shapes: Mapping[str, Callable[..., Any]] | None = None) -> Graph:
     """Parse, check, expand and shape an NNEF document; returns the flat graph.
 
     * ``dialect``: ``"provisional"`` or ``"final"``; detected from the header when None.
@@ -65,8 +67,10 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
     * ``quant``: the text of a ``graph.quant`` document; entries land in ``Tensor.quant``
       as ``{"op_name": NAME, **arguments}`` (defaults filled in).
     * ``input_shapes``: shapes for external inputs (see :func:`shapes.infer_shapes`).
-    * ``shapes=False`` skips shape propagation (graphs using custom primitives, which have
-      no shape rule, can still be built and inspected).
+    * ``shapes=False`` skips shape propagation.
+    * ``custom_shapes``: shape functions for the document's declaration-only fragments
+      (custom primitives), ``{name: f(*input_shapes, **attribs) -> shape | (shape, ...)}``
+      as the official tools' ``custom_shapes``; without one their results stay unknown.
 
     Document-defined fragments are always expanded; standard compounds stay atomic unless
     lowered.  Raises :class:`NNEFXError` with a location for every invalid input.
@@ -87,10 +91,11 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             expander = Expander(table, doc.dialect, lowered=lowered, expand_all=expand_all, atomic=atomic)
             assert doc.graph is not None
             graph = expander.expand_graph(doc.graph)
+            graph.declarations = declarations(doc, expander)
             graph.validate_structure()
             check_variables(graph)
             if shapes:
-                infer_shapes(graph, input_shapes)
+                infer_shapes(graph, input_shapes, custom_shapes)
             if quant:
                 attach_quant(graph, quant, table, file=quant_file or "<quant>", dialect=doc.dialect)
     except NNEFXError as exc:
@@ -101,6 +106,19 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
         raise NNEFXError("document nested too deeply to process", None if file is None else
                          __import__("nnefx.diagnostics", fromlist=["Location"]).Location(file)) from None
     return graph
+
+
+def declarations(doc: ast.Document, expander: Expander) -> dict[str, str]:
+    """The document's declaration-only fragments (custom primitives) as declaration texts,
+    defaults evaluated, so a printed graph declares what it invokes."""
+    out: dict[str, str] = {}
+    for frag in doc.fragments:
+        if frag.body is None:
+            params = [(p.name, str(p.type.type), None if p.default is None else expander.eval(p.default, {}))
+                      for p in frag.params]
+            out[frag.name] = format_declaration(frag.name, frag.generic, frag.generic_default, params,
+                                                [(r.name, str(r.type.type)) for r in frag.results])
+    return out
 
 
 _LABEL = re.compile(r"[A-Za-z0-9_\-./\\]+\Z")

@@ -12,17 +12,24 @@ cannot decide yet is left unknown and checked when the shapes are given.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation
 
 
-def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None) -> Graph:
+def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None,
+                 custom_shapes: Mapping[str, Callable[..., Any]] | None = None) -> Graph:
     """Fill ``Tensor.shape`` of every tensor of ``graph`` (in place; returns the graph).
 
     ``input_shapes`` maps external tensor names to shapes that replace the declared ones
-    (same rank); use it to fill unspecified extents.
+    (same rank); use it to fill unspecified extents.  ``custom_shapes`` gives shape
+    functions for the graph's declaration-only fragments (``graph.declarations``), called
+    as the official tools call theirs: ``f(*input_shapes, **attribs)`` with shapes as lists,
+    returning the result's shape (a list) or a tuple of shapes, one per result; an
+    exception it raises is reported at the invocation.  Results of a custom primitive
+    without a function stay unknown (``None``).
     """
     if input_shapes:
         externals = {n for op in graph.operations if op.op == "external" for n in op.output_names()}
@@ -31,7 +38,7 @@ def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None) -> 
                 raise NNEFXError(f"input_shapes names '{name}', which is not an external input of graph "
                                  f"'{graph.name}' (inputs: {', '.join(sorted(externals)) or 'none'})")
     for op in graph.operations:
-        infer_operation(graph, op, input_shapes)
+        infer_operation(graph, op, input_shapes, custom_shapes)
     return graph
 
 
@@ -87,7 +94,8 @@ def _set(graph: Graph, names: Any, shapes: Any, op: Operation) -> None:
             _set(graph, name, s, op)
 
 
-def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] | None) -> None:
+def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] | None,
+                    custom_shapes: Mapping[str, Callable[..., Any]] | None = None) -> None:
     """Shape one operation (its inputs must be shaped already)."""
     outs = list(op.outputs.values())
     if op.op in ("external", "variable", "constant"):
@@ -129,6 +137,9 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
             _set(graph, n, var_shape, op)
         return
     entry = _find(op.op)
+    if entry is None and op.op in graph.declarations:
+        _custom_primitive(graph, op, outs, (custom_shapes or {}).get(op.op))
+        return
     if entry is None:
         raise NNEFXError(f"operation '{op.op}' is not supported: no registered operation of that name "
                          "(custom primitives have no shape rule)", op.location)
@@ -167,6 +178,42 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
                          op.location)
     for names, shape in zip(outs, result, strict=False):
         _set(graph, names, shape, op)
+
+
+def _custom_primitive(graph: Graph, op: Operation, outs: list[Any], func: Callable[..., Any] | None) -> None:
+    """Results of a declaration-only fragment: from the caller's shape function, else unknown."""
+    args = [_input_shape(graph, v) for v in op.inputs.values()]
+    if func is None or any(_unknown(a) for a in args):
+        for n in outs:
+            _set(graph, n, None, op)
+        return
+    try:
+        result = func(*[_listed(a) for a in args], **dict(op.attribs))
+    except Exception as exc:  # the user's function: any failure is a verdict on this invocation
+        text = str(exc) or type(exc).__name__
+        raise NNEFXError(f"shape function of '{op.op}' rejects its arguments: {text}", op.location) from None
+    if not isinstance(result, tuple):
+        result = (result,)
+    if len(result) != len(outs):
+        raise NNEFXError(f"shape function of '{op.op}' returned {len(result)} shapes for {len(outs)} results",
+                         op.location)
+    for names, shape in zip(outs, result, strict=True):
+        _set(graph, names, _tupled(shape, op), op)
+
+
+def _listed(shape: Any) -> Any:
+    """A shape (or nested list of shapes) as lists, the official calling convention."""
+    return [_listed(s) for s in shape] if isinstance(shape, list) else list(shape)
+
+
+def _tupled(shape: Any, op: Operation) -> Any:
+    if isinstance(shape, (list, tuple)) and all(isinstance(d, (list, tuple)) for d in shape) and shape:
+        return [_tupled(s, op) for s in shape]
+    if (not isinstance(shape, (list, tuple))
+            or not all(hasattr(d, "__index__") and not isinstance(d, bool) and d >= 1 for d in shape)):
+        raise NNEFXError(f"shape function of '{op.op}' returned {shape!r}, not a list of positive extents",
+                         op.location)
+    return tuple(d.__index__() for d in shape)
 
 
 def _find(name: str) -> Any:

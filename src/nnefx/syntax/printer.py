@@ -110,15 +110,33 @@ def _domain_extensions(graph: Graph) -> list[str]:
     return exts
 
 
+def format_declaration(name: str, generic: bool, generic_default: str | None,
+                       params: list[tuple[str, str, Any]], results: list[tuple[str, str]]) -> str:
+    """A body-less fragment declaration (final dialect), e.g.
+    ``fragment shuffle<?>( input: tensor<?>, groups: integer ) -> ( output: tensor<?> )``;
+    ``params`` are ``(name, type text, default value or None)``."""
+    g = ("<? = " + generic_default + ">" if generic_default else "<?>") if generic else ""
+    ps = ", ".join(f"{n}: {t}" + ("" if d is None else f" = {format_value(d)}") for n, t, d in params)
+    rs = ", ".join(f"{n}: {t}" for n, t in results)
+    return f"fragment {name}{g}( {ps} ) -> ( {rs} )"
+
+
 def print_graph(graph: Graph, *, dialect: str = "final") -> str:
     """The graph as an NNEF document (flat syntax)."""
     if dialect not in ("final", "provisional"):
         raise NNEFXError(f"unknown NNEF dialect '{dialect}' (expected 'final' or 'provisional')")
     end = ";" if dialect == "final" else ""
     lines = [f"version 1.0{end}"]
+    if graph.declarations and dialect != "final":
+        raise NNEFXError(f"the graph uses declaration-only fragments ({', '.join(graph.declarations)}); "
+                         "nnefx writes their declarations in the final dialect only")
     if dialect == "final":
         for ext in _domain_extensions(graph):
             lines.append(f"extension {ext};")
+        if graph.declarations:
+            lines.append("extension KHR_enable_fragment_definitions;")
+            lines.append("")
+            lines.extend(f"{text};" for text in graph.declarations.values())
     lines.append("")
     for n in [graph.name, *graph.inputs, *graph.outputs]:
         _check_name(n, dialect)
