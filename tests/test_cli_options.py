@@ -57,7 +57,7 @@ def test_inspect_json_of_an_nnef_model_is_fully_expanded(tmp_path, capsys):
 
     doc = tmp_path / "g.nnef"
     doc.write_text("version 1.0;\ngraph G(x) -> (y) {\n  x = external<scalar>(shape = [1, 4]);\n"
-                   "  y = softmax(relu(x), axes = [1]);\n}\n")
+                   "  r = relu(x);\n  y = softmax(r, axes = [1]);\n}\n")
     assert main(["inspect", str(doc), "--json"]) == 0
     ops = [o["op"] for o in json.loads(capsys.readouterr().out)["operations"]]
     # relu = max(x, 0.0) = select(x > 0.0, x, 0.0); softmax = exp(x - max) / sum

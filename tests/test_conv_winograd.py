@@ -194,6 +194,7 @@ def test_resnet_layer_error_vs_float64():
 
 
 TEXT = """version 1.0;
+extension KHR_enable_operator_expressions;  # nested invocations below
 graph g( x ) -> ( y )
 {
     x = external<scalar>(shape = [2, 4, 6, 6]);
@@ -231,6 +232,7 @@ def test_planner_caches_constant_filter_transform(forced, monkeypatch):
 
 def test_planner_does_not_cache_updated_or_input_filters(forced):
     text = """version 1.0;
+extension KHR_enable_operator_expressions;  # nested invocations below
 graph g( x, f ) -> ( y )
 {
     x = external<scalar>(shape = [1, 2, 5, 5]);
@@ -254,6 +256,7 @@ graph g( x, f ) -> ( y )
 
 
 BLOCK = """version 1.0;
+extension KHR_enable_operator_expressions;  # nested invocations below
 graph g( x ) -> ( y )
 {
     x = external<scalar>(shape = [2, 256, 14, 13]);

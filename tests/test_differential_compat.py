@@ -37,7 +37,10 @@ def run(m: Any, text: str) -> tuple[Any, Any]:
     parsed = summarize(graph, m)
     lowered = _FRAGMENT_WITH_BODY.findall(text)
     if lowered:  # custom fragments have no shape rule: shape the lowered graph, like the corpus test
-        graph = m.parse_string(text, lowered=lowered)
+        try:
+            graph = m.parse_string(text, lowered=lowered)
+        except m.Error:
+            return parsed, "lowering error"
     try:
         m.infer_shapes(graph)
     except m.Error:
@@ -63,12 +66,23 @@ def _params() -> list:
 #: unspecified extent (an external's 0) as the 0 it was written with, as the official package does.
 COMPAT_AGREES = {"shape_external_zero_extent"}
 
+#: Documents the compat layer judges differently from the official package, with the reason.
+COMPAT_DIFFERENCES = {
+    "rule_multi_result_single_identifier_in_fragment":
+        "the official parser checks a fragment body's assignments only when it lowers the fragment "
+        "(t = two(x) with two results is then refused); nnefx checks every fragment body when it parses "
+        "(NNEF spec §3.3 assignments)",
+}
+
 
 @pytest.mark.peer
 @pytest.mark.parametrize("case_id,text", _params())
 def test_compat_graph_identical_to_official(case_id: str, text: str) -> None:
     theirs = run(official, text)
     ours = run(compat, text)
+    if case_id in COMPAT_DIFFERENCES:
+        assert theirs[1] == "lowering error" and ours[0] == "parse error", COMPAT_DIFFERENCES[case_id]
+        return
     if (case_id in EXPECTED_DIFFERENCES or case_id in EXPECTED_SHAPE_DIFFERENCES) and case_id not in COMPAT_AGREES:
         # documented in test_differential_corpus.py; the parsed graphs must still agree when both
         # parse, except where the difference is in the parsed value itself (32-bit wrapping)

@@ -211,6 +211,12 @@ EXPECTED_DIFFERENCES: dict[str, tuple[str, str, str]] = {
     "squeeze_3": (
         "accept", "reject", "spec 4.5: squeeze removes the listed dimensions, each once; a repeated axis "
         "makes the result rank (rank - len(axes)) wrong. The official function does not check"),
+    "rule_flat_chain": (
+        "accept", "reject", "NNEF spec §2.2 flat grammar (and provisional 1.0 §3.2.4): invocation arguments in "
+        "flat syntax are identifiers and literals; y = relu(neg(x)) chains invocations, valid only with "
+        "KHR_enable_operator_expressions. The official parser accepts nested invocations anyway"),
+    "rule_flat_chain_in_array": (
+        "accept", "reject", "the same rule inside an array argument: concat([x, neg(x)])"),
     "unsqueeze_3": (
         "accept", "reject", "spec 4.5: unsqueeze inserts one singleton per listed output position; a repeated "
         "position is ambiguous. The official function does not check"),

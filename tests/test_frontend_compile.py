@@ -27,7 +27,7 @@ def signature(g: Graph):
 def test_seed_barfoo():
     g = compile_document(load("seed_barfoo.nnef"), file="seed_barfoo.nnef")
     assert [op.op for op in g.operations] == ["external", "mul", "copy", "copy", "box"]
-    assert g.operations[1].inputs == {"x": "input", "y": 2.0}  # alpha = 2 read as a scalar
+    assert g.operations[1].inputs == {"x": "input", "y": 2.0}
     assert g.operations[4].attribs["size"] == [1, 5]
     assert g.tensors["output"].shape == (1, 10)
 
@@ -36,7 +36,7 @@ def test_seed_barfoo_literal_form_violates_the_graph_identifier_rule():
     text = load("seed_barfoo.nnef").replace("intermediate, [extra1, extra2]", "intermediate, extra")
     with pytest.raises(NNEFXError) as info:
         compile_document(text, file="x.nnef")
-    assert (info.value.location.line, info.value.location.column) == (19, 19)
+    assert (info.value.location.line, info.value.location.column) == (21, 19)
     assert "single tensors" in info.value.message
 
 

@@ -406,7 +406,7 @@ def test_statements_read_by_the_general_machinery() -> None:
     """Calls of document fragments (expanded), nested invocations and the like are read one
     by one by the general parser/checker/expander on the live graph: generated names,
     counters, reserved names and locations must be the general pipeline's."""
-    frag = ("version 1.0;\nextension KHR_enable_fragment_definitions;\n"
+    frag = ("version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n"
             "fragment f( a: tensor<scalar> ) -> ( b: tensor<scalar> ) { t = relu(a); b = add(t, a); }\n"
             "graph G( x ) -> ( y, mul1 )\n{\n  x = external(shape = [2]);\n  r = f(x);\n  s = exp(relu(r));\n"
             "  mul1 = mul(s, 2.0);\n  q = f(mul(s, r));\n  y = f(q);\n}\n")

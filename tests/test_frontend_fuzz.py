@@ -160,7 +160,8 @@ def _flat_graphs(draw):
         names.append(name)
     out = names[-1]
     body = "\n    ".join(lines)
-    return f"version 1.0;\ngraph G( x ) -> ( {out} )\n{{\n    {body}\n}}\n"
+    # nested invocations ("nested") need the extension; the printed graph is flat
+    return f"version 1.0;\nextension KHR_enable_operator_expressions;\ngraph G( x ) -> ( {out} )\n{{\n    {body}\n}}\n"
 
 
 @SETTINGS

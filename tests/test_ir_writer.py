@@ -241,6 +241,7 @@ def test_variables_with_update_become_read_value_and_assign(tmp_path):
     """State: an updated variable becomes ReadValue-6 (initialised from its data) + Assign-6;
     OpenVINO's infer request carries it across inferences as a Session does across runs."""
     text = """version 1.0;
+extension KHR_enable_operator_expressions;  # nested invocations below
 graph g( x ) -> ( y, v2 )
 {
     x = external<scalar>(shape = [1, 2]);

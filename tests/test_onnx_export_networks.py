@@ -64,9 +64,10 @@ graph G( x, rois, index ) -> ( y )
     x = external<scalar>(shape = [1, 1, 0, 4]);
     rois = external<scalar>(shape = [1, 4]);
     index = external<integer>(shape = [1]);
-    y = max_roi_pool(relu(x), rois, index, output_size = [2, 2]);
+    r = relu(x);
+    y = max_roi_pool(r, rois, index, output_size = [2, 2]);
 }
-""", "7:9", "cannot write operation 'max_roi_pool' as ONNX"),
+""", "8:9", "cannot write operation 'max_roi_pool' as ONNX"),
     "stateful.nnef": ("""version 1.0;
 graph G( x ) -> ( y, s )
 {

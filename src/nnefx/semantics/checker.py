@@ -58,10 +58,11 @@ def literal_type(kind: str) -> Type:
 
 
 def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "final") -> dict[str, ast.Argument]:
-    """Map parameter names to the invocation's arguments, enforcing seed 001 §3.3.1.
-
-    The provisional dialect also accepts positional attribute arguments, because the seed's
-    own example (``sum_of(items[1:])``) relies on them.
+    """Map parameter names to the invocation's arguments (NNEF spec §2.4 invocations;
+    provisional 1.0 §3.3.1): only tensor parameters may be bound positionally, in both
+    dialects.  (The provisional chapter's own recursion example, ``sum_of(items[1:])``,
+    breaks this rule; nnefx follows the rule, as the official parser does for the same call
+    in the final dialect.)
     """
     bound: dict[str, ast.Argument] = {}
     positional_done = False
@@ -74,7 +75,7 @@ def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "fin
                 raise NNEFXError(f"positional argument after a named argument in the call of '{inv.name}' "
                                  "(positional arguments must come first)", arg.loc)
             param = frag.params[i]
-            if not param.type.type.is_tensor() and dialect != "provisional":
+            if not param.type.type.is_tensor():
                 raise NNEFXError(f"argument {i + 1} of '{inv.name}' must be named: parameter '{param.name}' "
                                  f"has non-tensor type {param.type.type} (write {param.name} = ...)", arg.loc)
             bound[param.name] = arg
@@ -115,8 +116,6 @@ def bind_generic(frag: ast.Fragment, explicit: str | None, arg_types: dict[str, 
         t = arg_types.get(p.name)
         if t is not None:
             deduce_generic(p.type.type, t, found)
-            if isinstance(t, TensorT) and t.dtype == GENERIC and p.type.type.has_generic():
-                found.add(GENERIC)
     if len(found) == 1:
         return found.pop()
     if len(found) > 1:
@@ -163,7 +162,7 @@ def check_declaration(frag: ast.Fragment, dialect: str) -> None:
         if p.default is not None:
             dt = static_literal_type(p.default)
             target = t
-            if not can_cast(dt, target, dialect == "provisional"):
+            if not can_cast(dt, target):
                 raise NNEFXError(f"default value of parameter '{p.name}' has type {dt}, which does not convert "
                                  f"to the parameter type {t}", p.default.loc)
     for r in frag.results:
@@ -244,6 +243,7 @@ class Checker:
         scope.results = set(declared)
         for a in frag.body:
             rt = self.type_of(a.rhs, scope)
+            self.check_result_count(a)
             self.bind_lhs(a.lhs, rt, scope, declared)
         for r in frag.results:
             if r.name not in scope.assigned:
@@ -269,6 +269,7 @@ class Checker:
         externals: set[str] = set()
         for a in graph.body:
             rt = self.type_of(a.rhs, scope)
+            self.check_result_count(a)
             self.bind_lhs(a.lhs, rt, scope, {})
             is_external = isinstance(a.rhs, ast.Invocation) and a.rhs.name == "external"
             if isinstance(a.rhs, ast.Invocation) and a.rhs.name == "variable":
@@ -296,6 +297,18 @@ class Checker:
 
     # --- assignments --------------------------------------------------------------------
 
+    def check_result_count(self, a: ast.Assignment) -> None:
+        """An invocation with several results is assigned to as many identifiers (a tuple),
+        never to one (NNEF spec §3.3 assignments: the left-hand side mirrors the results;
+        provisional 1.0 §3.3.1).  The official parser only enforces it in the graph body."""
+        if isinstance(a.rhs, ast.Invocation) and isinstance(a.lhs, ast.Identifier):
+            frag = self.fragments.get(a.rhs.name)
+            if frag is not None and len(frag.results) > 1:
+                names = ", ".join(r.name for r in frag.results)
+                raise NNEFXError(f"'{a.rhs.name}' has {len(frag.results)} results ({names}) but they are assigned "
+                                 f"to the single identifier '{a.lhs.name}'; unpack them into a tuple of "
+                                 f"identifiers: ({names}) = {a.rhs.name}(...)", a.lhs.loc)
+
     def bind_lhs(self, lhs: ast.Expr, t: Type, scope: Scope, declared: dict[str, ast.Result]) -> None:
         if isinstance(lhs, ast.Identifier):
             name = lhs.name
@@ -305,7 +318,7 @@ class Checker:
                 raise NNEFXError(f"identifier '{name}' is assigned more than once", lhs.loc)
             if name in declared:
                 want = declared[name].type.type
-                if not can_cast(t, want, self.dialect == "provisional"):
+                if not can_cast(t, want):
                     raise NNEFXError(f"result '{name}' is declared {want} but is assigned a value of type {t}",
                                      lhs.loc)
                 t = want
@@ -390,7 +403,7 @@ class Checker:
         g = bind_generic(frag, None, arg_types, e.loc, self.generic, self._lenient())
         for i, (p, t) in enumerate(zip(frag.params, types, strict=False)):
             want = p.type.type.bind(g)
-            if not can_cast(t, want, self.dialect == "provisional"):
+            if not can_cast(t, want):
                 where = operands[i].loc if operands else e.loc
                 raise NNEFXError(f"operand of type {t} does not convert to {want} expected by '{name}'", where)
         return result_type(frag, g)
@@ -494,7 +507,7 @@ class Checker:
             if p.name in bound:
                 want = p.type.type.bind(g)
                 got = arg_types[p.name]
-                if not can_cast(got, want, self.dialect == "provisional"):
+                if not can_cast(got, want):
                     raise NNEFXError(f"argument '{p.name}' of '{e.name}' expects {want}, found {got}",
                                      bound[p.name].value.loc)
         if e.name == "update" and self.in_graph:

@@ -328,7 +328,7 @@ class Expander:
         prov = self.dialect == "provisional"
         for p in frag.params:
             want = p.type.type.bind(g)
-            if not can_cast(types[p.name], want, prov):
+            if not can_cast(types[p.name], want):
                 raise NNEFXError(f"argument '{p.name}' of '{frag.name}' expects {want}, found {types[p.name]}",
                                  locs.get(p.name, loc))
             if prov:

@@ -113,19 +113,17 @@ EMPTY = EmptyArrayT()
 INTEGER, SCALAR, LOGICAL, STRING = Prim("integer"), Prim("scalar"), Prim("logical"), Prim("string")
 
 
-def can_cast(src: Type, dst: Type, int_to_scalar: bool = False) -> bool:
+def can_cast(src: Type, dst: Type) -> bool:
     """Whether a value of type ``src`` may stand where ``dst`` is expected (implicit casts).
 
     The complete list of the final spec: primitive ``T`` → ``tensor<T>``; anything →
     ``?``-typed slots (handled by binding first); any tensor → ``tensor<>``; arrays and
     tuples item-wise; ``[]`` → any array.  Provisional lenient tensors convert freely.
-    ``int_to_scalar`` (provisional dialect only) also lets an integer stand for a scalar,
-    which the seed's own examples rely on (``bar(input, alpha = 2)``).
+    No rule converts an integer (``extent``) to a scalar, in either dialect (provisional
+    1.0 §3.3.2 lists the same conversions); the provisional chapter's own example
+    ``bar(input, alpha = 2)`` breaks this and is refused.
     """
     if src == dst:
-        return True
-    if int_to_scalar and src == Prim("integer") and (dst == Prim("scalar") or (
-            isinstance(dst, TensorT) and dst.dtype == "scalar")):
         return True
     if isinstance(dst, TensorT):
         if isinstance(src, TensorT):
@@ -144,10 +142,10 @@ def can_cast(src: Type, dst: Type, int_to_scalar: bool = False) -> bool:
     if isinstance(dst, ArrayT):
         if isinstance(src, EmptyArrayT):
             return True
-        return isinstance(src, ArrayT) and can_cast(src.item, dst.item, int_to_scalar)
+        return isinstance(src, ArrayT) and can_cast(src.item, dst.item)
     if isinstance(dst, TupleT):
         return (isinstance(src, TupleT) and len(src.items) == len(dst.items)
-                and all(can_cast(s, d, int_to_scalar) for s, d in zip(src.items, dst.items, strict=False)))
+                and all(can_cast(s, d) for s, d in zip(src.items, dst.items, strict=False)))
     if isinstance(dst, EmptyArrayT):
         return isinstance(src, EmptyArrayT)
     return False
@@ -170,14 +168,20 @@ def common_type(a: Type, b: Type) -> Type | None:
 
 
 def deduce_generic(param: Type, arg: Type, found: set[str]) -> None:
-    """Collect the data types ``arg`` offers for the ``?`` in ``param`` into ``found``."""
+    """Collect the data types ``arg`` offers for the ``?`` in ``param`` into ``found``.
+
+    Inside a generic fragment's body an argument may itself have the enclosing ``?`` type
+    (``tensor<?>``, ``tensor<?>[]``, ``?``): it offers ``?``, i.e. the caller's bound type, at
+    any nesting (NNEF spec §2.4, generic fragments: the parameter is deduced from the
+    arguments' types), so ``concat([a, b], axis = 1)`` binds ``concat``'s ``?`` to the
+    fragment's own."""
     if isinstance(param, TensorT) and param.dtype == GENERIC:
-        if isinstance(arg, TensorT) and arg.dtype not in (None, GENERIC) and not arg.lenient:
+        if isinstance(arg, TensorT) and arg.dtype is not None and not arg.lenient:
             found.add(arg.dtype)
-        elif isinstance(arg, Prim) and arg.name in ("scalar", "integer", "logical"):
+        elif isinstance(arg, Prim) and arg.name in ("scalar", "integer", "logical", GENERIC):
             found.add(arg.name)
     elif isinstance(param, Prim) and param.name == GENERIC:
-        if isinstance(arg, Prim) and arg.name != GENERIC:
+        if isinstance(arg, Prim):
             found.add(arg.name)
     elif isinstance(param, ArrayT) and isinstance(arg, ArrayT):
         deduce_generic(param.item, arg.item, found)

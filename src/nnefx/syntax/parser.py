@@ -803,8 +803,24 @@ class Parser:
                 continue
             self.expect_op(")", f"or ',' in the arguments of '{name_tok.value}'")
             break
+        if not self.compositional:
+            for arg in args:
+                self._refuse_chained(arg.value, name_tok.value)
         return self._node_depth(ast.Invocation(loc=self.loc(name_tok), end=self.end(), name=name_tok.value,
                                                generic=generic, args=args), *[x.value for x in args])
+
+    def _refuse_chained(self, e: ast.Expr, callee: str) -> None:
+        """Flat syntax (NNEF spec §2.2 flat grammar; provisional 1.0 §3.2.4: the graph body
+        is flat) passes identifiers and literals, not invocations: ``y = f(g(x))`` is a
+        chain, valid only where operator expressions are (the official parser accepts it
+        anyway; nnefx follows the grammar)."""
+        if isinstance(e, ast.Invocation):
+            raise NNEFXError(f"the invocation of '{e.name}' is an argument of '{callee}': chained invocations "
+                             f"are not flat syntax; assign '{e.name}(...)' to an identifier first "
+                             f"({self.flat_reason})", e.loc)
+        if isinstance(e, (ast.ArrayExpr, ast.TupleExpr)):
+            for item in e.items:
+                self._refuse_chained(item, callee)
 
     # --- graph.quant --------------------------------------------------------------------
 
