@@ -2485,3 +2485,92 @@ def _group_normalization(ctx: LayerContext):
 
     y = binary(ctx, "add", binary(ctx, "mul", t, per_channel(1)), per_channel(2))
     return ctx.result(y)
+
+
+# --- GRN, Identity, Roll, IsNaN / IsInf / IsFinite ------------------------------------------
+# Exact compositions of standard operations (their formal and fast kernels run them).
+
+
+@layer("GRN", ANY)
+def _grn_opset(ctx: LayerContext):
+    # OpenVINO opset1 GRN: x / sqrt(sum over channels (axis 1) of x^2 + bias); the bias sits
+    # under the root, so this is not NNEF's l2_normalization (bias added to the root).
+    ctx.expect_inputs(1)
+    if ctx.in_rank(0) < 2:
+        raise ctx.error("GRN needs an input of rank 2 or more (channels on axis 1)")
+    bias = ctx.float("bias")
+    if not bias >= 0:
+        raise ctx.error(f"bias = {bias} must be a non-negative number")
+    x = ctx.tensor(0)
+    s = ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": [1]})
+    return ctx.result(binary(ctx, "div", x, unary(ctx, "sqrt", binary(ctx, "add", s, bias))))
+
+
+@fold("Identity", OPSETS)
+def _fold_identity(ctx: LayerContext, arrays):
+    return arrays[0]
+
+
+@layer("Identity", ANY)
+def _identity(ctx: LayerContext):
+    # OpenVINO opset16 Identity: the input, unchanged
+    ctx.expect_inputs(1)
+    return ctx.result(ctx.emit1("copy", {"x": ctx.tensor(0)}, dtype=dtype_of(ctx.input(0))), ctx.in_etype(0))
+
+
+@layer("Roll", ANY)
+def _roll(ctx: LayerContext):
+    # OpenVINO opset7 Roll: shifts per axis (a scalar shift applies to every axis; an axis named
+    # more than once moves by the sum of its shifts); as slices of the static axis + concat.
+    ctx.expect_inputs(3)
+    shape = ctx.in_shape(0)
+    rank = ctx.in_rank(0)
+    shifts, axes = ctx.const_ints(1, "shift"), ctx.const_ints(2, "axes")
+    if any(not -rank <= a < rank for a in axes):
+        raise ctx.error(f"axes {axes} out of range for rank {rank}")
+    axes = [a % rank for a in axes]
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(shifts) != len(axes):
+        raise ctx.error(f"{len(shifts)} shifts for {len(axes)} axes")
+    total: dict[int, int] = {}
+    for s, a in zip(shifts, axes, strict=True):
+        total[a] = total.get(a, 0) + s
+    x0 = x = ctx.tensor(0)
+    dt = dtype_of(ctx.input(0))
+    for a, s in total.items():
+        n = shape[a]
+        if n is None:
+            raise ctx.error(f"Roll needs a known extent on axis {a}")
+        s %= n
+        if s:
+            tail = ctx.emit1("slice", {"input": x}, {"axes": [a], "begin": [n - s], "end": [n]}, dtype=dt)
+            head = ctx.emit1("slice", {"input": x}, {"axes": [a], "begin": [0], "end": [n - s]}, dtype=dt)
+            x = ctx.emit1("concat", {"values": [tail, head]}, {"axis": a}, dtype=dt)
+    if x == x0:
+        x = ctx.emit1("copy", {"x": x}, dtype=dt)
+    return ctx.result(x, ctx.in_etype(0))
+
+
+@layer(("IsNaN", "IsInf", "IsFinite"), ANY)
+def _is_class(ctx: LayerContext):
+    # OpenVINO opset10: x - x is 0 exactly for finite x and NaN for NaN and infinities, so the
+    # tests below hold for every floating width (no constant like FLT_MAX is involved).
+    ctx.expect_inputs(1)
+    x = ctx.tensor(0)
+
+    def test(op: str, a, b) -> str:
+        return binary(ctx, op, a, b, out_dtype="logical")
+
+    if ctx.type == "IsNaN":
+        y = test("ne", x, x)
+    elif ctx.type == "IsFinite":
+        y = test("eq", binary(ctx, "sub", x, x), 0.0)
+    else:
+        y = test("and", test("eq", x, x), test("ne", binary(ctx, "sub", x, x), 0.0))
+        pos, neg = ctx.bool("detect_positive", True), ctx.bool("detect_negative", True)
+        if not (pos or neg):
+            y = test("and", y, False)
+        elif pos != neg:
+            y = test("and", y, test("gt" if pos else "lt", x, 0.0))
+    return ctx.result(y)
