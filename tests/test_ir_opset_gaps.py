@@ -90,3 +90,53 @@ def test_identity(tmp_path, dtype):
 
     x = (rnd(2, 3) * 4).astype(dtype)
     check(tmp_path, lambda p: o1.relu(o16.identity(p)) if dtype == np.float32 else o16.identity(p), {"x": x})
+
+
+@pytest.mark.parametrize("args", [(3, 3, 0, None), (2, 4, 1, None), (4, 2, -1, [2]), (3, 2, 5, [2, 1])])
+def test_eye_is_folded_while_loading(tmp_path, args):
+    import openvino.opset9 as o9
+
+    rows, cols, k, batch = args
+    x = o9.parameter([1], np.float32, name="x")
+    eye = o9.eye(np.array(rows, np.int64), np.array(cols, np.int64), np.array(k, np.int64), "f32",
+                 None if batch is None else np.array(batch, np.int64))
+    path = str(tmp_path / "e.xml")
+    ov.save_model(ov.Model([o1.add(eye, x)], [x]), path, compress_to_fp16=False)
+    feeds = {"x": np.array([0.5], np.float32)}
+    from ir_netgen import assert_close, run_nnefx, run_openvino
+
+    want = run_openvino(path, feeds)
+    got = run_nnefx(path, feeds)
+    for key in want:
+        assert_close(got[key], want[key], rtol=0, atol=0)
+
+
+def test_eye_of_run_time_extents_is_refused(tmp_path):
+    import openvino.opset9 as o9
+
+    n = o9.parameter([], np.int64, name="n")
+    path = str(tmp_path / "e.xml")
+    ov.save_model(ov.Model([o9.eye(n, n, np.array(0, np.int64), output_type="f32")], [n]), path)
+    with pytest.raises(NNEFXError, match="Eye needs its rows") as info:
+        nnefx.load(path)
+    assert "(Eye)" in info.value.location.field
+
+
+@pytest.mark.parametrize("name", ["bitwise_and", "bitwise_or", "bitwise_xor"])
+def test_bitwise_on_booleans(tmp_path, name):
+    import openvino.opset13 as o13
+
+    a = np.array([[True, False, True, False]])
+    b = np.array([[True], [False]])
+    check(tmp_path, lambda p, q: getattr(o13, name)(p, q), {"a": a, "b": b})
+    check(tmp_path, lambda p: o13.bitwise_not(p), {"a": a})
+
+
+def test_bitwise_on_integers_is_refused(tmp_path):
+    import openvino.opset13 as o13
+
+    a = o13.parameter([2], np.int32, name="a")
+    path = str(tmp_path / "b.xml")
+    ov.save_model(ov.Model([o13.bitwise_and(a, a)], [a]), path)
+    with pytest.raises(NNEFXError, match="BitwiseAnd is supported on boolean tensors only"):
+        nnefx.load(path)

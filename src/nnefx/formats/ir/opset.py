@@ -2574,3 +2574,46 @@ def _is_class(ctx: LayerContext):
         elif pos != neg:
             y = test("and", y, test("gt" if pos else "lt", x, 0.0))
     return ctx.result(y)
+
+
+@fold("Eye", OPSETS)
+def _fold_eye(ctx: LayerContext, arrays):
+    # OpenVINO opset9 Eye: ones on the diagonal shifted by diagonal_index, broadcast to batch_shape
+    rows, cols, k = (int(np.asarray(a).reshape(-1)[0]) for a in arrays[:3])
+    batch = [int(d) for d in np.asarray(arrays[3]).reshape(-1)] if len(arrays) > 3 else []
+    if rows < 0 or cols < 0 or any(d < 0 for d in batch):
+        raise ctx.error(f"Eye extents must not be negative (rows {rows}, columns {cols}, batch {batch})")
+    check_items(ctx, batch + [rows, cols])
+    np_type = _ETYPE_NUMPY.get(ctx.out_etype(0))
+    if np_type is None:
+        raise ctx.error(f"Eye of output type {ctx.out_etype(0)} is not supported")
+    return np.broadcast_to(np.eye(rows, cols, k, dtype=np_type), (*batch, rows, cols)).copy()
+
+
+_ETYPE_NUMPY = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+                "i16": np.int16, "i8": np.int8, "u64": np.uint64, "u32": np.uint32, "u16": np.uint16,
+                "u8": np.uint8, "boolean": np.bool_}
+
+
+@layer("Eye", ANY)
+def _eye(ctx: LayerContext):
+    raise ctx.error("Eye needs its rows, columns, diagonal index and batch shape known while loading")
+
+
+@layer(("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"), ANY)
+def _bitwise(ctx: LayerContext):
+    # OpenVINO opset13 bitwise operations: on booleans they are the logical ones; on integers
+    # no NNEF operation computes them.
+    if any(ctx.in_etype(i) != "boolean" for i in range(len(ctx.values))):
+        raise ctx.error(f"{ctx.type} is supported on boolean tensors only (found "
+                        f"{', '.join(ctx.in_etype(i) for i in range(len(ctx.values)))})")
+    if ctx.type == "BitwiseNot":
+        ctx.expect_inputs(1)
+        return ctx.result(ctx.emit1("not", {"x": ctx.tensor(0)}, out_dtype="logical"))
+    ctx.expect_inputs(2)
+    _check_broadcast(ctx)
+    a, b = aligned(ctx, [0, 1])
+    if ctx.type == "BitwiseXor":  # (a or b) and not (a and b)
+        both = ctx.emit1("not", {"x": binary(ctx, "and", a, b, "logical")}, out_dtype="logical")
+        return ctx.result(binary(ctx, "and", binary(ctx, "or", a, b, "logical"), both, "logical"))
+    return ctx.result(binary(ctx, "and" if ctx.type == "BitwiseAnd" else "or", a, b, "logical"))
