@@ -140,3 +140,29 @@ def test_bitwise_on_integers_is_refused(tmp_path):
     ov.save_model(ov.Model([o13.bitwise_and(a, a)], [a]), path)
     with pytest.raises(NNEFXError, match="BitwiseAnd is supported on boolean tensors only"):
         nnefx.load(path)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape, blocks, begin, end", [
+    ((1, 2, 4, 6), [1, 1, 2, 3], [0, 0, 0, 0], [0, 0, 0, 0]),
+    ((2, 3, 3, 5), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 1]),
+    ((1, 4, 6), [1, 2, 3], [0, 0, 1], [0, 2, 2]),
+])
+def test_space_to_batch_and_back(tmp_path, backend, shape, blocks, begin, end):
+    import openvino.opset2 as o2
+
+    b, lo, hi = (np.array(v, np.int64) for v in (blocks, begin, end))
+    check(tmp_path, lambda p: o2.space_to_batch(p, b, lo, hi), {"x": rnd(*shape)}, backend=backend)
+    check(tmp_path, lambda p: o2.batch_to_space(o2.space_to_batch(p, b, lo, hi), b, lo, hi), {"x": rnd(*shape)},
+          backend=backend)
+
+
+@pytest.mark.parametrize("shape, blocks, begin, end", [
+    ((4, 2, 3, 3), [1, 1, 2, 2], [0, 0, 1, 0], [0, 0, 0, 2]),
+    ((6, 3, 2), [1, 3, 2], [0, 1, 0], [0, 1, 1]),
+])
+def test_batch_to_space(tmp_path, shape, blocks, begin, end):
+    import openvino.opset2 as o2
+
+    b, lo, hi = (np.array(v, np.int64) for v in (blocks, begin, end))
+    check(tmp_path, lambda p: o2.batch_to_space(p, b, lo, hi), {"x": rnd(*shape)})

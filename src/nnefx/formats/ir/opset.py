@@ -2617,3 +2617,52 @@ def _bitwise(ctx: LayerContext):
         both = ctx.emit1("not", {"x": binary(ctx, "and", a, b, "logical")}, out_dtype="logical")
         return ctx.result(binary(ctx, "and", binary(ctx, "or", a, b, "logical"), both, "logical"))
     return ctx.result(binary(ctx, "and" if ctx.type == "BitwiseAnd" else "or", a, b, "logical"))
+
+
+@layer(("SpaceToBatch", "BatchToSpace"), ANY)
+def _space_batch(ctx: LayerContext):
+    # OpenVINO opset2 SpaceToBatch / BatchToSpace, as their specifications define them: pad,
+    # reshape to [N, D1/B1, B1, ...], move the blocks in front of the batch, reshape (and the
+    # reverse, then crop).  Static shapes and load-time block/pad/crop vectors only.
+    ctx.expect_inputs(4)
+    shape = ctx.in_shape(0)
+    if shape is None or any(d is None for d in shape):
+        raise ctx.error(f"{ctx.type} needs a static input shape")
+    r = len(shape)
+    blocks, lo, hi = (ctx.const_ints(i, what) for i, what in ((1, "block_shape"), (2, "begin"), (3, "end")))
+    if len(blocks) != r or len(lo) != r or len(hi) != r or blocks[0] != 1 or min(blocks) < 1 \
+            or min(lo) < 0 or min(hi) < 0:
+        raise ctx.error(f"block_shape {blocks}, begin {lo} and end {hi} must have {r} items, block_shape[0] = 1, "
+                        "no negative values")
+    x, dt = ctx.tensor(0), dtype_of(ctx.input(0))
+    n, dims, bs = shape[0], list(shape[1:]), blocks[1:]
+    if ctx.type == "SpaceToBatch":
+        padded = [d + a + b for d, a, b in zip(dims, lo[1:], hi[1:], strict=True)]
+        if lo[0] or hi[0] or any(p % b for p, b in zip(padded, bs, strict=True)):
+            raise ctx.error(f"padded extents {padded} must divide by block_shape {blocks} (and the batch is not padded)")
+        if any(lo + hi):
+            if dt != "scalar":
+                raise ctx.error("padding a non-float tensor is not supported")
+            x = ctx.emit1("pad", {"input": x}, {"padding": list(zip(lo, hi, strict=True))})
+        split = [n] + [v for p, b in zip(padded, bs, strict=True) for v in (p // b, b)]
+        x = ctx.emit1("reshape", {"input": x}, {"shape": split}, dtype=dt)
+        k = len(bs)
+        x = ctx.emit1("transpose", {"input": x}, {"axes": [2 + 2 * i for i in range(k)] + [0] +
+                                                   [1 + 2 * i for i in range(k)]}, dtype=dt)
+        out = [n * int(np.prod(bs))] + [p // b for p, b in zip(padded, bs, strict=True)]
+        return ctx.result(ctx.emit1("reshape", {"input": x}, {"shape": out}, dtype=dt))
+    prod = int(np.prod(bs))
+    if n % prod:
+        raise ctx.error(f"batch {n} does not divide by the block volume {prod}")
+    k = len(bs)
+    x = ctx.emit1("reshape", {"input": x}, {"shape": bs + [n // prod] + dims}, dtype=dt)
+    axes = [k] + [v for i in range(k) for v in (k + 1 + i, i)]
+    x = ctx.emit1("transpose", {"input": x}, {"axes": axes}, dtype=dt)
+    full = [d * b for d, b in zip(dims, bs, strict=True)]
+    x = ctx.emit1("reshape", {"input": x}, {"shape": [n // prod] + full}, dtype=dt)
+    if lo[0] or hi[0] or any(a + b > f for a, b, f in zip(lo[1:], hi[1:], full, strict=True)):
+        raise ctx.error(f"crops {lo}/{hi} do not fit the shape {[n // prod] + full} (and the batch is not cropped)")
+    if any(lo + hi):
+        x = ctx.emit1("slice", {"input": x}, {"axes": list(range(1, r)), "begin": lo[1:],
+                                             "end": [f - b for f, b in zip(full, hi[1:], strict=True)]}, dtype=dt)
+    return ctx.result(x)
