@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from ..diagnostics import Location, NNEFXError
 from ..graph import Model
+from ..io.files import replacing
 from ..tools import progress
 from ..tools.stats import resolve_fetch, stats_table
 from .profile import Profile
@@ -73,16 +73,8 @@ def safe_file_name(name: str) -> str:
 
 
 def save_npy_atomic(path: str, array: np.ndarray) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with replacing(path) as f:
+        np.save(f, array, allow_pickle=False)
 
 
 def _fmt_shape(shape: Any) -> str:
