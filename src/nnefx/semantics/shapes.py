@@ -35,7 +35,7 @@ def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None,
         externals = {n for op in graph.operations if op.op == "external" for n in op.output_names()}
         for name in input_shapes:
             if name not in externals:
-                raise NNEFXError(f"input_shapes names '{name}', which is not an external input of graph "
+                raise NNEFXError(f"a shape is given for '{name}', which is not an input of graph "
                                  f"'{graph.name}' (inputs: {', '.join(sorted(externals)) or 'none'})")
     for op in graph.operations:
         infer_operation(graph, op, input_shapes, custom_shapes)

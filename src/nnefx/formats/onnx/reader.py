@@ -366,7 +366,11 @@ def read_model(path: str, *, input_shapes: dict[str, Any] | None = None, **optio
     reader = OnnxReader(proto, path, input_shapes)
     model = reader.read()
     if reader.input_shapes:
-        raise NNEFXError(f"input_shapes= names unknown inputs: {', '.join(sorted(reader.input_shapes))}", loc)
+        inits = {t.name for t in proto.graph.initializer}
+        inputs = [i.name for i in proto.graph.input if i.name not in inits]
+        raise NNEFXError(f"a shape is given for {', '.join(repr(n) for n in sorted(reader.input_shapes))}, which "
+                         f"{'is not an input' if len(reader.input_shapes) == 1 else 'are not inputs'} of the graph "
+                         f"(inputs: {', '.join(inputs)})", loc)
     return model
 
 
