@@ -14,7 +14,9 @@ beside them (``small.tgz``, ``out/``) lands in the temporary folder, not in the 
   (``...`` stands for any text).  A command is expected to exit 1 when that output shows an
   ``error:`` or its own comment starts with ``exit 1``, else 0.
 * ``python`` blocks of a section run in one namespace, in order, as a reader pasting them into
-  one interpreter would; any exception fails the test.
+  one interpreter would; any exception fails the test, and a bare expression whose comment
+  is a Python literal (``g.tensors["y"].shape   # (None, 4)``) must have that value, and a
+  ``print(...)   # literal`` must print it (a float to the digits shown).
 * ``text`` blocks whose lines start with ``$ `` are transcripts: each command runs and its
   output (stdout; stdout and stderr when it fails) must be the lines shown.  Times and rates (numbers before ``ms``, ``images/s``, the
   profile table's time columns, ``e-NN`` differences) vary by machine and are compared as
@@ -28,6 +30,7 @@ runs in about 30 s.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import os
@@ -38,6 +41,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,6 +228,41 @@ def _run_transcript(block: Block) -> None:
                                                  f"shown:\n" + "\n".join(want) + "\nreal:\n" + "\n".join(got))
 
 
+# --- Python blocks ---------------------------------------------------------------------------
+
+def _run_python(block: Block, namespace: dict) -> None:
+    """Run a block statement by statement; a bare expression whose comment is a Python
+    literal (``g.tensors["y"].shape   # (None, 4)``) must evaluate to that literal."""
+    tree = ast.parse(block.text)
+    lines = block.text.splitlines()
+    for node in tree.body:
+        end, end_col = node.end_lineno or node.lineno, node.end_col_offset or 0
+        module = ast.Module([node], [])
+        ast.increment_lineno(module, block.line)  # README's own line numbers in any traceback
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            if not isinstance(node, ast.Expr):
+                exec(compile(module, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+                continue
+            value = eval(compile(ast.Expression(node.value), "README.md", "eval"), namespace)  # noqa: S307
+        line = lines[end - 1]
+        comment = line[end_col:].split("#", 1)[1].strip() if "#" in line[end_col:] else ""
+        try:
+            shown = ast.literal_eval(comment)
+        except (ValueError, SyntaxError):
+            continue  # prose, not a value
+        where = f"README.md:{block.line + end}"
+        if isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "print":
+            text = printed.getvalue().strip()
+            if isinstance(shown, float):  # a figure shown rounded: within its last digit
+                assert float(text) == pytest.approx(shown, rel=0.01, abs=1e-12), f"{where}: printed {text}, shown {comment}"
+            else:
+                assert text == comment, f"{where}: printed {text}, the README shows {comment}"
+            continue
+        same = np.array_equal(value, shown) if isinstance(value, np.ndarray) else value == shown
+        assert same, f"{where}: the value is {value!r}, the README shows {comment}"
+
+
 # --- the tests ------------------------------------------------------------------------------
 
 def test_readme_has_runnable_blocks():
@@ -242,8 +281,6 @@ def test_readme_section(section, workdir):
         if block.lang == "sh":
             _run_shell(block)
         elif block.lang == "python":
-            code = compile("\n" * block.line + block.text, "README.md", "exec")  # README's line numbers
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(code, namespace)  # noqa: S102 - the README's own code, run as documented
+            _run_python(block, namespace)
         elif block.lang == "text" and block.text.startswith("$ "):
             _run_transcript(block)
