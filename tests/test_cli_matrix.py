@@ -186,7 +186,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_3(monkeypatch):
 def test_help_teaches_every_subcommand():
     rc, out, _ = cli("--help")
     assert rc == 0 and "``" not in out and "exit status: 0 ok, 1 invalid input" in out
-    for command in ("check", "inspect", "convert", "run"):
+    for command in ("check", "inspect", "convert", "run", "batch"):
         rc, text, _ = cli(command, "--help")
         assert rc == 0 and "``" not in text
         assert text.count(f"\n  nnefx {command} ") >= 2, text  # examples
