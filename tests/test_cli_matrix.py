@@ -175,9 +175,9 @@ def test_an_unexpected_exception_is_one_line_and_exit_3(monkeypatch):
 
     monkeypatch.setattr(nnefx.cli, "cmd_check", broken)
     rc, out, err = cli("check", DIGITS)
-    assert rc == 3 and "Traceback" not in err
-    assert err.splitlines()[0] == "nnefx: internal error: KeyError: 'oops'"
-    assert "please report it" in err and "--debug" in err
+    assert rc == 3 and "Traceback" not in err and len(err.splitlines()) == 1
+    assert err.startswith("nnefx: internal error: KeyError: 'oops' -- a bug in nnefx; please report it")
+    assert "--debug" in err
     for argv in (("--debug", "check", DIGITS), ("check", DIGITS, "--debug")):
         rc, out, err = cli(*argv)
         assert rc == 3 and "Traceback" in err and "KeyError: 'oops'" in err
@@ -206,3 +206,45 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().endswith("write input arrays with numpy.save")
+
+
+def test_a_missing_optional_package_comes_after_a_missing_file_and_names_its_extra(monkeypatch, tmp_path):
+    """Without the onnx package: a missing file is still a missing file; an existing .onnx
+    file names the extra to install."""
+    for name in [m for m in sys.modules if m == "onnx" or m.startswith(("onnx.", "nnefx.formats.onnx"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx -> ImportError
+    rc, _, err = cli("check", "nothere.onnx")
+    assert rc == 1 and err.strip() == "nothere.onnx: error: no such file or folder"
+    rc, _, err = cli("check", str(ROOT / "examples" / "readme" / "net.onnx"))
+    assert rc == 1 and "'onnx' package" in err and "pip install nnefx[onnx]" in err
+
+
+def test_a_dynamic_batch_torch_export_checks_and_runs_at_any_batch(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    net = str(ROOT / "examples" / "readme" / "net.onnx")  # torch.onnx.export(..., dynamic_axes={batch})
+    rc, out, err = cli("inspect", net)
+    assert rc == 0 and "input: scalar [?, 3, 32, 32]" in out and "logits: scalar [?, 10]" in out
+    x = np.random.default_rng(1).standard_normal((3, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    rc, out, err = cli("run", net, "-i", f"input={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out"))
+    assert rc == 0, err
+    want = ort.InferenceSession(net).run(None, {"input": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "logits.npy"), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("command", ["check", "inspect", "run", "convert"])
+def test_the_help_examples_run(command, tmp_path, monkeypatch):
+    """The examples each subcommand's --help gives run as written, from the repository root."""
+    from nnefx.cli import _EXAMPLES
+
+    for entry in ROOT.iterdir():
+        if entry.name not in (".git", ".venv"):
+            (tmp_path / entry.name).symlink_to(entry)
+    monkeypatch.chdir(tmp_path)  # outputs land here, paths resolve to the repository's files
+    lines = [x.split(" # ", 1)[0].split() for x in _EXAMPLES[command].splitlines()[1:]]
+    assert len(lines) >= 3
+    for argv in lines:
+        assert argv[0] == "nnefx"
+        rc, out, err = cli(*argv[1:])
+        assert rc == 0, (argv, err)
