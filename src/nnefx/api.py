@@ -113,7 +113,7 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     ``dialect=`` for NNEF documents, ``format=`` to force a format.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if not os.path.exists(path) and options.get("json_text") is None:  # (CVM: content given in memory)
         # before anything else, e.g. before an optional package the format would need
         raise NNEFXError("no such file or folder", Location(path))
     if not options.get("format"):
