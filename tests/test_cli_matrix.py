@@ -107,7 +107,8 @@ USAGE = [  # exit 2: argparse reports the usage
     ["check", DIGITS, "--shape", "input=a,b"], ["check", DIGITS, "--shape", "input=1,0"],
     ["check", DIGITS, "--shape", "=1,2"], ["run", DIGITS, "--backend", "gpu"], ["check", DIGITS, "--format", "pb"],
     ["convert", DIGITS, "x", "--to", "pb"], ["check", DIGITS, "--dialect", "2.0"], ["convert", DIGITS],
-    ["inspect", DIGITS, "--bogus"],
+    ["inspect", DIGITS, "--bogus"], ["batch", DIGITS], ["batch", DIGITS, "--inputs", "x", "--output", "o", "--workers", "0"],
+    ["batch", DIGITS, "--inputs", "x", "--output", "o", "--column", "pixels"],
 ]
 
 
