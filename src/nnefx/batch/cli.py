@@ -31,9 +31,9 @@ def _positive(text: str) -> int:
 
 def _column(text: str) -> str:
     """``--column INPUT=COLUMN``, checked while parsing so a malformed one is a usage error."""
-    name, sep, column = text.partition("=")
-    if not sep or not name or not column:
-        raise argparse.ArgumentTypeError(f"expects INPUT=COLUMN, got '{text}'")
+    from ..cli import name_value
+
+    name_value(text, "INPUT=COLUMN")
     return text
 
 
