@@ -16,7 +16,9 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import nnefx  # noqa: E402, I001  (before numpy: see nnefx/_blas.py)
+from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/blas.py)
+
+configure("auto")
 
 import argparse  # noqa: E402
 import time  # noqa: E402

@@ -211,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show nnefx's version and the optional extras found, and exit")
     parser.add_argument("--debug", action="store_true", default=False,
                         help="on an internal error, show the Python traceback")
+    parser.add_argument("--blas", metavar="CORETYPE", default=os.environ.get("NNEFX_BLAS_CORETYPE", "off"),
+                        help="OpenBLAS kernels for this command: 'auto' (AVX-512 kernels on CPUs OpenBLAS's "
+                             "table lacks), a core type name (SkylakeX, Haswell, ...) or 'off' (default; "
+                             "env NNEFX_BLAS_CORETYPE); an OPENBLAS_CORETYPE already set always wins")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _subcommand(sub, "check", "validate a model: exit 0 if valid, 1 with the first error's location if not",
@@ -351,6 +355,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
+    if args.blas.strip().lower() not in ("off", ""):
+        # Before any subcommand imports numpy: OpenBLAS reads its variable once, when loaded.
+        from .blas import configure
+
+        configure(args.blas)
     from .tools.progress import set_quiet
 
     set_quiet(getattr(args, "quiet", False))

@@ -225,7 +225,7 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
         print()
         print(stats_table({name: outputs[name] for name in output_names + fetch}))
     if profile is not None:
-        from .._blas import describe
+        from ..blas import describe
 
         print()
         print(profile.table())
