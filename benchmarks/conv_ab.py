@@ -20,6 +20,8 @@ from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/b
 
 configure("auto")
 
+import nnefx  # noqa: E402
+
 import argparse  # noqa: E402
 import time  # noqa: E402
 

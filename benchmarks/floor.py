@@ -37,6 +37,8 @@ from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/b
 
 configure("auto")
 
+import nnefx  # noqa: E402
+
 import argparse  # noqa: E402
 import functools  # noqa: E402
 import statistics  # noqa: E402
