@@ -20,13 +20,12 @@ from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/b
 
 configure("auto")
 
-import nnefx  # noqa: E402
-
 import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import nnefx  # noqa: E402
 import nnefx.ops.sliding as sliding  # noqa: E402
 from nnefx.ops import winograd  # noqa: E402
 

@@ -37,8 +37,6 @@ from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/b
 
 configure("auto")
 
-import nnefx  # noqa: E402
-
 import argparse  # noqa: E402
 import functools  # noqa: E402
 import statistics  # noqa: E402
@@ -48,6 +46,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+import nnefx  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import prepare  # noqa: E402
