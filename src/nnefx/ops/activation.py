@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 sigmoid = define("sigmoid", "activation", """
@@ -247,6 +246,3 @@ def _softplus_fast(x):
 
 softabs.formal(lambda x, epsilon: sqrt.formal_kernel(_F["add"](sqr.formal_kernel(x), np.float32(epsilon))))
 softabs.fast(lambda x, epsilon: np.sqrt(np.square(scalar(x)) + np.float32(epsilon)).astype(np.float32))
-
-
-guard_family("activation")  # noqa: E305  (attribute types checked before any rule or kernel runs)

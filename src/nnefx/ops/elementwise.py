@@ -6,7 +6,6 @@ is padded with *trailing* 1s (see :mod:`nnefx.ops._common`).
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 copy = define("copy", "elementwise", """
@@ -376,6 +375,3 @@ def _clamp_formal(x, a, b):
 def _clamp_fast(x, a, b):
     broadcast_shapes("clamp", np.shape(x), np.shape(a), np.shape(b))
     return max_fast(min_fast(x, b), a)
-
-
-guard_family("elementwise")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 matmul = define("matmul", "linalg", """
@@ -107,6 +106,3 @@ def _linear_fast(input, filter, bias=0.0):
     _linear_shape(x.shape, w.shape, b.shape)
     y = x @ w.T
     return (y + (b.reshape(b.shape + (1,) * (2 - b.ndim)) if b.ndim < 2 else b)).astype(np.float32, copy=False)
-
-
-guard_family("linalg")  # noqa: E305  (attribute types checked before any rule or kernel runs)

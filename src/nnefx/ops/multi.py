@@ -6,7 +6,6 @@ tools' library) so that the expanded graph only contains tensors; adding it broa
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 copy_n = define("copy_n", "multi", """
@@ -87,6 +86,3 @@ def _add_n_fast(x):
     for item in reversed(items):  # the same right-nested float32 additions as the definition
         acc = BINARY_OPS["add"].fast_kernel(item, acc)
     return acc
-
-
-guard_family("multi")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 local_response_normalization = define("local_response_normalization", "normalization", """
@@ -263,6 +262,3 @@ def _bn_fast(input, mean, variance, offset, scale, epsilon):
     _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
     with np.errstate(all="ignore"):
         return (o + (s * (x - m)) / np.sqrt(v + _f32(epsilon))).astype(_f32)
-
-
-guard_family("normalization")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -9,7 +9,6 @@ whole conditional); the parenthesised form reads the same for every parser.
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 min_max_linear_quantize = define("min_max_linear_quantize", "quantization", """
@@ -208,6 +207,3 @@ def _logq_fast(x, max, bits):
         t = np.where(a < m, a, m)
         q = _round(np.where(t > lo, t, lo))
         return (np.sign(x) * np.power(np.float64(2.0), q.astype(np.float64)).astype(_f32)).astype(_f32)
-
-
-guard_family("quantization")  # noqa: E305  (attribute types checked before any rule or kernel runs)

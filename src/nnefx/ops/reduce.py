@@ -7,7 +7,6 @@ sub-volume; ties go to the first index.
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 sum_reduce = define("sum_reduce", "reduce", """
@@ -241,6 +240,3 @@ def _moments_fast(input, axes=()):
     d = (x - mean).astype(np.float64)
     var = np.mean(d * d, axis=tuple(axes), keepdims=True)
     return mean, var.astype(np.float32)
-
-
-guard_family("reduce")  # noqa: E305  (attribute types checked before any rule or kernel runs)

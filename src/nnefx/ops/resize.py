@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 nearest_downsample = define("nearest_downsample", "resize", """
@@ -245,6 +244,3 @@ def _mu_fast(input, factor=(), method="symmetric", border="replicate"):
     return y.astype(np.float32)
 
 
-
-
-guard_family("resize")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -10,7 +10,6 @@ entry per dimension (batch and channel included).
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 _WINDOW = """border: string = 'constant',
@@ -1335,6 +1334,3 @@ separable_conv.formal(_sepconv(_conv_formal))
 separable_conv.fast(_sepconv(_conv_fast))
 separable_deconv.formal(_sepdeconv(_deconv_formal))
 separable_deconv.fast(_sepdeconv(_deconv_fast))
-
-
-guard_family("sliding")  # noqa: E305  (attribute types checked before any rule or kernel runs)
