@@ -297,9 +297,11 @@ def run_shape_rule(op: Any, input_shapes: Sequence[Any], attribs: dict[str, Any]
     rule = op.shape_rule
     if rule is None:
         raise NNEFXError(f"operation '{op.name}' has no shape rule")
-    kwargs = dict(attribs)
     if op.generic and dtype is not None and _accepts_dtype(rule):
+        kwargs = dict(attribs)
         kwargs["dtype"] = dtype
+    else:
+        kwargs = attribs
     try:
         result = rule(*input_shapes, **kwargs)
     except NNEFXError:

@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..diagnostics import NNEFXError
+from .contract import guard, normalise_attributes, run_shape_rule
 
 Kernel = Callable[..., Any]
 ShapeRule = Callable[..., Any]
@@ -80,25 +81,19 @@ class OpDef:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _CONTRACT_SLOTS and value is not None and self.__dict__.get("contracted"):
-            from .contract import guard
-
             value = guard(self, value, is_shape_rule=name == "shape_rule")
         object.__setattr__(self, name, value)
 
     def attributes(self, attribs: Mapping[str, Any]) -> dict[str, Any]:
         """``attribs`` with every left-out attribute set to its declared default: the one
         place defaults come from (the declaration), for callers that build operations."""
-        from .contract import normalise_attributes
-
         return normalise_attributes(self, dict(attribs))
 
     def infer(self, input_shapes: Sequence[Any], attribs: Mapping[str, Any], dtype: str | None = None) -> tuple:
         """Result shapes from input shapes and attributes: the one shape-rule runner, used by
         the front-end, the importers and ``compat`` (see :func:`nnefx.ops.contract.run_shape_rule`;
         raises its ``Undecided`` when the rule cannot decide with unknown extents)."""
-        from .contract import run_shape_rule
-
-        return run_shape_rule(self, input_shapes, dict(attribs), dtype)
+        return run_shape_rule(self, input_shapes, attribs, dtype)
 
     # Decorator helpers so a family module reads: define(...); @op.shape; @op.formal; @op.fast
     def shape(self, fn: ShapeRule) -> ShapeRule:
