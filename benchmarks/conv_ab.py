@@ -26,7 +26,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import nnefx  # noqa: E402
-import nnefx.ops.sliding as sliding  # noqa: E402
+import nnefx.ops.sliding_pool as sliding  # noqa: E402
 from nnefx.ops import winograd  # noqa: E402
 
 
