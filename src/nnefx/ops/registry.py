@@ -44,7 +44,7 @@ Kernel = Callable[..., Any]
 ShapeRule = Callable[..., Any]
 
 #: Domains group operations by where they come from.  ``nnef`` = the NNEF 1.0.5 standard
-#: operations; ``cvm`` = the deterministic integer set (seed 002); ``ir`` = IR layers with
+#: operations; ``cvm`` = the deterministic integer set (the CVM runtime's operators); ``ir`` = IR layers with
 #: no NNEF counterpart; ``tract`` = the primitives of tract's registries (``tract_core_*``,
 #: ``tract_transformers_*``), which a document enables with ``extension tract_registry NAME;``.
 #: Non-``nnef`` operations are extensions in NNEF documents.

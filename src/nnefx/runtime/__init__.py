@@ -1,4 +1,4 @@
-"""Executing graphs: the execution half of seed 000 §2.4.1.
+"""Executing graphs: the execution half of NNEF 1.0 §2.4.1 (graph compilation and execution).
 
 * :mod:`.planner` — :func:`compile_plan` turns a flat graph into a :class:`Plan` once
   (order checks, kernel lookup, constant folding, pruning, buffer lifetimes);

@@ -1,4 +1,4 @@
-"""Run a graph: the execution half of seed 000 §2.4.1.
+"""Run a graph: the execution half of NNEF 1.0 §2.4.1 (graph compilation and execution).
 
 A :class:`Session` compiles its graph once (:func:`~nnefx.runtime.planner.compile_plan`)
 and then, per :meth:`Session.run`, feeds the ``external`` tensors, executes the plan, reads

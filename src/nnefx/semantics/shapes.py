@@ -1,4 +1,4 @@
-"""Shape propagation over a flat graph (seed 000 §2.2, seed 001 §3.3.4).
+"""Shape propagation over a flat graph (NNEF 1.0 §2.2 and §3.3.4).
 
 Tensor-introducing operations give shapes directly (``external``, ``variable``,
 ``constant``); ``update`` keeps its variable's shape; every other operation's result shapes
