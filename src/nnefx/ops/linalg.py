@@ -31,7 +31,6 @@ fragment linear(
 import numpy as np  # noqa: E402
 
 from ._common import broadcast_index, broadcast_shapes, op_error, scalar  # noqa: E402
-from .elementwise import BINARY_OPS  # noqa: E402
 
 
 def _mat_dims(shape, transposed):
@@ -91,13 +90,6 @@ def _linear_shape(input, filter, bias=()):
         raise op_error("linear", f"input and filter must have rank 2, got {input} and {filter}")
     out = _matmul_shape(input, filter, False, True)
     return broadcast_shapes("linear", out, tuple(bias))
-
-
-@linear.formal
-def _linear_formal(input, filter, bias=0.0):
-    """output = matmul(input, filter, transposeB = true) + bias."""
-    _linear_shape(np.shape(input), np.shape(filter), np.shape(bias))
-    return BINARY_OPS["add"].formal_kernel(_matmul_formal(input, filter, transposeB=True), bias)
 
 
 @linear.fast

@@ -66,18 +66,6 @@ def _add_n_shape(x):
     return broadcast_shapes("add_n", *shapes, (1,))
 
 
-@add_n.formal
-def _add_n_formal(x):
-    """y = x[0] + add_n(x[1:]); the empty sum is a [1]-shaped zero (right-nested)."""
-    if not len(x):
-        raise op_error("add_n", "needs at least one tensor")
-    add = BINARY_OPS["add"].formal_kernel
-    acc = np.zeros((1,), np.float32)
-    for item in reversed(list(x)):
-        acc = add(item, acc)
-    return acc
-
-
 @add_n.fast
 def _add_n_fast(x):
     items = [scalar(v) for v in x]

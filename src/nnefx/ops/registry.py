@@ -59,7 +59,8 @@ class OpDef:
     family: str
     declaration: str
     domain: str = "nnef"
-    #: True for compound operations whose declaration carries a body that expands them.
+    #: True for compound operations whose declaration carries a body that expands them; their
+    #: formal kernel is that body (:mod:`nnefx.ops.derived`) unless a written one replaces it.
     compound: bool = False
     #: True when kernels take the resolved generic data type as keyword ``dtype``.
     generic: bool = False
@@ -147,6 +148,13 @@ def define(name: str, family: str, declaration: str, *, domain: str = "nnef", co
                          f"({_REGISTRY[name].family} and {family})")
     entry = OpDef(name=name, family=family, declaration=declaration.strip(), domain=domain,
                   compound=compound, generic=generic, doc=doc, extra=dict(extra), contracted=True)
+    if compound:
+        # A compound is defined by its body: its formal kernel runs that body through the
+        # primitives' formal kernels.  A family module replaces it only where a written one
+        # is needed, and says why next to it.
+        from .derived import formal_from_body
+
+        entry.formal_kernel = formal_from_body(entry)
     _REGISTRY[name] = entry
     return entry
 

@@ -295,7 +295,5 @@ def _align(op, pool, resample):
     return kernel
 
 
-avg_roi_align.formal(_align("avg_roi_align", lambda *a, **k: avg_pool.formal_kernel(*a, **k), _roi_resample_formal))
 avg_roi_align.fast(_align("avg_roi_align", lambda *a, **k: avg_pool.fast_kernel(*a, **k), _roi_resample_fast))
-max_roi_align.formal(_align("max_roi_align", lambda *a, **k: max_pool.formal_kernel(*a, **k), _roi_resample_formal))
 max_roi_align.fast(_align("max_roi_align", lambda *a, **k: max_pool.fast_kernel(*a, **k), _roi_resample_fast))

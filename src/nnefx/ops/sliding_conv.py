@@ -462,8 +462,6 @@ def _sepdeconv(kdeconv):
     return run
 
 
-separable_conv.formal(_sepconv(_conv_formal))
 separable_conv.fast(_sepconv(_conv_fast))
-separable_deconv.formal(_sepdeconv(_deconv_formal))
 separable_deconv.fast(_sepdeconv(_deconv_fast))
 

@@ -181,12 +181,6 @@ def _desample_fast(input, index, size=(), border="constant", padding=(), stride=
 
 # --- pooling compounds --------------------------------------------------------------------
 
-@max_pool_with_index.formal
-def _mpwi_formal(input, size=(), border="constant", padding=(), stride=(), dilation=()):
-    index = _argmax_pool_formal(input, size, border, padding, stride, dilation)
-    return _sample_formal(input, index, size, border, padding, stride, dilation), index
-
-
 @max_pool_with_index.fast
 def _mpwi_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
     x = scalar(input)
@@ -194,10 +188,6 @@ def _mpwi_fast(input, size=(), border="constant", padding=(), stride=(), dilatio
     win = _down_window("max_pool_with_index", x.shape, size, padding, stride, dilation)
     index = argmax_pool_fast(x, win, border)
     return sample_fast(x, index, win, border), index
-
-
-max_pool.formal(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
-                _mpwi_formal(input, size, border, padding, stride, dilation)[0])
 
 
 def _window_max(xp, win):
@@ -277,16 +267,8 @@ def _max_pool_window(x, win, border):
     return out.astype(np.float32, copy=False)
 
 
-avg_pool.formal(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
-                _box_formal(input, size, border, padding, stride, dilation, normalize=True))
 avg_pool.fast(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():
               _box_fast(input, size, border, padding, stride, dilation, normalize=True))
-
-
-def _rms_formal(input, size=(), border="constant", padding=(), stride=(), dilation=()):
-    from .elementwise import sqr, sqrt
-    return sqrt.formal_kernel(_box_formal(sqr.formal_kernel(input), size, border, padding, stride, dilation,
-                                          normalize=True))
 
 
 def _rms_fast(input, size=(), border="constant", padding=(), stride=(), dilation=()):
@@ -294,7 +276,6 @@ def _rms_fast(input, size=(), border="constant", padding=(), stride=(), dilation
     return np.sqrt(_box_fast(np.square(x), size, border, padding, stride, dilation, normalize=True))
 
 
-rms_pool.formal(_rms_formal)
 rms_pool.fast(_rms_fast)
 
 
