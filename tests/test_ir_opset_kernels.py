@@ -84,7 +84,7 @@ def test_interpolate(data):
     x = rng.randn(1, 2, h, w).astype(np.float32)
     sizes = [data.draw(st.integers(1, 7)), data.draw(st.integers(1, 7))]
     scales = [sizes[0] / h, sizes[1] / w]
-    from nnefx.ops.ir_opset import COORD_MODES, INTERP_MODES, NEAREST_MODES
+    from nnefx.ops.ext import COORD_MODES, INTERP_MODES, NEAREST_MODES
 
     attrs = dict(axes=[2, 3], sizes=sizes, scales=scales, mode=data.draw(st.sampled_from(INTERP_MODES)),
                  coordinate_transformation_mode=data.draw(st.sampled_from(COORD_MODES)),

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...ops.ir_opset import (
+from ...ops.ext import (
     COORD_MODES,
     INTERP_MODES,
     NEAREST_MODES,
@@ -910,7 +910,7 @@ def _fold_broadcast(ctx: LayerContext, arrays):
     target = tuple(_ints(arrays[1]))
     check_items(ctx, target)
     if mode == "bidirectional":
-        from ...ops.ir_opset import broadcast_shape
+        from ...ops.ext import broadcast_shape
         check_items(ctx, broadcast_shape(arrays[0].shape, target))
     return broadcast_to(arrays[0], target, mode, axes)
 
@@ -929,7 +929,7 @@ def _broadcast(ctx: LayerContext):
         tgt = (1,) * (r - len(target)) + target
         try:
             if mode == "numpy":
-                from ...ops.ir_opset import broadcast_shape
+                from ...ops.ext import broadcast_shape
                 if broadcast_shape(shape, target) != target:
                     raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
         except NNEFXError as exc:
