@@ -144,7 +144,7 @@ _UNARY = {"abs": "Abs", "neg": "Negative", "exp": "Exp", "log": "Log", "sin": "S
           "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
           "tanh": "Tanh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt",
           "floor": "Floor", "ceil": "Ceiling", "sign": "Sign", "not": "LogicalNot", "sigmoid": "Sigmoid",
-          "relu": "Relu", "ir_erf": "Erf"}
+          "relu": "Relu", "erf": "Erf"}
 _UNARY_VERSION = {"Asinh": "opset4", "Acosh": "opset4", "Atanh": "opset4"}
 
 
@@ -236,7 +236,7 @@ def _select(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("Select", refs, out_shape(ctx, op), etype=ctx.etype(refs[1])))
 
 
-@exporter("cast", "ir_convert")
+@exporter("cast", "convert_element_type")
 def _cast(ctx: ExportContext, op: Operation) -> None:
     target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
     x = ctx.ref(_first(op, "input"))
@@ -443,7 +443,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
 
 # --- shapes ---------------------------------------------------------------------------------
 
-@exporter("reshape", "ir_reshape")
+@exporter("reshape", "reshape_to")
 def _reshape(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), reshape(ctx, op.inputs["input"], out_shape(ctx, op)))
 
@@ -544,7 +544,7 @@ def _tile(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("Tile", [op.inputs["input"], ctx.ints(op.attribs["repeats"])], out_shape(ctx, op)))
 
 
-@exporter("gather", "ir_gather")
+@exporter("gather", "gather_axis")
 def _gather(ctx: ExportContext, op: Operation) -> None:
     x, idx = op.inputs["input"], op.inputs["indices"]
     axis = int(op.attribs.get("axis", 0))
@@ -959,7 +959,7 @@ def _sequence_lengths(ctx: ExportContext, lens: Any, n: int, layer: str) -> Any:
     raise ctx.fail(f"run-time sequence lengths of shape {ctx.shape(lens)} have no {layer} form")
 
 
-@exporter("ir_lstm_sequence")
+@exporter("lstm_sequence")
 def _ir_lstm_sequence(ctx: ExportContext, op: Operation) -> None:
     # the operation *is* LSTMSequence-5 (batch first, gates f,i,c,o, sigmoid/tanh/tanh)
     x = op.inputs["input"]
@@ -1064,21 +1064,21 @@ _IR_COMPARE = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "less_
                "greater": "Greater", "greater_equal": "GreaterEqual"}
 
 
-@exporter("ir_arith", "ir_compare")
+@exporter("integer_arith", "integer_compare")
 def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     # numpy broadcasting and OpenVINO's integer semantics already: the layer itself
     kind = str(op.attribs["op"])
-    table = _ARITH if op.op == "ir_arith" else _IR_COMPARE
+    table = _ARITH if op.op == "integer_arith" else _IR_COMPARE
     if kind not in table:
         raise ctx.fail(f"op '{kind}' has no opset layer")
     et = literal_etype(ctx, op, [op.inputs["x"], op.inputs["y"]])
     x, y = ctx.ref(op.inputs["x"], et), ctx.ref(op.inputs["y"], et)
     attrs = {"m_pythondiv": kind == "pythondiv"} if table[kind] == "Divide" else None
-    out_et = "boolean" if op.op == "ir_compare" else ctx.etype(x)
+    out_et = "boolean" if op.op == "integer_compare" else ctx.etype(x)
     ctx.bind(out(op), ctx.layer(table[kind], [x, y], out_shape(ctx, op), etype=out_et, attrs=attrs))
 
 
-@exporter("ir_top_k")
+@exporter("top_k")
 def _ir_top_k(ctx: ExportContext, op: Operation) -> None:
     # 'ties keep the lower index' = TopK-11 with stable=true
     x = op.inputs["input"]
@@ -1092,7 +1092,7 @@ def _ir_top_k(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(names[1], idx)
 
 
-@exporter("ir_cumsum")
+@exporter("cumulative_sum")
 def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("CumSum", [op.inputs["x"], ctx.const(np.asarray(int(op.attribs["axis"])), "i64")],
                                 out_shape(ctx, op), version="opset3",
@@ -1100,28 +1100,28 @@ def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
                                        "reverse": bool(op.attribs.get("reverse", False))}))
 
 
-@exporter("ir_reduce_prod")
+@exporter("prod_reduce")
 def _ir_reduce_prod(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("ReduceProd", [op.inputs["input"], ctx.ints(op.attribs["axes"])], out_shape(ctx, op),
                                 attrs={"keep_dims": True}))
 
 
-@exporter("ir_round")
+@exporter("round_with_mode")
 def _ir_round(ctx: ExportContext, op: Operation) -> None:
     mode = str(op.attribs.get("mode", "half_to_even"))
     ctx.bind(out(op), unop(ctx, "Round", op.inputs["x"], {"mode": mode}, version="opset5"))
 
 
-@exporter("ir_einsum")
+@exporter("einsum")
 def _ir_einsum(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("Einsum", list(op.inputs["inputs"]), out_shape(ctx, op), version="opset7",
                                 attrs={"equation": str(op.attribs["equation"])}))
 
 
-@exporter("ir_gather_elements", "ir_gather_nd")
+@exporter("gather_elements", "gather_nd")
 def _ir_gather_elements(ctx: ExportContext, op: Operation) -> None:
     x, idx = op.inputs["input"], op.inputs["indices"]
-    if op.op == "ir_gather_elements":
+    if op.op == "gather_elements":
         y = ctx.layer("GatherElements", [x, idx], out_shape(ctx, op), etype=ctx.etype(x), version="opset6",
                       attrs={"axis": int(op.attribs["axis"])})
     else:
@@ -1130,7 +1130,7 @@ def _ir_gather_elements(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@exporter("ir_one_hot")
+@exporter("one_hot")
 def _ir_one_hot(ctx: ExportContext, op: Operation) -> None:
     on = op.inputs["on_value"]
     et = ctx.etype(on)
@@ -1139,7 +1139,7 @@ def _ir_one_hot(ctx: ExportContext, op: Operation) -> None:
                                 out_shape(ctx, op), etype=et, attrs={"axis": int(op.attribs["axis"])}))
 
 
-@exporter("ir_scatter")
+@exporter("scatter")
 def _ir_scatter(ctx: ExportContext, op: Operation) -> None:
     data, idx, upd = op.inputs["data"], op.inputs["indices"], op.inputs["updates"]
     kind = str(op.attribs["kind"])
@@ -1158,7 +1158,7 @@ def _ir_scatter(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@exporter("ir_gru_sequence", "ir_rnn_sequence")
+@exporter("gru_sequence", "rnn_sequence")
 def _ir_gru_rnn_sequence(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     n = ctx.shape(x)[0]
@@ -1167,7 +1167,7 @@ def _ir_gru_rnn_sequence(ctx: ExportContext, op: Operation) -> None:
     attrs: dict[str, Any] = {"hidden_size": hs, "direction": str(op.attribs.get("direction", "forward")),
                              "clip": float(op.attribs.get("clip", 0.0)), "activations_alpha": [],
                              "activations_beta": []}
-    if op.op == "ir_gru_sequence":
+    if op.op == "gru_sequence":
         kind = "GRUSequence"
         attrs.update(activations=["sigmoid", "tanh"],
                      linear_before_reset=bool(op.attribs.get("linear_before_reset", False)))
@@ -1181,7 +1181,7 @@ def _ir_gru_rnn_sequence(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(nm, r)
 
 
-@exporter("ir_interpolate")
+@exporter("interpolate")
 def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     xs, shape = ctx.shape(x), out_shape(ctx, op)
@@ -1207,7 +1207,7 @@ def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("Interpolate", [x, target, ctx.ints(axes)], shape, attrs=attrs, version="opset11"))
 
 
-@exporter("ir_range")
+@exporter("arange")
 def _ir_range(ctx: ExportContext, op: Operation) -> None:
     et = ETYPE.get(op.dtype or "scalar", "f32")
     refs = [ctx.ref(op.inputs[k], et) for k in ("start", "stop", "step")]
@@ -1215,7 +1215,7 @@ def _ir_range(ctx: ExportContext, op: Operation) -> None:
                                 version="opset4"))
 
 
-@exporter("ir_broadcast")
+@exporter("broadcast_to")
 def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
     # the target shape was computed at run time; written statically, it is the output shape
     x = op.inputs["input"]

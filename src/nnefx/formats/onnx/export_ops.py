@@ -162,7 +162,7 @@ _UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sin": "Sin", 
           "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "tanh": "Tanh",
           "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt", "floor": "Floor",
           "ceil": "Ceil", "sign": "Sign", "not": "Not", "sigmoid": "Sigmoid", "relu": "Relu",
-          "rcp": "Reciprocal", "copy": "Identity", "ir_erf": "Erf"}
+          "rcp": "Reciprocal", "copy": "Identity", "erf": "Erf"}
 
 
 @exporter(*_UNARY)
@@ -991,7 +991,7 @@ _IR_COMPARE = {"equal": "Equal", "not_equal": "Equal", "less": "Less", "less_equ
                "greater": "Greater", "greater_equal": "GreaterOrEqual"}
 
 
-@exporter("ir_arith", "ir_compare")
+@exporter("integer_arith", "integer_compare")
 def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     # numpy broadcasting already; integer division truncates in both (Div on integers),
     # 'mod' is C's fmod (Mod with fmod = 1); floor division/modulo and integer powers are not
@@ -999,7 +999,7 @@ def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     x, y = op.inputs["x"], op.inputs["y"]
     dt = literal_dtype(ctx, op, [x, y])
     a, b = ctx.ref(x, dt), ctx.ref(y, dt)
-    if op.op == "ir_compare":
+    if op.op == "integer_compare":
         if kind not in _IR_COMPARE:
             raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
         r = binop(ctx, _IR_COMPARE[kind], a, b)
@@ -1019,7 +1019,7 @@ def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), r)
 
 
-@exporter("ir_gather")
+@exporter("gather_axis")
 def _ir_gather(ctx: ExportContext, op: Operation) -> None:
     # Gather-8 = ONNX Gather (negative indices count from the end) when no batch dims
     if int(op.attribs.get("batch_dims", 0)) != 0:
@@ -1029,7 +1029,7 @@ def _ir_gather(ctx: ExportContext, op: Operation) -> None:
                                dtype=ctx.dtype(x), axis=int(op.attribs["axis"])))
 
 
-@exporter("ir_reshape")
+@exporter("reshape_to")
 def _ir_reshape(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     od = ctx.dims(out(op))
@@ -1041,13 +1041,13 @@ def _ir_reshape(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("Reshape", [x, shape], od, allowzero=0 if special_zero else 1))
 
 
-@exporter("ir_shape_of")
+@exporter("tensor_shape")
 def _ir_shape_of(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     ctx.bind(out(op), ctx.node("Shape", [x], (ctx.rank(x),), dtype=I64))
 
 
-@exporter("ir_broadcast")
+@exporter("broadcast_to")
 def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
     # numpy / bidirectional broadcasting to the target = Expand (bidirectional, and equal to
     # the target whenever numpy mode is valid)
@@ -1098,7 +1098,7 @@ def _sequence_lengths(ctx: ExportContext, value: Any, n: int | None) -> str:
     return ctx.node("Cast", [ref], ctx.dims(ref), dtype=np.int32, to=_elem(np.int32))
 
 
-@exporter("ir_lstm_sequence", "ir_gru_sequence", "ir_rnn_sequence")
+@exporter("lstm_sequence", "gru_sequence", "rnn_sequence")
 def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     n, t, _ = ctx.dims(x)
@@ -1108,9 +1108,9 @@ def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
     direction = str(op.attribs.get("direction", "forward"))
     clip = float(op.attribs.get("clip", 0.0))
     attrs: dict[str, Any] = {"hidden_size": hs, "direction": direction, "clip": clip if clip else None}
-    if op.op == "ir_lstm_sequence":
+    if op.op == "lstm_sequence":
         kind, order, gates = "LSTM", [1, 3, 0, 2], 4
-    elif op.op == "ir_gru_sequence":
+    elif op.op == "gru_sequence":
         kind, order, gates = "GRU", [0, 1, 2], 3
         attrs["linear_before_reset"] = int(bool(op.attribs.get("linear_before_reset", False)))
     else:
@@ -1154,7 +1154,7 @@ def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(name, _swap01(ctx, ref))
 
 
-@exporter("ir_top_k")
+@exporter("top_k")
 def _ir_top_k(ctx: ExportContext, op: Operation) -> None:
     # values sorted, ties keep the lower index: ONNX TopK's own rule
     if str(op.attribs.get("sort", "value")) != "value" and int(op.attribs["k"]) != 1:
@@ -1168,7 +1168,7 @@ def _ir_top_k(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(names[1], idx)
 
 
-@exporter("ir_cumsum")
+@exporter("cumulative_sum")
 def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["x"])
     axis = ctx.const(np.asarray(int(op.attribs["axis"]), np.int64))
@@ -1176,14 +1176,14 @@ def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
                                reverse=int(bool(op.attribs.get("reverse")))))
 
 
-@exporter("ir_reduce_prod")
+@exporter("prod_reduce")
 def _ir_reduce_prod(ctx: ExportContext, op: Operation) -> None:
     axes = [int(a) for a in op.attribs["axes"]]
     x = ctx.ref(op.inputs["input"])
     ctx.bind(out(op), reduce(ctx, "ReduceProd", x, axes) if axes else unop(ctx, "Identity", x))
 
 
-@exporter("ir_round")
+@exporter("round_with_mode")
 def _ir_round(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["x"])
     mode = str(op.attribs.get("mode", "half_to_even"))
@@ -1197,18 +1197,18 @@ def _ir_round(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), binop(ctx, "Mul", unop(ctx, "Sign", x), mag))
 
 
-@exporter("ir_einsum")
+@exporter("einsum")
 def _ir_einsum(ctx: ExportContext, op: Operation) -> None:
     refs = [ctx.ref(v) for v in op.inputs["inputs"]]
     ctx.bind(out(op), ctx.node("Einsum", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0]),
                                equation=str(op.attribs["equation"])))
 
 
-@exporter("ir_gather_elements", "ir_gather_nd")
+@exporter("gather_elements", "gather_nd")
 def _ir_gather_elements(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     idx = ctx.ref(op.inputs["indices"], I64)
-    if op.op == "ir_gather_elements":
+    if op.op == "gather_elements":
         y = ctx.node("GatherElements", [x, idx], ctx.dims(out(op)), dtype=ctx.dtype(x), axis=int(op.attribs["axis"]))
     else:
         y = ctx.node("GatherND", [x, idx], ctx.dims(out(op)), dtype=ctx.dtype(x),
@@ -1216,7 +1216,7 @@ def _ir_gather_elements(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@exporter("ir_range")
+@exporter("arange")
 def _ir_range(ctx: ExportContext, op: Operation) -> None:
     dt = NUMPY.get(op.dtype or "scalar", F32)
     refs = [ctx.ref(op.inputs[k], dt) for k in ("start", "stop", "step")]
@@ -1410,7 +1410,7 @@ _CONVERT = {"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int
             "u64": np.uint64, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8, "boolean": np.bool_}
 
 
-@exporter("ir_convert")
+@exporter("convert_element_type")
 def _ir_convert(ctx: ExportContext, op: Operation) -> None:
     # OpenVINO Convert: float -> integer truncates (into 32 or 64 bits, then the low bits of
     # the target width), integers wrap, anything -> boolean is != 0; the result is held in
@@ -1465,7 +1465,7 @@ def _gather_axes(ctx: ExportContext, x: str, tables: list[tuple[int, np.ndarray]
     return y if y != x else unop(ctx, "Identity", x)
 
 
-@exporter("ir_interpolate")
+@exporter("interpolate")
 def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     # the coordinate transform uses the given scales (not out/in), as Resize does with its
     # scales input: exact when floor(in * scale) gives the output extents

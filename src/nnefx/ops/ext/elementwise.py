@@ -13,19 +13,19 @@ from ...diagnostics import NNEFXError
 from ..registry import define
 from .shape import broadcast_shape
 
-# --- ir_erf ---------------------------------------------------------------------------------
+# --- erf ---------------------------------------------------------------------------------
 
-ir_erf = define("ir_erf", "ir_opset", """
-fragment ir_erf( x: tensor<scalar> ) -> ( y: tensor<scalar> );
-""", domain="ir", doc="Gauss error function, element-wise.")
+erf_op = define("erf", "ext", """
+fragment erf( x: tensor<scalar> ) -> ( y: tensor<scalar> );
+""", domain="nnefx", doc="Gauss error function, element-wise.")
 
 
-@ir_erf.shape
+@erf_op.shape
 def _erf_shape(x):
     return tuple(x)
 
 
-@ir_erf.formal
+@erf_op.formal
 def _erf_formal(x):
     x = np.asarray(x)
     flat = [math.erf(float(v)) for v in x.reshape(-1)]
@@ -88,7 +88,7 @@ def _erf_vec(x: np.ndarray) -> np.ndarray:
     return np.sign(x) * out
 
 
-@ir_erf.fast
+@erf_op.fast
 def _erf_fast(x):
     x = np.asarray(x)
     return _erf_vec(x).astype(x.dtype if x.dtype.kind == "f" else np.float32)
@@ -101,9 +101,9 @@ ARITH = ("add", "subtract", "multiply", "divide", "pythondiv", "floor_mod", "mod
          "power", "squared_difference")
 COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 
-ir_arith = define("ir_arith", "ir_opset", """
-fragment ir_arith<?>( x: tensor<?>, y: tensor<?>, op: string ) -> ( z: tensor<?> );
-""", domain="ir", generic=True,
+integer_arith_op = define("integer_arith", "ext", """
+fragment integer_arith<?>( x: tensor<?>, y: tensor<?>, op: string ) -> ( z: tensor<?> );
+""", domain="nnefx", generic=True,
     doc="numpy-broadcast arithmetic with OpenVINO integer semantics (truncating or floor division).")
 
 
@@ -111,10 +111,10 @@ def _np_shape(a: tuple, b: tuple) -> tuple:
     return broadcast_shape(a, b)
 
 
-@ir_arith.shape
+@integer_arith_op.shape
 def _arith_shape(x, y, op="add", dtype=None):
     if op not in ARITH:
-        raise NNEFXError(f"ir_arith: unknown op '{op}'")
+        raise NNEFXError(f"integer_arith: unknown op '{op}'")
     return _np_shape(tuple(x), tuple(y))
 
 
@@ -151,23 +151,23 @@ def arith(x: np.ndarray, y: np.ndarray, op: str) -> np.ndarray:
         return np.power(x, y)
     if op == "squared_difference":
         return (x - y) * (x - y)
-    raise NNEFXError(f"ir_arith: unknown op '{op}'")
+    raise NNEFXError(f"integer_arith: unknown op '{op}'")
 
 
-@ir_arith.formal
+@integer_arith_op.formal
 def _arith_formal(x, y, op="add", dtype=None):
     return arith(x, y, op)
 
 
-ir_compare = define("ir_compare", "ir_opset", """
-fragment ir_compare<?>( x: tensor<?>, y: tensor<?>, op: string ) -> ( z: tensor<logical> );
-""", domain="ir", generic=True, doc="numpy-broadcast comparison of tensors of any data type.")
+integer_compare_op = define("integer_compare", "ext", """
+fragment integer_compare<?>( x: tensor<?>, y: tensor<?>, op: string ) -> ( z: tensor<logical> );
+""", domain="nnefx", generic=True, doc="numpy-broadcast comparison of tensors of any data type.")
 
 
-@ir_compare.shape
+@integer_compare_op.shape
 def _compare_shape(x, y, op="equal", dtype=None):
     if op not in COMPARE:
-        raise NNEFXError(f"ir_compare: unknown op '{op}'")
+        raise NNEFXError(f"integer_compare: unknown op '{op}'")
     return _np_shape(tuple(x), tuple(y))
 
 
@@ -177,7 +177,7 @@ def compare(x, y, op: str) -> np.ndarray:
     return fn(np.asarray(x), np.asarray(y))
 
 
-@ir_compare.formal
+@integer_compare_op.formal
 def _compare_formal(x, y, op="equal", dtype=None):
     return compare(x, y, op)
 
@@ -216,19 +216,19 @@ def convert(x: np.ndarray, destination: str) -> np.ndarray:
         return x.astype(dt)
 
 
-ir_convert = define("ir_convert", "ir_opset", """
-fragment ir_convert<?>( input: tensor<>, destination_type: string ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR Convert to an element type (f32, f16, i64, i32, u8, boolean, ...).")
+convert_element_type_op = define("convert_element_type", "ext", """
+fragment convert_element_type<?>( input: tensor<>, destination_type: string ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR Convert to an element type (f32, f16, i64, i32, u8, boolean, ...).")
 
 
-@ir_convert.shape
+@convert_element_type_op.shape
 def _convert_shape(x, destination_type="f32", dtype=None):
     if destination_type not in _NUMPY_OF:
-        raise NNEFXError(f"ir_convert: unsupported destination type '{destination_type}'")
+        raise NNEFXError(f"convert_element_type: unsupported destination type '{destination_type}'")
     return tuple(x)
 
 
-@ir_convert.formal
+@convert_element_type_op.formal
 def _convert_formal(x, destination_type="f32", dtype=None):
     y = convert(x, destination_type)
     # Hold results in the NNEF storage types (float32 / int64 / bool); values keep the
@@ -241,19 +241,19 @@ def _convert_formal(x, destination_type="f32", dtype=None):
 
 
 
-ir_round = define("ir_round", "ir_opset", """
-fragment ir_round( x: tensor<scalar>, mode: string = 'half_to_even' ) -> ( y: tensor<scalar> );
-""", domain="ir", doc="IR Round: ties to even, or away from zero (NNEF round ties toward +infinity).")
+round_with_mode_op = define("round_with_mode", "ext", """
+fragment round_with_mode( x: tensor<scalar>, mode: string = 'half_to_even' ) -> ( y: tensor<scalar> );
+""", domain="nnefx", doc="IR Round: ties to even, or away from zero (NNEF round ties toward +infinity).")
 
 
-@ir_round.shape
+@round_with_mode_op.shape
 def _round_shape(x, mode="half_to_even"):
     if mode not in ("half_to_even", "half_away_from_zero"):
-        raise NNEFXError(f"ir_round: unknown mode '{mode}'")
+        raise NNEFXError(f"round_with_mode: unknown mode '{mode}'")
     return tuple(x)
 
 
-@ir_round.fast
+@round_with_mode_op.fast
 def _round_formal(x, mode="half_to_even"):
     x = np.asarray(x)
     if mode == "half_to_even":
@@ -262,7 +262,7 @@ def _round_formal(x, mode="half_to_even"):
 
 
 
-@ir_round.formal
+@round_with_mode_op.formal
 def _round_def(x, mode="half_to_even"):
     x = np.asarray(x)
     out = np.empty_like(x)

@@ -12,16 +12,16 @@ from ..registry import define
 
 # --- Gather ------------------------------------------------------------------------------------
 
-ir_gather = define("ir_gather", "ir_opset", """
-fragment ir_gather<?>( input: tensor<?>, indices: tensor<integer>, axis: integer, batch_dims: integer = 0 ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR Gather (v8): negative indices count from the end; batch_dims.")
+gather_axis_op = define("gather_axis", "ext", """
+fragment gather_axis<?>( input: tensor<?>, indices: tensor<integer>, axis: integer, batch_dims: integer = 0 ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR Gather (v8): negative indices count from the end; batch_dims.")
 
 
-@ir_gather.shape
+@gather_axis_op.shape
 def _gather_shape(x, i, axis=0, batch_dims=0, dtype=None):
     r = len(x)
     if not 0 <= batch_dims <= axis < r or batch_dims > len(i):
-        raise NNEFXError(f"ir_gather: need 0 <= batch_dims ({batch_dims}) <= axis ({axis}) < rank ({r})")
+        raise NNEFXError(f"gather_axis: need 0 <= batch_dims ({batch_dims}) <= axis ({axis}) < rank ({r})")
     return tuple(x[:axis]) + tuple(i[batch_dims:]) + tuple(x[axis + 1:])
 
 
@@ -47,13 +47,13 @@ def gather(x: np.ndarray, idx: np.ndarray, axis: int, batch_dims: int) -> np.nda
     return out
 
 
-@ir_gather.fast
+@gather_axis_op.fast
 def _gather_formal(x, i, axis=0, batch_dims=0, dtype=None):
     return gather(x, i, axis, batch_dims)
 
 
 
-@ir_gather.formal
+@gather_axis_op.formal
 def _gather_def(x, i, axis=0, batch_dims=0, dtype=None):
     x = np.asarray(x)
     i = np.asarray(i).astype(np.int64)
@@ -83,38 +83,38 @@ def _norm_index(idx: np.ndarray, n: int, what: str) -> np.ndarray:
     return np.where(idx < 0, idx + n, idx)
 
 
-ir_gather_elements = define("ir_gather_elements", "ir_opset", """
-fragment ir_gather_elements<?>( input: tensor<?>, indices: tensor<integer>, axis: integer ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR GatherElements: out[i..] = input[i.. with i_axis = indices[i..]].")
+gather_elements_op = define("gather_elements", "ext", """
+fragment gather_elements<?>( input: tensor<?>, indices: tensor<integer>, axis: integer ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR GatherElements: out[i..] = input[i.. with i_axis = indices[i..]].")
 
 
-@ir_gather_elements.shape
+@gather_elements_op.shape
 def _ge_shape(x, i, axis=0, dtype=None):
     if len(x) != len(i) or not 0 <= axis < len(x):
-        raise NNEFXError("ir_gather_elements: input and indices must have equal ranks and a valid axis")
+        raise NNEFXError("gather_elements: input and indices must have equal ranks and a valid axis")
     return tuple(i)
 
 
-@ir_gather_elements.fast
+@gather_elements_op.fast
 def _ge_formal(x, i, axis=0, dtype=None):
     x = np.asarray(x)
-    return np.take_along_axis(x, _norm_index(i, x.shape[axis], "ir_gather_elements"), axis=axis)
+    return np.take_along_axis(x, _norm_index(i, x.shape[axis], "gather_elements"), axis=axis)
 
 
-ir_gather_nd = define("ir_gather_nd", "ir_opset", """
-fragment ir_gather_nd<?>( input: tensor<?>, indices: tensor<integer>, batch_dims: integer = 0 ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR GatherND (v8): slices of input addressed by the last axis of indices.")
+gather_nd_op = define("gather_nd", "ext", """
+fragment gather_nd<?>( input: tensor<?>, indices: tensor<integer>, batch_dims: integer = 0 ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR GatherND (v8): slices of input addressed by the last axis of indices.")
 
 
-@ir_gather_nd.shape
+@gather_nd_op.shape
 def _gnd_shape(x, i, batch_dims=0, dtype=None):
     k = i[-1] if i else None
     if not i or k is None or batch_dims + k > len(x) or tuple(x[:batch_dims]) != tuple(i[:batch_dims]):
-        raise NNEFXError("ir_gather_nd: indices do not fit the input")
+        raise NNEFXError("gather_nd: indices do not fit the input")
     return tuple(i[:-1]) + tuple(x[batch_dims + k:])
 
 
-@ir_gather_nd.formal
+@gather_nd_op.formal
 def _gnd_formal(x, i, batch_dims=0, dtype=None):
     x = np.asarray(x)
     i = np.asarray(i).astype(np.int64)
@@ -123,29 +123,29 @@ def _gnd_formal(x, i, batch_dims=0, dtype=None):
     out = np.empty(out_shape, dtype=x.dtype)
     for pos in np.ndindex(*i.shape[:-1]):
         b = pos[:batch_dims]
-        idx = tuple(int(_norm_index(v, x.shape[batch_dims + j], "ir_gather_nd")) for j, v in enumerate(i[pos]))
+        idx = tuple(int(_norm_index(v, x.shape[batch_dims + j], "gather_nd")) for j, v in enumerate(i[pos]))
         out[pos] = x[b + idx]
     return out
 
 
-ir_scatter = define("ir_scatter", "ir_opset", """
-fragment ir_scatter<?>( data: tensor<?>, indices: tensor<integer>, updates: tensor<?>, kind: string,
+scatter_op = define("scatter", "ext", """
+fragment scatter<?>( data: tensor<?>, indices: tensor<integer>, updates: tensor<?>, kind: string,
                         axis: integer = 0, reduction: string = 'none', use_init_val: logical = true )
     -> ( output: tensor<?> );
-""", domain="ir", generic=True,
+""", domain="nnefx", generic=True,
     doc="IR ScatterUpdate / ScatterNDUpdate / ScatterElementsUpdate (kind 'update', 'nd', 'elements').")
 
 
-@ir_scatter.shape
+@scatter_op.shape
 def _scatter_shape(d, i, u, kind="update", axis=0, reduction="none", use_init_val=True, dtype=None):
     if kind not in ("update", "nd", "elements"):
-        raise NNEFXError(f"ir_scatter: unknown kind '{kind}'")
+        raise NNEFXError(f"scatter: unknown kind '{kind}'")
     if reduction not in ("none", "sum", "prod", "min", "max", "mean"):
-        raise NNEFXError(f"ir_scatter: unknown reduction '{reduction}'")
+        raise NNEFXError(f"scatter: unknown reduction '{reduction}'")
     return tuple(d)
 
 
-@ir_scatter.formal
+@scatter_op.formal
 def _scatter_formal(d, i, u, kind="update", axis=0, reduction="none", use_init_val=True, dtype=None):
     d = np.array(d, copy=True)
     i = np.asarray(i).astype(np.int64)
@@ -194,22 +194,22 @@ def _scatter_formal(d, i, u, kind="update", axis=0, reduction="none", use_init_v
     return d
 
 
-ir_one_hot = define("ir_one_hot", "ir_opset", """
-fragment ir_one_hot<?>( indices: tensor<integer>, on_value: tensor<?>, off_value: tensor<?>, depth: integer,
+one_hot_op = define("one_hot", "ext", """
+fragment one_hot<?>( indices: tensor<integer>, on_value: tensor<?>, off_value: tensor<?>, depth: integer,
                         axis: integer ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR OneHot: on_value where the index equals the position along axis.")
+""", domain="nnefx", generic=True, doc="IR OneHot: on_value where the index equals the position along axis.")
 
 
-@ir_one_hot.shape
+@one_hot_op.shape
 def _one_hot_shape(i, on, off, depth=1, axis=-1, dtype=None):
     if depth < 1 or not 0 <= axis <= len(i):
-        raise NNEFXError(f"ir_one_hot: bad depth {depth} or axis {axis}")
+        raise NNEFXError(f"one_hot: bad depth {depth} or axis {axis}")
     s = list(i)
     s.insert(axis, depth)
     return tuple(s)
 
 
-@ir_one_hot.fast
+@one_hot_op.fast
 def _one_hot_formal(i, on, off, depth=1, axis=-1, dtype=None):
     i = np.asarray(i).astype(np.int64)
     pos = np.arange(depth).reshape((1,) * axis + (depth,) + (1,) * (i.ndim - axis))
@@ -218,7 +218,7 @@ def _one_hot_formal(i, on, off, depth=1, axis=-1, dtype=None):
 
 
 
-@ir_gather_elements.formal
+@gather_elements_op.formal
 def _gather_elements_def(x, i, axis=0, dtype=None):
     x = np.asarray(x)
     i = np.asarray(i).astype(np.int64)
@@ -227,13 +227,13 @@ def _gather_elements_def(x, i, axis=0, dtype=None):
     for pos in np.ndindex(*i.shape):
         k = int(i[pos])
         if not -n <= k < n:
-            raise NNEFXError(f"ir_gather_elements: index {k} out of range for extent {n}")
+            raise NNEFXError(f"gather_elements: index {k} out of range for extent {n}")
         out[pos] = x[pos[:axis] + (k % n,) + pos[axis + 1:]]
     return out
 
 
 
-@ir_one_hot.formal
+@one_hot_op.formal
 def _one_hot_def(i, on, off, depth=1, axis=-1, dtype=None):
     i = np.asarray(i).astype(np.int64)
     on_v, off_v = np.asarray(on).reshape(()), np.asarray(off).reshape(())

@@ -12,23 +12,23 @@ from ..registry import define
 
 # --- LSTMSequence --------------------------------------------------------------------------------
 
-ir_lstm_sequence = define("ir_lstm_sequence", "ir_opset", """
-fragment ir_lstm_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, initial_cell: tensor<scalar>,
+lstm_sequence_op = define("lstm_sequence", "ext", """
+fragment lstm_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, initial_cell: tensor<scalar>,
                            sequence_lengths: tensor<integer>, W: tensor<scalar>, R: tensor<scalar>, B: tensor<scalar>,
                            direction: string = 'forward', clip: scalar = 0.0 )
     -> ( output: tensor<scalar>, hidden: tensor<scalar>, cell: tensor<scalar> );
-""", domain="ir", doc="IR LSTMSequence (v5), batch-first [N,T,I]; gates f,i,c,o; sigmoid/tanh/tanh.")
+""", domain="nnefx", doc="IR LSTMSequence (v5), batch-first [N,T,I]; gates f,i,c,o; sigmoid/tanh/tanh.")
 
 
-@ir_lstm_sequence.shape
+@lstm_sequence_op.shape
 def _lstm_shape(x, h, c, lens, w, r, b, direction="forward", clip=0.0):
     if len(x) != 3 or len(h) != 3 or len(w) != 3:
-        raise NNEFXError("ir_lstm_sequence: X, H, W must have rank 3")
+        raise NNEFXError("lstm_sequence: X, H, W must have rank 3")
     n, t, _ = x
     dirs = 2 if direction == "bidirectional" else 1
     hs = h[2]
     if w[0] != dirs or w[1] != 4 * hs or r[2] != hs or b[1] != 4 * hs:
-        raise NNEFXError("ir_lstm_sequence: weight shapes do not match the hidden size")
+        raise NNEFXError("lstm_sequence: weight shapes do not match the hidden size")
     return (n, dirs, t, hs), (n, dirs, hs), (n, dirs, hs)
 
 
@@ -71,26 +71,26 @@ def lstm_sequence(x, h0, c0, lens, w, r, b, direction="forward", clip=0.0):
     return y, ho, co
 
 
-@ir_lstm_sequence.formal
+@lstm_sequence_op.formal
 def _lstm_formal(x, h, c, lens, w, r, b, direction="forward", clip=0.0):
     return lstm_sequence(x, h, c, lens, w, r, b, direction, clip)
 
 
 # --- GRUSequence / RNNSequence ---------------------------------------------------------------------
 
-ir_gru_sequence = define("ir_gru_sequence", "ir_opset", """
-fragment ir_gru_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, sequence_lengths: tensor<integer>,
+gru_sequence_op = define("gru_sequence", "ext", """
+fragment gru_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, sequence_lengths: tensor<integer>,
                           W: tensor<scalar>, R: tensor<scalar>, B: tensor<scalar>, direction: string = 'forward',
                           clip: scalar = 0.0, linear_before_reset: logical = false )
     -> ( output: tensor<scalar>, hidden: tensor<scalar> );
-""", domain="ir", doc="IR GRUSequence (v5), batch-first [N,T,I]; gates z,r,h; sigmoid/tanh.")
+""", domain="nnefx", doc="IR GRUSequence (v5), batch-first [N,T,I]; gates z,r,h; sigmoid/tanh.")
 
-ir_rnn_sequence = define("ir_rnn_sequence", "ir_opset", """
-fragment ir_rnn_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, sequence_lengths: tensor<integer>,
+rnn_sequence_op = define("rnn_sequence", "ext", """
+fragment rnn_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, sequence_lengths: tensor<integer>,
                           W: tensor<scalar>, R: tensor<scalar>, B: tensor<scalar>, direction: string = 'forward',
                           clip: scalar = 0.0, activation: string = 'tanh' )
     -> ( output: tensor<scalar>, hidden: tensor<scalar> );
-""", domain="ir", doc="IR RNNSequence (v5), batch-first [N,T,I]; H' = f(X W^T + H R^T + B).")
+""", domain="nnefx", doc="IR RNNSequence (v5), batch-first [N,T,I]; H' = f(X W^T + H R^T + B).")
 
 
 def _seq_shape(x, h, w, r, b, direction, gates):
@@ -104,12 +104,12 @@ def _seq_shape(x, h, w, r, b, direction, gates):
     return (n, dirs, t, hs), (n, dirs, hs)
 
 
-@ir_gru_sequence.shape
+@gru_sequence_op.shape
 def _gru_shape(x, h, lens, w, r, b, direction="forward", clip=0.0, linear_before_reset=False):
     return _seq_shape(x, h, w, r, b, direction, 3)
 
 
-@ir_rnn_sequence.shape
+@rnn_sequence_op.shape
 def _rnn_shape(x, h, lens, w, r, b, direction="forward", clip=0.0, activation="tanh"):
     return _seq_shape(x, h, w, r, b, direction, 1)
 
@@ -143,7 +143,7 @@ def _run_sequence(x, h0, lens, direction, cell):
     return y, ho
 
 
-@ir_gru_sequence.formal
+@gru_sequence_op.formal
 def _gru_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, linear_before_reset=False):
     def cell(d, xt, h):
         wz, wr, wh = np.split(w[d], 3)
@@ -166,10 +166,10 @@ def _gru_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, linear_befo
     return _run_sequence(x, h0, lens, direction, cell)
 
 
-@ir_rnn_sequence.formal
+@rnn_sequence_op.formal
 def _rnn_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, activation="tanh"):
     if activation not in _ACTIVATIONS:
-        raise NNEFXError(f"ir_rnn_sequence: unsupported activation '{activation}'")
+        raise NNEFXError(f"rnn_sequence: unsupported activation '{activation}'")
     f = _ACTIVATIONS[activation]
 
     def cell(d, xt, h):

@@ -12,24 +12,24 @@ import numpy as np
 from ...diagnostics import NNEFXError
 from ..registry import define
 
-ir_top_k = define("ir_top_k", "ir_opset", """
-fragment ir_top_k( input: tensor<scalar>, k: integer, axis: integer, mode: string = 'max', sort: string = 'value' )
+top_k_op = define("top_k", "ext", """
+fragment top_k( input: tensor<scalar>, k: integer, axis: integer, mode: string = 'max', sort: string = 'value' )
     -> ( values: tensor<scalar>, indices: tensor<integer> );
-""", domain="ir", doc="IR TopK: the k largest (or smallest) along an axis; ties keep the lower index.")
+""", domain="nnefx", doc="IR TopK: the k largest (or smallest) along an axis; ties keep the lower index.")
 
 
-@ir_top_k.shape
+@top_k_op.shape
 def _top_k_shape(x, k=1, axis=0, mode="max", sort="value"):
     if not 0 <= axis < len(x):
-        raise NNEFXError(f"ir_top_k: axis {axis} out of range")
+        raise NNEFXError(f"top_k: axis {axis} out of range")
     if k < 1 or (x[axis] is not None and k > x[axis]):
-        raise NNEFXError(f"ir_top_k: k = {k} is out of range for extent {x[axis]}")
+        raise NNEFXError(f"top_k: k = {k} is out of range for extent {x[axis]}")
     s = list(x)
     s[axis] = k
     return tuple(s), tuple(s)
 
 
-@ir_top_k.fast
+@top_k_op.fast
 def _top_k_formal(x, k=1, axis=0, mode="max", sort="value"):
     x = np.asarray(x)
     key = -x if mode == "max" else x
@@ -41,7 +41,7 @@ def _top_k_formal(x, k=1, axis=0, mode="max", sort="value"):
 
 
 
-@ir_top_k.formal
+@top_k_op.formal
 def _top_k_def(x, k=1, axis=0, mode="max", sort="value"):
     x = np.asarray(x)
     shape = list(x.shape)
@@ -61,20 +61,20 @@ def _top_k_def(x, k=1, axis=0, mode="max", sort="value"):
 
 
 
-ir_cumsum = define("ir_cumsum", "ir_opset", """
-fragment ir_cumsum( x: tensor<scalar>, axis: integer, exclusive: logical = false, reverse: logical = false )
+cumulative_sum_op = define("cumulative_sum", "ext", """
+fragment cumulative_sum( x: tensor<scalar>, axis: integer, exclusive: logical = false, reverse: logical = false )
     -> ( y: tensor<scalar> );
-""", domain="ir", doc="IR CumSum along an axis (optionally exclusive and/or from the end).")
+""", domain="nnefx", doc="IR CumSum along an axis (optionally exclusive and/or from the end).")
 
 
-@ir_cumsum.shape
+@cumulative_sum_op.shape
 def _cumsum_shape(x, axis=0, exclusive=False, reverse=False):
     if not 0 <= axis < len(x):
-        raise NNEFXError(f"ir_cumsum: axis {axis} out of range")
+        raise NNEFXError(f"cumulative_sum: axis {axis} out of range")
     return tuple(x)
 
 
-@ir_cumsum.fast
+@cumulative_sum_op.fast
 def _cumsum_formal(x, axis=0, exclusive=False, reverse=False):
     x = np.asarray(x)
     v = np.flip(x, axis) if reverse else x
@@ -86,7 +86,7 @@ def _cumsum_formal(x, axis=0, exclusive=False, reverse=False):
 
 
 
-@ir_cumsum.formal
+@cumulative_sum_op.formal
 def _cumsum_def(x, axis=0, exclusive=False, reverse=False):
     x = np.asarray(x)
     out = np.empty_like(x)
@@ -105,29 +105,29 @@ def _cumsum_def(x, axis=0, exclusive=False, reverse=False):
 
 
 
-ir_reduce_prod = define("ir_reduce_prod", "ir_opset", """
-fragment ir_reduce_prod( input: tensor<scalar>, axes: integer[] ) -> ( output: tensor<scalar> );
-""", domain="ir", doc="Product over axes (kept with extent 1, like the NNEF reductions).")
+prod_reduce_op = define("prod_reduce", "ext", """
+fragment prod_reduce( input: tensor<scalar>, axes: integer[] ) -> ( output: tensor<scalar> );
+""", domain="nnefx", doc="Product over axes (kept with extent 1, like the NNEF reductions).")
 
 
-@ir_reduce_prod.shape
+@prod_reduce_op.shape
 def _prod_shape(x, axes=()):
     s = list(x)
     for a in axes:
         if not 0 <= a < len(s):
-            raise NNEFXError(f"ir_reduce_prod: axis {a} out of range")
+            raise NNEFXError(f"prod_reduce: axis {a} out of range")
         s[a] = 1
     return tuple(s)
 
 
-@ir_reduce_prod.fast
+@prod_reduce_op.fast
 def _prod_formal(x, axes=()):
     x = np.asarray(x)
     return np.prod(x, axis=tuple(axes), keepdims=True, dtype=np.float64).astype(x.dtype)
 
 
 
-@ir_reduce_prod.formal
+@prod_reduce_op.formal
 def _prod_def(x, axes=()):
     x = np.asarray(x)
     out = np.ones(_prod_shape(x.shape, axes), dtype=np.float64)
@@ -138,9 +138,9 @@ def _prod_def(x, axes=()):
 
 
 
-ir_einsum = define("ir_einsum", "ir_opset", """
-fragment ir_einsum( inputs: tensor<scalar>[], equation: string ) -> ( output: tensor<scalar> );
-""", domain="ir", doc="IR Einsum: sums of products over the labelled axes of an explicit equation.")
+einsum_op = define("einsum", "ext", """
+fragment einsum( inputs: tensor<scalar>[], equation: string ) -> ( output: tensor<scalar> );
+""", domain="nnefx", doc="IR Einsum: sums of products over the labelled axes of an explicit equation.")
 
 _EINSUM = re.compile(r"^[a-zA-Z.,]*->[a-zA-Z.]*$")
 
@@ -148,35 +148,35 @@ _EINSUM = re.compile(r"^[a-zA-Z.,]*->[a-zA-Z.]*$")
 def _einsum_check(equation: str, n: int) -> str:
     eq = equation.replace(" ", "")
     if not _EINSUM.match(eq) or len(eq.split("->")[0].split(",")) != n:
-        raise NNEFXError(f"ir_einsum: unsupported equation '{equation}' for {n} inputs")
+        raise NNEFXError(f"einsum: unsupported equation '{equation}' for {n} inputs")
     return eq
 
 
-@ir_einsum.shape
+@einsum_op.shape
 def _einsum_shape(shapes, equation=""):
     eq = _einsum_check(equation, len(shapes))
     ins, out = eq.split("->")
     if "." in eq:
-        raise NNEFXError("ir_einsum: ellipsis equations are not supported")
+        raise NNEFXError("einsum: ellipsis equations are not supported")
     sizes: dict[str, int] = {}
     for labels, s in zip(ins.split(","), shapes, strict=False):
         if len(labels) != len(s):
-            raise NNEFXError(f"ir_einsum: '{labels}' does not match an input of rank {len(s)}")
+            raise NNEFXError(f"einsum: '{labels}' does not match an input of rank {len(s)}")
         for lab, d in zip(labels, s, strict=True):
             if lab in sizes and d not in (sizes[lab],) and d != 1 and sizes[lab] != 1:
-                raise NNEFXError(f"ir_einsum: label '{lab}' has extents {sizes[lab]} and {d}")
+                raise NNEFXError(f"einsum: label '{lab}' has extents {sizes[lab]} and {d}")
             sizes[lab] = max(sizes.get(lab, 1), d)
     return tuple(sizes[lab] for lab in out)
 
 
-@ir_einsum.fast
+@einsum_op.fast
 def _einsum_formal(xs, equation=""):
     eq = _einsum_check(equation, len(xs))
     return np.einsum(eq, *[np.asarray(x, dtype=np.float64) for x in xs]).astype(np.asarray(xs[0]).dtype)
 
 
 
-@ir_einsum.formal
+@einsum_op.formal
 def _einsum_def(xs, equation=""):
     eq = _einsum_check(equation, len(xs))
     ins, out_labels = eq.split("->")
@@ -200,19 +200,19 @@ def _einsum_def(xs, equation=""):
 
 # --- NonMaxSuppression ---------------------------------------------------------------------------------
 
-ir_nms = define("ir_nms", "ir_opset", """
-fragment ir_nms( boxes: tensor<scalar>, scores: tensor<scalar>, max_output_boxes_per_class: integer,
+non_max_suppression_op = define("non_max_suppression", "ext", """
+fragment non_max_suppression( boxes: tensor<scalar>, scores: tensor<scalar>, max_output_boxes_per_class: integer,
                  iou_threshold: scalar, score_threshold: scalar, soft_nms_sigma: scalar = 0.0,
                  box_encoding: string = 'corner', sort_result_descending: logical = true )
     -> ( selected_indices: tensor<integer>, selected_scores: tensor<scalar>, valid_outputs: tensor<integer> );
-""", domain="ir", doc="IR NonMaxSuppression (v5/v9): per batch and class, greedy (or soft) suppression; "
+""", domain="nnefx", doc="IR NonMaxSuppression (v5/v9): per batch and class, greedy (or soft) suppression; "
                       "outputs hold only the selected rows.")
 
 
-@ir_nms.shape
+@non_max_suppression_op.shape
 def _nms_shape(boxes, scores, **attrs):
     if len(boxes) != 3 or boxes[2] != 4 or len(scores) != 3 or scores[0] != boxes[0] or scores[2] != boxes[1]:
-        raise NNEFXError("ir_nms: boxes must be [B, N, 4] and scores [B, C, N]")
+        raise NNEFXError("non_max_suppression: boxes must be [B, N, 4] and scores [B, C, N]")
     return (None, 3), (None, 3), (1,)
 
 
@@ -238,7 +238,7 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(inter / (area_a + area_b - inter))
 
 
-@ir_nms.formal
+@non_max_suppression_op.formal
 def _nms_formal(boxes, scores, max_output_boxes_per_class=0, iou_threshold=0.0, score_threshold=0.0,
                 soft_nms_sigma=0.0, box_encoding="corner", sort_result_descending=True):
     boxes = np.asarray(boxes, dtype=np.float64)

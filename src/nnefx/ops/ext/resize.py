@@ -12,30 +12,30 @@ from ..registry import define
 
 # --- Interpolate ----------------------------------------------------------------------------------
 
-ir_interpolate = define("ir_interpolate", "ir_opset", """
-fragment ir_interpolate( input: tensor<scalar>, axes: integer[], sizes: integer[], scales: scalar[],
+interpolate_op = define("interpolate", "ext", """
+fragment interpolate( input: tensor<scalar>, axes: integer[], sizes: integer[], scales: scalar[],
                          mode: string = 'nearest', coordinate_transformation_mode: string = 'half_pixel',
                          nearest_mode: string = 'round_prefer_floor', cubic_coeff_a: scalar = -0.75 )
     -> ( output: tensor<scalar> );
-""", domain="ir", doc="IR Interpolate (v4/v11): nearest, linear_onnx and cubic resizing of the given axes.")
+""", domain="nnefx", doc="IR Interpolate (v4/v11): nearest, linear_onnx and cubic resizing of the given axes.")
 
 INTERP_MODES = ("nearest", "linear_onnx", "cubic")
 COORD_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "tf_half_pixel_for_nn", "align_corners")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
 
 
-@ir_interpolate.shape
+@interpolate_op.shape
 def _interp_shape(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
                   nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
     if mode not in INTERP_MODES or coordinate_transformation_mode not in COORD_MODES or \
             nearest_mode not in NEAREST_MODES:
-        raise NNEFXError(f"ir_interpolate: unsupported mode {mode}/{coordinate_transformation_mode}/{nearest_mode}")
+        raise NNEFXError(f"interpolate: unsupported mode {mode}/{coordinate_transformation_mode}/{nearest_mode}")
     if not (len(axes) == len(sizes) == len(scales)):
-        raise NNEFXError("ir_interpolate: axes, sizes and scales must have the same length")
+        raise NNEFXError("interpolate: axes, sizes and scales must have the same length")
     s = list(x)
     for a, n in zip(axes, sizes, strict=True):
         if not 0 <= a < len(s) or n < 1:
-            raise NNEFXError(f"ir_interpolate: bad axis {a} or size {n}")
+            raise NNEFXError(f"interpolate: bad axis {a} or size {n}")
         s[a] = n
     return tuple(s)
 
@@ -88,7 +88,7 @@ def interpolation_taps(n_in: int, n_out: int, scale: float, mode: str, coord: st
     return np.clip(idx, 0, n_in - 1), w
 
 
-@ir_interpolate.fast
+@interpolate_op.fast
 def _interp_formal(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
                    nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
     x = np.asarray(x)
@@ -105,7 +105,7 @@ def _interp_formal(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_t
 
 
 
-@ir_interpolate.formal
+@interpolate_op.formal
 def _interp_def(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_transformation_mode="half_pixel",
                 nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75):
     x = np.asarray(x)
@@ -132,17 +132,17 @@ def _interp_def(x, axes=(), sizes=(), scales=(), mode="nearest", coordinate_tran
 
 # --- AdaptiveAvgPool / AdaptiveMaxPool -------------------------------------------------------------------
 
-ir_adaptive_pool = define("ir_adaptive_pool", "ir_opset", """
-fragment ir_adaptive_pool( input: tensor<scalar>, output_size: integer[], mode: string = 'avg' )
+adaptive_pool_op = define("adaptive_pool", "ext", """
+fragment adaptive_pool( input: tensor<scalar>, output_size: integer[], mode: string = 'avg' )
     -> ( output: tensor<scalar> );
-""", domain="ir", doc="IR AdaptiveAvgPool/AdaptiveMaxPool (v8): bin i of an axis of extent X spans "
+""", domain="nnefx", doc="IR AdaptiveAvgPool/AdaptiveMaxPool (v8): bin i of an axis of extent X spans "
                       "[floor(i*X/n), ceil((i+1)*X/n)).")
 
 
-@ir_adaptive_pool.shape
+@adaptive_pool_op.shape
 def _adaptive_shape(x, output_size=(), mode="avg"):
     if mode not in ("avg", "max") or len(output_size) != len(x) - 2 or any(n < 1 for n in output_size):
-        raise NNEFXError(f"ir_adaptive_pool: bad output_size {list(output_size)} or mode '{mode}'")
+        raise NNEFXError(f"adaptive_pool: bad output_size {list(output_size)} or mode '{mode}'")
     return tuple(x[:2]) + tuple(output_size)
 
 
@@ -150,7 +150,7 @@ def _bins(extent: int, n: int) -> list[tuple[int, int]]:
     return [((i * extent) // n, -((-(i + 1) * extent) // n)) for i in range(n)]
 
 
-@ir_adaptive_pool.formal
+@adaptive_pool_op.formal
 def _adaptive_formal(x, output_size=(), mode="avg"):
     x = np.asarray(x)
     spatial = x.shape[2:]

@@ -14,17 +14,17 @@ from ..registry import define
 
 # --- run-time shapes ------------------------------------------------------------------------
 
-ir_shape_of = define("ir_shape_of", "ir_opset", """
-fragment ir_shape_of<?>( input: tensor<?> ) -> ( output: tensor<integer> );
-""", domain="ir", generic=True, doc="The extents of a tensor as a 1-D integer tensor (IR ShapeOf).")
+tensor_shape_op = define("tensor_shape", "ext", """
+fragment tensor_shape<?>( input: tensor<?> ) -> ( output: tensor<integer> );
+""", domain="nnefx", generic=True, doc="The extents of a tensor as a 1-D integer tensor (IR ShapeOf).")
 
 
-@ir_shape_of.shape
+@tensor_shape_op.shape
 def _shape_of_shape(x, dtype=None):
     return (len(x),)
 
 
-@ir_shape_of.formal
+@tensor_shape_op.formal
 def _shape_of_formal(x, dtype=None):
     return np.asarray(np.shape(x), dtype=np.int64)
 
@@ -58,19 +58,19 @@ def reshape_target(in_shape: tuple, target: list[int], special_zero: bool) -> tu
     return tuple(out)
 
 
-ir_reshape = define("ir_reshape", "ir_opset", """
-fragment ir_reshape<?>( input: tensor<?>, shape: tensor<integer>, special_zero: logical = true ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR Reshape with the target shape given at run time.")
+reshape_to_op = define("reshape_to", "ext", """
+fragment reshape_to<?>( input: tensor<?>, shape: tensor<integer>, special_zero: logical = true ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR Reshape with the target shape given at run time.")
 
 
-@ir_reshape.shape
+@reshape_to_op.shape
 def _reshape_shape(x, s, special_zero=True, dtype=None):
     if len(s) != 1 or s[0] is None:
-        raise NNEFXError("ir_reshape: the shape input must be a 1-D tensor")
+        raise NNEFXError("reshape_to: the shape input must be a 1-D tensor")
     return (None,) * int(s[0])
 
 
-@ir_reshape.formal
+@reshape_to_op.formal
 def _reshape_formal(x, s, special_zero=True, dtype=None):
     x = np.asarray(x)
     return x.reshape(reshape_target(x.shape, [int(v) for v in np.asarray(s).reshape(-1)], special_zero))
@@ -92,15 +92,15 @@ def broadcast_shape(a: tuple, b: tuple) -> tuple:
     return tuple(out)
 
 
-ir_broadcast = define("ir_broadcast", "ir_opset", """
-fragment ir_broadcast<?>( input: tensor<?>, shape: tensor<integer>, mode: string = 'numpy', axes_mapping: integer[] = [] ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR Broadcast (numpy / bidirectional / explicit) to a run-time shape.")
+broadcast_to_op = define("broadcast_to", "ext", """
+fragment broadcast_to<?>( input: tensor<?>, shape: tensor<integer>, mode: string = 'numpy', axes_mapping: integer[] = [] ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR Broadcast (numpy / bidirectional / explicit) to a run-time shape.")
 
 
-@ir_broadcast.shape
+@broadcast_to_op.shape
 def _broadcast_shape_rule(x, s, mode="numpy", axes_mapping=(), dtype=None):
     if len(s) != 1 or s[0] is None:
-        raise NNEFXError("ir_broadcast: the shape input must be a 1-D tensor")
+        raise NNEFXError("broadcast_to: the shape input must be a 1-D tensor")
     n = int(s[0])
     if mode == "bidirectional":
         n = max(n, len(x))
@@ -129,7 +129,7 @@ def broadcast_to(x: np.ndarray, target: tuple, mode: str, axes_mapping) -> np.nd
     raise NNEFXError(f"broadcast: unsupported mode '{mode}'")
 
 
-@ir_broadcast.formal
+@broadcast_to_op.formal
 def _broadcast_formal(x, s, mode="numpy", axes_mapping=(), dtype=None):
     return broadcast_to(x, tuple(int(v) for v in np.asarray(s).reshape(-1)), mode, axes_mapping)
 
@@ -137,27 +137,27 @@ def _broadcast_formal(x, s, mode="numpy", axes_mapping=(), dtype=None):
 
 # --- Range, TopK, CumSum, ReduceProd, Round, Einsum --------------------------------------------------
 
-ir_range = define("ir_range", "ir_opset", """
-fragment ir_range<?>( start: tensor<?>, stop: tensor<?>, step: tensor<?> ) -> ( output: tensor<?> );
-""", domain="ir", generic=True, doc="IR Range: start, start+step, ... up to (excluding) stop; bounds at run time.")
+arange_op = define("arange", "ext", """
+fragment arange<?>( start: tensor<?>, stop: tensor<?>, step: tensor<?> ) -> ( output: tensor<?> );
+""", domain="nnefx", generic=True, doc="IR Range: start, start+step, ... up to (excluding) stop; bounds at run time.")
 
 
-@ir_range.shape
+@arange_op.shape
 def _range_shape(a, b, c, dtype=None):
     for s in (a, b, c):
         if int(np.prod(s, dtype=np.int64)) != 1:
-            raise NNEFXError("ir_range: start, stop and step must be single values")
+            raise NNEFXError("arange: start, stop and step must be single values")
     return (None,)
 
 
-@ir_range.formal
+@arange_op.formal
 def _range_formal(a, b, c, dtype=None):
     a, b, c = (np.asarray(v).reshape(-1)[0] for v in (a, b, c))
     if c == 0:
-        raise NNEFXError("ir_range: step must not be 0")
+        raise NNEFXError("arange: step must not be 0")
     count = max(int(math.ceil((float(b) - float(a)) / float(c))), 0)
     if count > 1 << 28:
-        raise NNEFXError(f"ir_range: {count} items is too many")
+        raise NNEFXError(f"arange: {count} items is too many")
     out = a + np.arange(count) * c
     kind = "f" if dtype == "scalar" else "i"
     return out.astype(np.float32 if kind == "f" else np.int64)
