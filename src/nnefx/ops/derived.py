@@ -36,27 +36,11 @@ _TYPE_OF = {"f": "scalar", "i": "integer", "u": "integer", "b": "logical"}
 
 
 def _literal(value: Any) -> str:
-    """``value`` as NNEF literal text (attributes and rank-0 tensor arguments)."""
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if not math.isfinite(v):
-            raise NNEFXError(f"a derived kernel cannot pass the non-finite literal {v}")
-        return repr(v)
-    if isinstance(value, str):
-        if "'" in value:
-            raise NNEFXError(f"a derived kernel cannot pass the string {value!r}")
-        return f"'{value}'"
-    if isinstance(value, np.ndarray):
-        return _literal(value.tolist())
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_literal(v) for v in value) + ")"
-    if isinstance(value, list):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
-    raise NNEFXError(f"a derived kernel cannot pass the attribute value {value!r}")
+    """``value`` as NNEF literal text (attributes and rank-0 tensor arguments): the graph
+    builder's writer, so both spell values alike."""
+    from ..io.builder import _literal as literal
+
+    return literal(value, "derived kernel")
 
 
 def _freeze(value: Any) -> Any:
