@@ -351,15 +351,24 @@ def _report(exc: BaseException, debug: bool) -> int:
     return 3
 
 
+def _choose_blas(argv: Sequence[str]) -> None:
+    """Apply ``--blas`` (or ``NNEFX_BLAS_CORETYPE``) before anything imports numpy — the
+    full parser's subcommands do — since OpenBLAS reads its choice once, when loaded."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--blas", default=os.environ.get("NNEFX_BLAS_CORETYPE", "off"))
+    choice = early.parse_known_args(argv)[0].blas
+    if choice.strip().lower() not in ("off", ""):
+        from .blas import configure
+
+        configure(choice)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _choose_blas(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
-    if args.blas.strip().lower() not in ("off", ""):
-        # Before any subcommand imports numpy: OpenBLAS reads its variable once, when loaded.
-        from .blas import configure
-
-        configure(args.blas)
     from .tools.progress import set_quiet
 
     set_quiet(getattr(args, "quiet", False))
