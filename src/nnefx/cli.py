@@ -20,7 +20,6 @@ import traceback
 from collections.abc import Sequence
 
 from .diagnostics import Location, NNEFXError
-from .graph import Model
 
 #: Format names ``--format`` and ``--to`` accept (short aliases and the full names).
 _FORMAT_CHOICES = ("folder", "archive", "file", "nnef", "ir", "xml", "cvm", "json", "onnx",
@@ -118,6 +117,8 @@ def _load(args: argparse.Namespace, **extra):
 
     with activity(f"loading {args.model}"):
         model = load(args.model, **options)
+    from .graph import Model  # here, not at the top: `nnefx --blas` must run before numpy loads
+
     if not isinstance(model, Model) and getattr(args, "func", None) is not cmd_run:
         raise NNEFXError(f"'{args.model}' is a compiled model (nnefx compile): it can be run with nnefx run; "
                          "check, inspect, convert and query take its source")
