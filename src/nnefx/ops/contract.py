@@ -86,6 +86,8 @@ def _is_int(v: Any) -> bool:
 
 
 def _fits(value: Any, typ: str) -> bool:
+    if isinstance(value, np.ndarray) and value.ndim == 0 and not typ.endswith("[]") and not typ.startswith("("):
+        value = value.item()  # a rank-0 array (a value computed at run time) is its item
     if typ.endswith("[]"):
         if isinstance(value, np.ndarray):
             value = value.tolist() if value.ndim else None
@@ -158,7 +160,10 @@ def guard(op: Any, fn: Any, is_shape_rule: bool = False) -> Any:
     if fn is None or getattr(fn, "_guarded", False):
         return fn
     types = attribute_types(op.declaration)
-    names = {"dtype"} | set(types)
+    #: Keywords a runtime passes that are not attributes (e.g. a hook to run a body
+    #: fragment): declared with ``define(..., runtime_keywords=(...))``, never type-checked.
+    hooks = frozenset(op.extra.get("runtime_keywords", ()))
+    names = {"dtype"} | set(types) | hooks
     defaults = attribute_defaults(op.declaration)
     needed = frozenset(defaults)
 
@@ -176,7 +181,7 @@ def guard(op: Any, fn: Any, is_shape_rule: bool = False) -> Any:
         before the kernel allocates anything."""
         shapes = [[np.shape(v) for v in a] if isinstance(a, list) else np.shape(a) for a in args]
         try:
-            result = op.shape_rule(*shapes, **{k: v for k, v in kwargs.items() if k != "dtype"})
+            result = op.shape_rule(*shapes, **{k: v for k, v in kwargs.items() if k != "dtype" and k not in hooks})
         except NNEFXError:
             raise
         except Exception:  # noqa: BLE001 - the kernel reports its own, more specific error
