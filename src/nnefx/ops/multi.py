@@ -44,6 +44,9 @@ def _copy_n_shape(x, times=1, **_):
     return [tuple(x)] * int(times)
 
 
+# Written, not derived from the body (the one compound that keeps a hand-written formal
+# kernel, see nnefx.ops.derived): its result is a tensor array whose length is an attribute,
+# which a graph cannot return as one output, so the body cannot run as a document.
 @copy_n.formal
 def _copy_n_formal(x, times=1, dtype=None):
     _check_times(times)
