@@ -23,7 +23,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Model, Operation
-from .mapping import Dim, GraphBuilder, LayerContext, Value, find_fold, find_mapping
+from .mapping import Dim, LayerContext, NetGraph, Value, find_fold, find_mapping
 from .weights import Weights, element_type, nnef_dtype
 from .xml import Layer, Net, Port
 
@@ -43,7 +43,7 @@ class NetReader:
         self.file = file
         self.weights = weights
         self.shapes = {k: tuple(v) for k, v in (shapes or {}).items()}
-        self.builder = GraphBuilder(net.name or "network", file, weights, net.version)
+        self.builder = NetGraph(net.name or "network", file, weights, net.version)
         self.values: dict[tuple[int, int], Value] = {}
         self.used_shapes: set[str] = set()
 

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
+from ..reading.values import PRECISIONS, element_type  # noqa: F401 - the IR's spellings, re-exported
 
 #: element type -> (numpy dtype or None for bit-packed, bits per element)
 ELEMENT_TYPES: dict[str, tuple[str | None, int]] = {
@@ -26,31 +27,6 @@ ELEMENT_TYPES: dict[str, tuple[str | None, int]] = {
     "u64": ("<u8", 64), "u32": ("<u4", 32), "u16": ("<u2", 16), "u8": ("u1", 8),
     "boolean": ("u1", 8), "u1": (None, 1), "u4": (None, 4), "i4": (None, 4),
 }
-
-#: legacy ``precision`` names -> element type
-PRECISIONS = {
-    "FP64": "f64", "FP32": "f32", "FP16": "f16", "BF16": "bf16",
-    "I64": "i64", "I32": "i32", "I16": "i16", "I8": "i8",
-    "U64": "u64", "U32": "u32", "U16": "u16", "U8": "u8",
-    "BOOL": "boolean", "BIN": "u1", "U1": "u1", "U4": "u4", "I4": "i4",
-    "Q78": "i16",
-}
-
-
-def element_type(name: str | None, loc: Location | None = None) -> str:
-    """Normalise an ``element_type`` or ``precision`` spelling to the v11 name."""
-    if name is None:
-        raise NNEFXError("missing element type", loc)
-    key = name.strip()
-    if key in ELEMENT_TYPES:
-        return key
-    up = key.upper()
-    if up in PRECISIONS:
-        return PRECISIONS[up]
-    if key.lower() in ELEMENT_TYPES:
-        return key.lower()
-    raise NNEFXError(f"unknown element type '{name}'", loc)
-
 
 def nnef_dtype(etype: str) -> str:
     """The NNEF data type an IR element type maps onto."""

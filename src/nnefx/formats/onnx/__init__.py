@@ -1,9 +1,9 @@
 """ONNX models: ``nnefx.load("model.onnx")`` and ``nnefx.save(model, "model.onnx")``.
 
 The file is parsed with the optional ``onnx`` package (``pip install nnefx[onnx]``); nothing
-from it is executed.  Nodes are translated one by one onto nnefx registry operations, mostly
-by re-expressing each ONNX node as the equivalent OpenVINO IR opset layer and reusing the IR
-importer's mappings (the two opsets are close relatives), see :mod:`.reader`.  Writing goes
+from it is executed.  Nodes are translated one by one onto nnefx registry operations by the
+readers of their operator families (``nnefx/formats/families/``) on the format-neutral
+import layer (:mod:`nnefx.formats.reading`), see :mod:`.reader`.  Writing goes
 the other way, one exporter per nnefx operation, see :mod:`.writer` and :mod:`.export_ops`.
 """
 

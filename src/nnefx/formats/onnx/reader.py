@@ -1,12 +1,14 @@
 """Translate an ONNX graph onto nnefx registry operations.
 
-Why through the IR importer: OpenVINO's IR opsets were designed to receive ONNX models, so
-most ONNX operations have an IR layer with the same semantics (numpy broadcasting, Slice-8
-start/stop/step/axes, Gather-8 negative indices, Interpolate-11 coordinate modes, ...).
-Each ONNX node is therefore re-expressed as one or more IR layers (with ONNX attributes
-renamed) and handed to the IR mapping functions of :mod:`nnefx.formats.ir.opset`, which
-already emit exact NNEF / ``ir_*`` operations and fold constant sub-graphs (shape
-computations) while loading.  Convolutions and a few others are emitted directly.
+Each node is read by the ONNX reader of its operator family (``nnefx/formats/families/``,
+found through :mod:`nnefx.formats.reading.registry`), on the format-neutral import layer
+(:mod:`nnefx.formats.reading`): values, symbolic dims, constant folding, registry operations
+emitted with their shape rules run at once.  Most ONNX operators share the semantics of a
+numpy-style operator (numpy broadcasting, Slice start/stop/step/axes, Gather negative
+indices, Resize coordinate modes, ...), so their readers spell the node through that
+operator (:meth:`~nnefx.formats.reading.context.NodeContext.apply`); the rest emit registry
+operations directly.  This module is the container: protobuf, initializers, inputs, outputs,
+dispatch.
 
 Safety: the protobuf is parsed by the ``onnx`` package (no code is run); external-data
 files must lie inside the model's folder and their ranges are checked; every constant the
@@ -16,31 +18,21 @@ importer creates is bounded by the IR folds' item limit.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Model, Operation, Tensor
-from ..ir.mapping import GraphBuilder, LayerContext, Value, etype_of_array, find_fold, find_mapping
-from ..ir.weights import nnef_dtype
-from ..ir.xml import Layer, Port
+from ..reading.context import NodeContext
+from ..reading.graph import ImportGraph
+from ..reading.registry import find_onnx_node
+from ..reading.values import Value, const, etype_of_array, nnef_dtype
 
 #: Refuse model files (and external data) beyond this size.
 MAX_FILE_BYTES = 4 << 30
 #: Most nodes a graph may have.
 MAX_NODES = 200_000
-
-
-@dataclass
-class _Node(Layer):
-    """An IR layer standing for (part of) an ONNX node; diagnostics name the ONNX node."""
-
-    op_type: str = ""
-
-    def where(self) -> str:
-        return f"node {self.id} '{self.name}' ({self.op_type})"
 
 
 def _onnx():
@@ -57,7 +49,7 @@ class OnnxReader:
         self.proto = model
         self.file = file
         self.input_shapes = dict(input_shapes or {})
-        self.builder = GraphBuilder(model.graph.name or "main", file, None, 11)  # type: ignore[arg-type]
+        self.builder = ImportGraph(model.graph.name or "main", file)
         self.values: dict[str, Value] = {}
         self.opset = 1
         for imp in model.opset_import:
@@ -71,8 +63,6 @@ class OnnxReader:
         return Location(self.file, None, None, field)
 
     def read(self) -> Model:
-        from .ops import HANDLERS  # here, not at the top: the handlers import this module
-
         _, helper, _ = _onnx()
         g = self.proto.graph
         if len(g.node) > MAX_NODES:
@@ -92,7 +82,7 @@ class OnnxReader:
             if node.domain not in ("", "ai.onnx"):
                 raise NNEFXError(f"unsupported operation '{node.op_type}' of domain '{node.domain}'",
                                  self.loc(where))
-            fn = HANDLERS.get(node.op_type)
+            fn = find_onnx_node(node.op_type)
             if fn is None:
                 raise NNEFXError(f"unsupported ONNX operation '{node.op_type}'", self.loc(where))
             ins: list[Value | None] = []
@@ -224,52 +214,33 @@ class OnnxReader:
             graph.outputs.append(name)
 
     # --- helpers for handlers ------------------------------------------------------------------
-    def layer(self, ir_type: str, data: dict[str, Any], n_in: int, n_out: int = 1,
-              out_dims: list | None = None, version: str = "opset8") -> _Node:
+    def where(self) -> str:
+        return f"node {self.index} '{self.node.name}' ({self.node.op_type})"
+
+    def ctx(self, values: list[Value]) -> NodeContext:
+        """A context for the node being read, to emit registry operations with."""
         node = self.node
-        return _Node(id=self.index, name=node.name or f"{node.op_type}_{self.index}", type=ir_type, version=version,
-                     precision=None, data=dict(data), inputs=[Port(i, None) for i in range(n_in)],
-                     outputs=[Port(i, None if out_dims is None else out_dims[i]) for i in range(n_out)],
-                     blobs={}, line=None, op_type=node.op_type)  # type: ignore[arg-type]
+        return NodeContext(self.builder, node.op_type, node.name or f"{node.op_type}_{self.index}", {}, values,
+                           None, self.loc(self.where()), where=self.where())
 
-    def ctx(self, values: list[Value], ir_type: str = "", version: str = "opset8") -> LayerContext:
-        lay = self.layer(ir_type or self.node.op_type, {}, len(values), version=version)
-        c = LayerContext(self.builder, lay, values, version)
-        c.location = self.loc(lay.where())
-        return c
+    def apply(self, kind: str, attrs: dict[str, Any], values: list[Value], n_out: int = 1,
+              version: str = "opset8", out_dims: list | None = None) -> list[Value]:
+        """Read the node as numpy-style operator ``kind`` (folded when every input is known)."""
+        return self.ctx(values).apply(kind, attrs, values, version=version, n_out=n_out, out_dims=out_dims)
 
-    def ir(self, ir_type: str, data: dict[str, Any], values: list[Value], n_out: int = 1,
-           version: str = "opset8", out_dims: list | None = None) -> list[Value]:
-        """Map the node as IR layer ``ir_type`` (folding it when every input is known)."""
-        fn = find_mapping(ir_type, version)
-        assert fn is not None, ir_type
-        lay = self.layer(ir_type, data, len(values), n_out, out_dims, version)
-        c = LayerContext(self.builder, lay, values, version)
-        c.location = self.loc(lay.where())
-        folder = find_fold(ir_type, version)
-        if folder is not None and values and all(v.is_const for v in values):
-            try:
-                res = folder(c, [v.const for v in values])
-            except NNEFXError:
-                raise
-            except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError) as exc:
-                raise c.error(f"cannot evaluate constant node: {exc}") from None
-            if res is not None:
-                outs = res if isinstance(res, list) else [res]
-                return [o if isinstance(o, Value) else c.folded(np.asarray(o)) for o in outs]
-        res = fn(c)
-        return res if isinstance(res, list) else [res]
+    def apply1(self, kind: str, attrs: dict[str, Any], values: list[Value], **kw: Any) -> Value:
+        return self.apply(kind, attrs, values, **kw)[0]
 
-    def ir1(self, ir_type: str, data: dict[str, Any], values: list[Value], **kw: Any) -> Value:
-        return self.ir(ir_type, data, values, **kw)[0]
+    def etype_code(self, code: int) -> str:
+        """The element type of ONNX ``TensorProto.DataType`` ``code``."""
+        return _etype_code(code, self.loc(self.where()))
+
+    def tensor_array(self, t: Any) -> np.ndarray:
+        """A TensorProto's data (attributes: ``Constant.value``, ``ConstantOfShape.value``)."""
+        return _tensor_array(t, self.file)
 
     def error(self, message: str) -> NNEFXError:
-        return NNEFXError(message, self.loc(f"node {self.index} '{self.node.name}' ({self.node.op_type})"))
-
-
-def const(arr: Any, dtype: Any = None) -> Value:
-    a = np.asarray(arr, dtype=dtype)
-    return Value(const=a, etype=_etype(a), shape=tuple(a.shape))
+        return NNEFXError(message, self.loc(self.where()))
 
 
 def _etype(arr: np.ndarray) -> str:

@@ -1,0 +1,505 @@
+"""Element-wise operators and activations: how each operator is read from IR and ONNX (and written, below).
+
+arithmetic, comparison and logic with numpy broadcasting, unary math, activations (ReLU family, ELU, GELU,
+Swish, HSigmoid/HSwish, Mish, SoftSign, HardSigmoid, SELU, PReLU, Clamp), Select, Convert, Round.
+
+Specifications: OpenVINO opset docs: arithmetic/comparison/logical/activation operations; ONNX operator docs: Add, Sub,
+Mul, Div, Pow, Mod, Max, Min, Sum, Mean, Relu, ..., Clip, Where, Cast, Round.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ...ops.ir_opset import arith, compare, convert
+from ..reading.context import NodeContext
+from ..reading.conventions import aligned, binary, const_value, unary
+from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
+from ..reading.values import Dim, Value, const, dtype_of, element_type, nnef_dtype
+from ._common import onnx_const, onnx_need
+
+# ================================================================================================
+# Reading
+# ================================================================================================
+
+# --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
+
+# --- element-wise ------------------------------------------------------------------------------
+
+_BINARY = {"Add": ("add", "add"), "Subtract": ("sub", "subtract"), "Multiply": ("mul", "multiply"),
+           "Divide": ("div", "divide"), "Maximum": ("max", "maximum"), "Minimum": ("min", "minimum"),
+           "Power": ("pow", "power"), "SquaredDifference": (None, "squared_difference"),
+           "FloorMod": (None, "floor_mod"), "Mod": (None, "mod")}
+_COMPARE = {"Equal": ("eq", "equal"), "NotEqual": ("ne", "not_equal"), "Less": ("lt", "less"),
+            "LessEqual": ("le", "less_equal"), "Greater": ("gt", "greater"),
+            "GreaterEqual": ("ge", "greater_equal")}
+
+
+def check_broadcast(ctx: NodeContext) -> None:
+    mode = ctx.str("auto_broadcast", "numpy").lower()
+    if mode not in ("numpy", "none"):
+        raise ctx.error(f"auto_broadcast='{mode}' is not supported (only numpy and none)")
+
+
+def _arith_op(ctx: NodeContext) -> str:
+    name = _BINARY[ctx.type][1]
+    if ctx.type == "Divide" and ctx.bool("m_pythondiv", True):
+        name = "pythondiv"
+    return name
+
+
+@fold(list(_BINARY), OPSETS)
+def _fold_binary(ctx: NodeContext, arrays):
+    x, y = arrays
+    if x.dtype == object or y.dtype == object:
+        if ctx.type not in ("Add", "Subtract", "Multiply", "Divide"):
+            return None
+        for a in (x, y):
+            if a.dtype == object and any(isinstance(v, Dim) for v in a.reshape(-1)):
+                return None  # arithmetic on an unknown extent: computed at run time
+        x, y = x.astype(np.int64), y.astype(np.int64)
+    return arith(x, y, _arith_op(ctx)).astype(np.result_type(x, y))
+
+
+@operator(list(_BINARY), ANY)
+def _binary(ctx: NodeContext):
+    ctx.expect_inputs(2)
+    check_broadcast(ctx)
+    nnef_op = _BINARY[ctx.type][0]
+    kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
+    if kinds != {"scalar"} or nnef_op is None:
+        if kinds == {"scalar"} and ctx.type == "SquaredDifference":
+            x, y = aligned(ctx, [0, 1])
+            d = binary(ctx, "sub", x, y)
+            return ctx.result(binary(ctx, "mul", d, d))
+        z = ctx.emit1("ir_arith", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": _arith_op(ctx)},
+                      dtype=dtype_of(ctx.input(0)))
+        return ctx.result(z, ctx.in_etype(0))
+    x, y = aligned(ctx, [0, 1])
+    return ctx.result(binary(ctx, nnef_op, x, y))
+
+
+@fold(list(_COMPARE), OPSETS)
+def _fold_compare(ctx: NodeContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    return compare(arrays[0], arrays[1], _COMPARE[ctx.type][1])
+
+
+@operator(list(_COMPARE), ANY)
+def _compare(ctx: NodeContext):
+    ctx.expect_inputs(2)
+    check_broadcast(ctx)
+    nnef_op, ir_op = _COMPARE[ctx.type]
+    kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
+    if kinds != {"scalar"}:
+        z = ctx.emit1("ir_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
+                      dtype=dtype_of(ctx.input(0)), out_dtype="logical")
+        return ctx.result(z, "boolean")
+    x, y = aligned(ctx, [0, 1])
+    return ctx.result(binary(ctx, nnef_op, x, y, "logical"), "boolean")
+
+
+_LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or", "LogicalXor": "xor"}
+
+
+@fold(list(_LOGICAL) + ["LogicalNot"], OPSETS)
+def _fold_logical(ctx: NodeContext, arrays):
+    if ctx.type == "LogicalNot":
+        return np.logical_not(arrays[0])
+    fn = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[_LOGICAL[ctx.type]]
+    return fn(arrays[0], arrays[1])
+
+
+@operator(list(_LOGICAL), ANY)
+def _logical(ctx: NodeContext):
+    ctx.expect_inputs(2)
+    check_broadcast(ctx)
+    x, y = aligned(ctx, [0, 1])
+    op = _LOGICAL[ctx.type]
+    if op == "xor":
+        a = binary(ctx, "or", x, y, "logical")
+        b = binary(ctx, "and", x, y, "logical")
+        nb = ctx.emit1("not", {"x": b}, out_dtype="logical")
+        return ctx.result(binary(ctx, "and", a, nb, "logical"), "boolean")
+    return ctx.result(binary(ctx, op, x, y, "logical"), "boolean")
+
+
+@operator("LogicalNot", ANY)
+def _logical_not(ctx: NodeContext):
+    return ctx.result(ctx.emit1("not", {"x": ctx.tensor(0)}, out_dtype="logical"), "boolean")
+
+
+_UNARY = {"Relu": "relu", "ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
+          "Sqrt": "sqrt", "Abs": "abs", "Negative": "neg", "Floor": "floor", "Ceiling": "ceil", "Ceil": "ceil",
+          "Sin": "sin", "Cos": "cos", "Tan": "tan", "Sinh": "sinh", "Cosh": "cosh", "Asin": "asin",
+          "Acos": "acos", "Atan": "atan", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
+          "Sign": "sign", "SoftPlus": "softplus", "Erf": "ir_erf"}
+
+_NP_UNARY: dict[str, Callable] = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Abs": np.abs,
+                                  "Negative": np.negative, "Floor": np.floor, "Ceiling": np.ceil,
+                                  "Ceil": np.ceil, "Sign": np.sign}
+
+
+@fold(list(_NP_UNARY), OPSETS)
+def _fold_unary(ctx: NodeContext, arrays):
+    a = arrays[0]
+    if a.dtype == object:
+        return None
+    return _NP_UNARY[ctx.type](a).astype(a.dtype)
+
+
+@operator(list(_UNARY), ANY)
+def _unary(ctx: NodeContext):
+    ctx.expect_inputs(1)
+    v = ctx.input(0)
+    if dtype_of(v) != "scalar":
+        if ctx.type in ("Abs", "Negative", "Sign", "Floor", "Ceiling", "Ceil"):
+            x = ctx.tensor(0)
+            if ctx.type in ("Floor", "Ceiling", "Ceil"):
+                return ctx.result(x, v.etype)
+            zero = const_value(ctx, np.zeros((1,) * ctx.in_rank(0), np.int64), v.etype)
+            if ctx.type == "Negative":
+                return ctx.result(ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer"),
+                                  v.etype)
+            neg = ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer")
+            if ctx.type == "Abs":
+                return ctx.result(ctx.emit1("ir_arith", {"x": x, "y": neg}, {"op": "maximum"}, dtype="integer"),
+                                  v.etype)
+        raise ctx.error(f"{ctx.type} on {v.etype} tensors is not supported")
+    return ctx.result(unary(ctx, _UNARY[ctx.type], ctx.tensor(0)))
+
+
+@operator("Clamp", ANY)
+def _clamp(ctx: NodeContext):
+    lo, hi = ctx.float("min"), ctx.float("max")
+    if dtype_of(ctx.input(0)) != "scalar":
+        x = ctx.tensor(0)
+        a = ctx.emit1("ir_arith", {"x": x, "y": const_value(ctx, np.int64(math.ceil(lo)), ctx.in_etype(0))},
+                      {"op": "maximum"}, dtype="integer")
+        b = ctx.emit1("ir_arith", {"x": a, "y": const_value(ctx, np.int64(math.floor(hi)), ctx.in_etype(0))},
+                      {"op": "minimum"}, dtype="integer")
+        return ctx.result(b, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("clamp", {"x": ctx.tensor(0), "a": lo, "b": hi}))
+
+
+@operator("Elu", ANY)
+def _elu(ctx: NodeContext):
+    return ctx.result(ctx.emit1("elu", {"x": ctx.tensor(0)}, {"alpha": ctx.float("alpha")}))
+
+
+def _erf_gelu(ctx: NodeContext, x: str) -> str:
+    s = binary(ctx, "mul", x, 1.0 / math.sqrt(2.0))
+    e = unary(ctx, "ir_erf", s)
+    one = binary(ctx, "add", e, 1.0)
+    h = binary(ctx, "mul", x, 0.5)
+    return binary(ctx, "mul", h, one)
+
+
+@operator("Gelu", ANY)
+def _gelu(ctx: NodeContext):
+    x = ctx.tensor(0)
+    mode = ctx.choice("approximation_mode", ("erf", "tanh"), "erf") if ctx.version != "opset2" else "erf"
+    if mode == "erf":
+        return ctx.result(_erf_gelu(ctx, x))
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    x3 = binary(ctx, "mul", binary(ctx, "mul", x, x), x)
+    inner = binary(ctx, "add", x, binary(ctx, "mul", x3, 0.044715))
+    t = unary(ctx, "tanh", binary(ctx, "mul", inner, math.sqrt(2.0 / math.pi)))
+    return ctx.result(binary(ctx, "mul", binary(ctx, "mul", x, 0.5), binary(ctx, "add", t, 1.0)))
+
+
+@operator("Swish", ANY)
+def _swish(ctx: NodeContext):
+    x = ctx.tensor(0)
+    if ctx.n_inputs < 2:
+        return ctx.result(unary(ctx, "silu", x))
+    beta = ctx.input(1)
+    b = float(np.asarray(beta.const).reshape(-1)[0]) if beta.is_const else None
+    if b == 1.0:
+        return ctx.result(unary(ctx, "silu", x))
+    bx = binary(ctx, "mul", x, b if b is not None else ctx.tensor(1))
+    return ctx.result(binary(ctx, "mul", x, unary(ctx, "sigmoid", bx)))
+
+
+def _hsig(ctx: NodeContext, x: str) -> str:
+    c = ctx.emit1("clamp", {"x": binary(ctx, "add", x, 3.0), "a": 0.0, "b": 6.0})
+    return binary(ctx, "div", c, 6.0)
+
+
+@operator("HSigmoid", ANY)
+def _hsigmoid(ctx: NodeContext):
+    return ctx.result(_hsig(ctx, ctx.tensor(0)))
+
+
+@operator("HSwish", ANY)
+def _hswish(ctx: NodeContext):
+    x = ctx.tensor(0)
+    return ctx.result(binary(ctx, "mul", x, _hsig(ctx, x)))
+
+
+@operator("Mish", ANY)
+def _mish(ctx: NodeContext):
+    x = ctx.tensor(0)
+    return ctx.result(binary(ctx, "mul", x, unary(ctx, "tanh", unary(ctx, "softplus", x))))
+
+
+@operator("SoftSign", ANY)
+def _softsign(ctx: NodeContext):
+    x = ctx.tensor(0)
+    return ctx.result(binary(ctx, "div", x, binary(ctx, "add", unary(ctx, "abs", x), 1.0)))
+
+
+@operator("HardSigmoid", ANY)
+def _hard_sigmoid(ctx: NodeContext):
+    alpha = float(ctx.const(1, "alpha").reshape(-1)[0])
+    beta = float(ctx.const(2, "beta").reshape(-1)[0])
+    y = binary(ctx, "add", binary(ctx, "mul", ctx.tensor(0), alpha), beta)
+    return ctx.result(ctx.emit1("clamp", {"x": y, "a": 0.0, "b": 1.0}))
+
+
+@operator("Selu", ANY)
+def _selu(ctx: NodeContext):
+    alpha = float(ctx.const(1, "alpha").reshape(-1)[0])
+    lam = float(ctx.const(2, "lambda").reshape(-1)[0])
+    return ctx.result(ctx.emit1("selu", {"x": ctx.tensor(0)}, {"alpha": alpha, "lambda": lam}))
+
+
+@operator(("PRelu", "PReLU"), ANY)
+def _prelu(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    slope = ctx.input(1)
+    srank = len(slope.shape or ())
+    if srank == 1 and r >= 2 and slope.shape[0] != 1 and ctx.in_shape(0)[-1] != slope.shape[0]:
+        # a per-channel slope [C] applies along axis 1 (OpenVINO PRelu rule)
+        if slope.is_const:
+            a = const_value(ctx, slope.const.reshape((1, -1) + (1,) * (r - 2)), slope.etype)
+        else:
+            a = ctx.emit1("unsqueeze", {"input": ctx.tensor(1)}, {"axes": [0] + list(range(2, r))})
+        x = ctx.tensor(0)
+    else:
+        x, a = aligned(ctx, [0, 1])
+    return ctx.result(ctx.emit1("prelu", {"x": x, "alpha": a}))
+
+
+@fold("Select", OPSETS)
+def _fold_select(ctx: NodeContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    return np.where(arrays[0], arrays[1], arrays[2])
+
+
+@operator("Select", ANY)
+def _select(ctx: NodeContext):
+    ctx.expect_inputs(3)
+    check_broadcast(ctx)
+    c, a, b = aligned(ctx, [0, 1, 2])
+    dt = dtype_of(ctx.input(1))
+    return ctx.result(ctx.emit1("select", {"condition": c, "true_value": a, "false_value": b}, dtype=dt),
+                      ctx.in_etype(1))
+
+
+# --- Convert ---------------------------------------------------------------------------------------
+
+
+@fold(("Convert", "ConvertLike"), OPSETS)
+def _fold_convert(ctx: NodeContext, arrays):
+    dest = _convert_target(ctx)
+    a = arrays[0]
+    if a.dtype == object:
+        if dest in ("i64", "i32") and ctx.in_etype(0) in ("i64", "i32"):
+            return a  # a symbolic shape stays symbolic through an integer conversion
+        return None
+    return ctx.folded(convert(a, dest), dest)
+
+
+def _convert_target(ctx: NodeContext) -> str:
+
+    if ctx.type == "ConvertLike":
+        return ctx.in_etype(1)
+    return element_type(ctx.str("destination_type"), ctx.location)
+
+
+@operator(("Convert", "ConvertLike"), ANY)
+def _convert(ctx: NodeContext):
+    dest = _convert_target(ctx)
+    src = ctx.in_etype(0)
+    x = ctx.tensor(0)
+    sk, dk = nnef_dtype(src), nnef_dtype(dest)
+    if src == dest or (sk == dk == "scalar" and dest in ("f32", "f64") and src != "f64"):
+        return ctx.result(x, dest)  # exact: every f16/f32 value is an f32 value
+    if sk == dk == "integer" and dest in ("i64",):
+        return ctx.result(x, dest)
+    if sk != "scalar" and dk == "scalar" and dest in ("f32", "f64"):
+        return ctx.result(ctx.emit1("cast", {"input": x}, dtype="scalar"), dest)
+    if dk == "logical":
+        return ctx.result(ctx.emit1("cast", {"input": x}, dtype="logical"), dest)
+    return ctx.result(ctx.emit1("ir_convert", {"input": x}, {"destination_type": dest}, dtype=dk), dest)
+
+@operator("Round", ANY)
+def _round(ctx: NodeContext):
+    mode = ctx.choice("mode", ("half_to_even", "half_away_from_zero"))
+    if dtype_of(ctx.input(0)) != "scalar":
+        return ctx.result(ctx.tensor(0), ctx.in_etype(0))
+    return ctx.result(ctx.emit1("ir_round", {"x": ctx.tensor(0)}, {"mode": mode}))
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+
+# --- element-wise ---------------------------------------------------------------------------------
+
+_onnx_BIN = {"Add": "Add", "Sub": "Subtract", "Mul": "Multiply", "Div": "Divide", "Pow": "Power", "Max": "Maximum",
+        "Min": "Minimum", "Equal": "Equal", "Less": "Less", "Greater": "Greater", "LessOrEqual": "LessEqual",
+        "GreaterOrEqual": "GreaterEqual", "And": "LogicalAnd", "Or": "LogicalOr", "Xor": "LogicalXor"}
+
+
+@onnx_node(*_onnx_BIN)
+def _onnx_binary(r, attrs, ins):
+    kind = _onnx_BIN[r.node.op_type]
+    if attrs.get("broadcast", 0) and "axis" in attrs:
+        raise r.error("legacy broadcast with an axis (opset < 7) is not supported")
+    vals = [v for v in ins if v is not None]
+    if kind in ("Maximum", "Minimum") and len(vals) == 1:
+        return vals[0]
+    if len(vals) < 2 or (len(vals) > 2 and kind not in ("Maximum", "Minimum")):
+        raise r.error(f"expects 2 inputs, has {len(vals)}")
+    data = {"auto_broadcast": "numpy"}
+    if kind == "Divide":
+        data["m_pythondiv"] = False  # ONNX integer division truncates
+    acc = vals[0]
+    for v in vals[1:]:
+        if kind == "Power" and v.is_const and v.etype != acc.etype:
+            v = const(np.asarray(v.const).astype(np.float32 if acc.etype == "f32" else v.const.dtype))
+        acc = r.apply1(kind, data, [acc, v])
+    return acc
+
+
+@onnx_node("Mod")
+def _onnx_mod(r, attrs, ins):
+    kind = "Mod" if attrs.get("fmod", 0) else "FloorMod"  # fmod=1: C fmod; 0: the divisor's sign
+    return r.apply1(kind, {"auto_broadcast": "numpy"}, [onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")])
+
+
+@onnx_node("Sum", "Mean")
+def _onnx_sum(r, attrs, ins):
+    vals = [v for v in ins if v is not None]
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = r.apply1("Add", {"auto_broadcast": "numpy"}, [acc, v])
+    if r.node.op_type == "Mean" and len(vals) > 1:
+        acc = r.apply1("Divide", {"auto_broadcast": "numpy"}, [acc, const(np.float32(len(vals)))])
+    return acc
+
+
+_onnx_UN = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt",
+       "Abs": "Abs", "Neg": "Negative", "Floor": "Floor", "Ceil": "Ceiling", "Erf": "Erf", "Sin": "Sin",
+       "Cos": "Cos", "Tan": "Tan", "Sign": "Sign", "Softplus": "SoftPlus", "Not": "LogicalNot",
+       "HardSwish": "HSwish", "Mish": "Mish", "Softsign": "SoftSign", "Asin": "Asin", "Acos": "Acos",
+       "Atan": "Atan", "Sinh": "Sinh", "Cosh": "Cosh"}
+
+
+@onnx_node(*_onnx_UN)
+def _onnx_unary(r, attrs, ins):
+    return r.apply1(_onnx_UN[r.node.op_type], {}, [onnx_need(r, ins, 0, "X")])
+
+
+@onnx_node("Reciprocal")
+def _onnx_reciprocal(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    if x.etype not in ("f32", "f64", "f16"):
+        raise r.error("Reciprocal of integer tensors is not supported")
+    return r.apply1("Divide", {"auto_broadcast": "numpy"}, [const(np.ones((), x.const.dtype if x.is_const
+                                                                         else np.float32)), x])
+
+
+@onnx_node("LeakyRelu")
+def _onnx_leaky_relu(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    c = r.ctx([x])
+    return c.result(c.emit1("leaky_relu", {"x": c.tensor(0)}, {"alpha": float(attrs.get("alpha", 0.01))}))
+
+
+@onnx_node("PRelu")
+def _onnx_prelu(r, attrs, ins):
+    # max(0, x) + slope * min(0, x), with ONNX's (numpy) broadcasting of the slope
+    x, slope = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "slope")
+    zero = const(np.zeros((), np.float32))
+    pos = r.apply1("Maximum", {"auto_broadcast": "numpy"}, [x, zero])
+    neg = r.apply1("Minimum", {"auto_broadcast": "numpy"}, [x, zero])
+    return r.apply1("Add", {"auto_broadcast": "numpy"}, [pos, r.apply1("Multiply", {"auto_broadcast": "numpy"},
+                                                                [neg, slope])])
+
+
+@onnx_node("Clip")
+def _onnx_clip(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    big = float(np.finfo(np.float32).max)
+    lo, hi = attrs.get("min", -big), attrs.get("max", big)
+    if len(ins) > 1 and ins[1] is not None:
+        lo = float(np.asarray(onnx_const(r, ins[1], "min")).reshape(-1)[0])
+    if len(ins) > 2 and ins[2] is not None:
+        hi = float(np.asarray(onnx_const(r, ins[2], "max")).reshape(-1)[0])
+    if x.is_const:
+        return const(np.clip(x.const, lo, hi).astype(x.const.dtype))
+    return r.apply1("Clamp", {"min": max(lo, -big), "max": min(hi, big)}, [x])
+
+
+@onnx_node("Elu")
+def _onnx_elu(r, attrs, ins):
+    return r.apply1("Elu", {"alpha": float(attrs.get("alpha", 1.0))}, [onnx_need(r, ins, 0, "X")])
+
+
+@onnx_node("Selu")
+def _onnx_selu(r, attrs, ins):
+    a = float(attrs.get("alpha", 1.67326319217681884765625))
+    g = float(attrs.get("gamma", 1.05070102214813232421875))
+    return r.apply1("Selu", {}, [onnx_need(r, ins, 0, "X"), const(np.float32(a)), const(np.float32(g))])
+
+
+@onnx_node("HardSigmoid")
+def _onnx_hard_sigmoid(r, attrs, ins):
+    a, b = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    return r.apply1("HardSigmoid", {}, [onnx_need(r, ins, 0, "X"), const(np.float32(a)), const(np.float32(b))])
+
+
+@onnx_node("Gelu")
+def _onnx_gelu(r, attrs, ins):
+    mode = {"none": "erf", "tanh": "tanh"}.get(attrs.get("approximate", "none"))
+    if mode is None:
+        raise r.error(f"unknown approximate='{attrs.get('approximate')}'")
+    return r.apply1("Gelu", {"approximation_mode": mode}, [onnx_need(r, ins, 0, "X")], version="opset7")
+
+
+@onnx_node("Where")
+def _onnx_where(r, attrs, ins):
+    vals = [onnx_need(r, ins, i, "input") for i in range(3)]
+    y = r.apply1("Select", {"auto_broadcast": "numpy"}, vals)
+    if y.shape is None and all(v.shape is not None and None not in v.shape for v in vals):
+        # the result shape is numpy's broadcast of the three (select's rule may not say)
+        y.shape = tuple(np.broadcast_shapes(*[tuple(v.shape) for v in vals]))
+        r.builder.graph.tensors[y.tensor].shape = y.shape
+    return y
+
+
+@onnx_node("Identity", "Dropout")
+def _onnx_identity(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    if r.node.op_type == "Dropout" and len(r.node.output) > 1 and r.node.output[1]:
+        return [x, Value(unsupported="the mask output of Dropout is not supported")]
+    return x
+
+
+@onnx_node("Cast")
+def _onnx_cast(r, attrs, ins):
+    et = r.etype_code(int(attrs["to"]))
+    return r.apply1("Convert", {"destination_type": et}, [onnx_need(r, ins, 0, "input")])
+
+@onnx_node("Round")
+def _onnx_round(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    if x.is_const:
+        return const(np.round(x.const).astype(x.const.dtype))  # numpy rounds half to even, as ONNX
+    return r.apply1("Round", {"mode": "half_to_even"}, [x], version="opset5")

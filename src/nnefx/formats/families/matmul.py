@@ -1,0 +1,158 @@
+"""Matrix products: how each operator is read from IR and ONNX (and written, below).
+
+MatMul, Einsum, ScaledDotProductAttention; ONNX MatMul, Gemm, Einsum.
+
+Specifications: OpenVINO opset docs: MatMul-1, Einsum-7, ScaledDotProductAttention-13; ONNX operator docs: MatMul, Gemm, Einsum.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..reading.context import NodeContext
+from ..reading.conventions import aligned, binary, const_value
+from ..reading.registry import ANY, onnx_node, operator
+from ..reading.values import Value, const, dtype_of
+from ._common import onnx_need
+
+# ================================================================================================
+# Reading
+# ================================================================================================
+
+# --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
+
+@operator("Einsum", ANY)
+def _einsum(ctx: NodeContext):
+    eq = ctx.str("equation").replace(" ", "")
+    if "->" not in eq or "." in eq:
+        raise ctx.error(f"Einsum equation '{eq}' is not supported (needs '->' and no ellipsis)")
+    xs = [ctx.tensor(i) for i in range(ctx.n_inputs)]
+    return ctx.result(ctx.emit1("ir_einsum", {"inputs": xs}, {"equation": eq}))
+
+# --- MatMul ----------------------------------------------------------------------------------------
+
+
+@operator("MatMul", ANY)
+def _matmul(ctx: NodeContext):
+    ta, tb = ctx.bool("transpose_a", False), ctx.bool("transpose_b", False)
+    ra, rb = ctx.in_rank(0), ctx.in_rank(1)
+    a, b = ctx.input(0), ctx.input(1)
+    if dtype_of(a) != "scalar" or dtype_of(b) != "scalar":
+        raise ctx.error("MatMul of integer tensors is not supported")
+
+    def prep(i: int, v: Value, r: int, vector_axis: int) -> tuple[str, int]:
+        if r == 1:
+            if v.is_const:
+                shape = (1, -1) if vector_axis == 0 else (-1, 1)
+                return const_value(ctx, np.asarray(v.const).reshape(shape), v.etype), 2
+            return ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": [vector_axis]}), 2
+        return ctx.tensor(i), r
+
+    xa, ra2 = prep(0, a, ra, 0)
+    xb, rb2 = prep(1, b, rb, 1)
+    if ra == 1:
+        ta = False
+    if rb == 1:
+        tb = False
+    r = max(ra2, rb2)
+    if ra2 < r:
+        if a.is_const and ra > 1:
+            xa = const_value(ctx, np.asarray(a.const).reshape((1,) * (r - ra2) + a.const.shape), a.etype)
+        else:
+            xa = ctx.emit1("unsqueeze", {"input": xa}, {"axes": list(range(r - ra2))})
+    if rb2 < r:
+        if b.is_const and rb > 1:
+            xb = const_value(ctx, np.asarray(b.const).reshape((1,) * (r - rb2) + b.const.shape), b.etype)
+        else:
+            xb = ctx.emit1("unsqueeze", {"input": xb}, {"axes": list(range(r - rb2))})
+    y = ctx.emit1("matmul", {"A": xa, "B": xb}, {"transposeA": ta, "transposeB": tb})
+    squeeze = []
+    if ra == 1:
+        squeeze.append(r - 2)
+    if rb == 1:
+        squeeze.append(r - 1)
+    if squeeze:
+        y = ctx.emit1("squeeze", {"input": y}, {"axes": squeeze})
+    return ctx.result(y)
+
+
+# --- attention --------------------------------------------------------------------------------------
+
+NEG_INF = float(np.finfo(np.float32).min)
+
+
+@operator("ScaledDotProductAttention", ANY)
+def _sdpa(ctx: NodeContext):
+    q, k = ctx.input(0), ctx.input(1)
+    qs, ks = q.shape, k.shape
+    if qs is None or ks is None:
+        raise ctx.error("query and key ranks must be known")
+    r = max(len(qs), len(ks), ctx.in_rank(2))
+    qt, kt, vt = aligned(ctx, [0, 1, 2])
+    if ctx.n_inputs > 4:
+        sv = ctx.input(4)
+        scale: object = float(np.asarray(sv.const).reshape(-1)[0]) if sv.is_const else ctx.tensor(4)
+    else:
+        e = qs[-1]
+        if e is None:
+            raise ctx.error("the embedding size of the query must be known")
+        scale = 1.0 / math.sqrt(e)
+    s = ctx.emit1("matmul", {"A": qt, "B": kt}, {"transposeA": False, "transposeB": True})
+    s = binary(ctx, "mul", s, scale)
+    if ctx.bool("causal", False):
+        lq, lk = qs[-2], ks[-2]
+        if lq is None or lk is None:
+            raise ctx.error("causal attention needs known sequence lengths")
+        m = np.where(np.triu(np.ones((lq, lk), bool), 1), NEG_INF, 0.0).astype(np.float32)
+        s = binary(ctx, "add", s, const_value(ctx, m.reshape((1,) * (r - 2) + m.shape), "f32"))
+    elif ctx.n_inputs > 3:
+        mv = ctx.input(3)
+        mr = len(mv.shape or ())
+        if mv.etype == "boolean":
+            if mv.is_const:
+                arr = np.where(mv.const, 0.0, NEG_INF).astype(np.float32)
+                mt = const_value(ctx, arr.reshape((1,) * (r - arr.ndim) + arr.shape), "f32")
+            else:
+                sel = ctx.emit1("select", {"condition": ctx.tensor(3), "true_value": 0.0, "false_value": NEG_INF},
+                                dtype="scalar")
+                mt = sel if mr == r else ctx.emit1("unsqueeze", {"input": sel}, {"axes": list(range(r - mr))})
+        elif mv.is_const:
+            arr = np.asarray(mv.const)
+            mt = const_value(ctx, arr.reshape((1,) * (r - arr.ndim) + arr.shape), mv.etype)
+        else:
+            mt = ctx.tensor(3)
+            if mr < r:
+                mt = ctx.emit1("unsqueeze", {"input": mt}, {"axes": list(range(r - mr))})
+        s = binary(ctx, "add", s, mt)
+    p = ctx.emit1("softmax", {"x": s}, {"axes": [r - 1]})
+    return ctx.result(ctx.emit1("matmul", {"A": p, "B": vt}, {"transposeA": False, "transposeB": False}))
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+
+@onnx_node("MatMul")
+def _onnx_matmul(r, attrs, ins):
+    return r.apply1("MatMul", {}, [onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")])
+
+
+@onnx_node("Gemm")
+def _onnx_gemm(r, attrs, ins):
+    a, b = onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")
+    y = r.apply1("MatMul", {"transpose_a": bool(attrs.get("transA", 0)), "transpose_b": bool(attrs.get("transB", 0))},
+              [a, b])
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    if alpha != 1.0:
+        y = r.apply1("Multiply", {"auto_broadcast": "numpy"}, [y, const(np.float32(alpha))])
+    if len(ins) > 2 and ins[2] is not None and beta != 0.0:
+        cv = ins[2]
+        if beta != 1.0:
+            cv = r.apply1("Multiply", {"auto_broadcast": "numpy"}, [cv, const(np.float32(beta))])
+        y = r.apply1("Add", {"auto_broadcast": "numpy"}, [y, cv])
+    return y
+
+
+@onnx_node("Einsum")
+def _onnx_einsum(r, attrs, ins):
+    return r.apply1("Einsum", {"equation": attrs["equation"]}, [v for v in ins if v is not None], version="opset7")

@@ -1,0 +1,235 @@
+"""Softmax and normalisations: how each operator is read from IR and ONNX (and written, below).
+
+Softmax, LogSoftmax, MVN, NormalizeL2, BatchNormInference, LRN, GroupNormalization; ONNX Softmax,
+LogSoftmax, BatchNormalization, LayerNormalization, InstanceNormalization, LRN.
+
+Specifications: OpenVINO opset docs: SoftMax-1/8, LogSoftmax-5, MVN-1/6, NormalizeL2-1, BatchNormInference-1/5, LRN-1,
+GroupNormalization-12; ONNX operator docs of the same names.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..reading.context import NodeContext
+from ..reading.conventions import binary, const_value, norm_axes, norm_axis, unary
+from ..reading.registry import ANY, onnx_node, operator
+from ..reading.values import Value, const
+from ._common import onnx_need, onnx_rank
+
+# ================================================================================================
+# Reading
+# ================================================================================================
+
+# --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
+
+# --- softmax, normalisation --------------------------------------------------------------------
+
+
+@operator(("Softmax", "SoftMax"), ANY)
+def _softmax(ctx: NodeContext):
+    axis = norm_axis(ctx, ctx.int("axis", 1), ctx.in_rank(0))
+    return ctx.result(ctx.emit1("softmax", {"x": ctx.tensor(0)}, {"axes": [axis]}))
+
+
+@operator("LogSoftmax", ANY)
+def _log_softmax(ctx: NodeContext):
+    axis = norm_axis(ctx, ctx.int("axis", 1), ctx.in_rank(0))
+    x = ctx.tensor(0)
+    m = ctx.emit1("max_reduce", {"input": x}, {"axes": [axis]})
+    d = binary(ctx, "sub", x, m)
+    s = ctx.emit1("sum_reduce", {"input": unary(ctx, "exp", d)}, {"axes": [axis]})
+    return ctx.result(binary(ctx, "sub", d, unary(ctx, "log", s)))
+
+
+def _mvn(ctx: NodeContext, x: str, axes: list[int], normalize: bool, eps: float, inside: bool) -> str:
+    mean = ctx.emit1("mean_reduce", {"input": x}, {"axes": axes})
+    d = binary(ctx, "sub", x, mean)
+    if not normalize:
+        return d
+    var = ctx.emit1("mean_reduce", {"input": binary(ctx, "mul", d, d)}, {"axes": axes})
+    if inside:
+        den = unary(ctx, "sqrt", binary(ctx, "add", var, eps))
+    else:
+        den = binary(ctx, "add", unary(ctx, "sqrt", var), eps)
+    return binary(ctx, "div", d, den)
+
+
+@operator("MVN", ("opset6",))
+def _mvn6(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    mode = ctx.choice("eps_mode", ("inside_sqrt", "outside_sqrt"))
+    y = _mvn(ctx, ctx.tensor(0), axes, ctx.bool("normalize_variance"), ctx.float("eps"), mode == "inside_sqrt")
+    return ctx.result(y)
+
+
+@operator("MVN", ("opset2", "opset1"))
+def _mvn1(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    if ctx.has("reduction_axes"):
+        axes = sorted(norm_axes(ctx, ctx.ints("reduction_axes"), r))
+    else:
+        axes = list(range(1 if ctx.bool("across_channels", False) else 2, r))
+    y = _mvn(ctx, ctx.tensor(0), axes, ctx.bool("normalize_variance", False), ctx.float("eps"), False)
+    return ctx.result(y)
+
+
+@operator("NormalizeL2", ANY)
+def _normalize_l2(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    eps = ctx.float("eps")
+    mode = ctx.choice("eps_mode", ("add", "max"))
+    x = ctx.tensor(0)
+    if mode == "max":
+        # x / sqrt(max(sum x^2, eps)) == x / max(sqrt(sum x^2), sqrt(eps))
+        y = ctx.emit1("l2_normalization", {"input": x}, {"axes": axes, "bias": 0.0, "epsilon": math.sqrt(eps)})
+        return ctx.result(y)
+    s = ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes})
+    return ctx.result(binary(ctx, "div", x, unary(ctx, "sqrt", binary(ctx, "add", s, eps))))
+
+
+def _channel_param(ctx: NodeContext, i: int, rank: int) -> str:
+    """A per-channel [C] parameter as an NNEF [1, C] tensor (channel axis 1)."""
+    v = ctx.input(i)
+    if v.is_const:
+        return const_value(ctx, np.asarray(v.const).reshape(1, -1), v.etype)
+    return ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": [0]})
+
+
+@operator("BatchNormInference", ANY)
+def _batch_norm(ctx: NodeContext):
+    ctx.expect_inputs(5)
+    if ctx.version == "opset1":
+        gi, bi, xi, mi, vi = 0, 1, 2, 3, 4
+    else:
+        xi, gi, bi, mi, vi = 0, 1, 2, 3, 4
+    r = ctx.in_rank(xi)
+    p = {k: _channel_param(ctx, i, r) for k, i in (("scale", gi), ("offset", bi), ("mean", mi), ("variance", vi))}
+    y = ctx.emit1("batch_normalization", {"input": ctx.tensor(xi), "mean": p["mean"], "variance": p["variance"],
+                                          "offset": p["offset"], "scale": p["scale"]},
+                  {"epsilon": ctx.float("epsilon")})
+    return ctx.result(y)
+
+@operator("LRN", ANY)
+def _lrn(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    axes = sorted(norm_axes(ctx, ctx.const_ints(1, "axes"), r))
+    n = ctx.int("size")
+    if n < 1:
+        raise ctx.error(f"attribute 'size' = {n} must be >= 1")
+    # OpenVINO sums over [c - (size-1)/2, c + (size-1)/2] (integer halves: an even size covers
+    # size-1 elements, checked against OpenVINO) but scales by alpha / size^len(axes). NNEF's
+    # box(normalize = true) divides by its own window volume, so the odd window w is used and
+    # alpha rescaled by (w / size)^len(axes); automatic padding centres an odd window exactly.
+    w = 2 * ((n - 1) // 2) + 1
+    size = [w if a in axes else 1 for a in range(r)]
+    alpha = ctx.float("alpha") * (w / n) ** len(axes)
+    y = ctx.emit1("local_response_normalization", {"input": ctx.tensor(0)},
+                  {"size": size, "alpha": alpha, "beta": ctx.float("beta"), "bias": ctx.float("bias")})
+    return ctx.result(y)
+
+@operator("GroupNormalization", ANY)
+def _group_normalization(ctx: NodeContext):
+    shape = ctx.in_shape(0)
+    if shape is None or len(shape) < 2 or shape[1] is None:
+        raise ctx.error("GroupNormalization needs a known channel extent")
+    g = ctx.int("num_groups")
+    c = shape[1]
+    if g < 1 or c % g:
+        raise ctx.error(f"{c} channels do not divide into num_groups = {g}")
+    r = len(shape)
+    x = ctx.tensor(0)
+    t = ctx.emit1("reshape", {"input": x}, {"shape": [g, -1], "axis_start": 1, "axis_count": -1})
+    t = _mvn(ctx, t, [2], True, ctx.float("epsilon"), True)
+    if any(d is None for d in shape[1:]):  # dynamic spatial extents: restore the shape at run time
+        s_t = ctx.emit1("ir_shape_of", {"input": x}, dtype="scalar", out_dtype="integer")
+        t = ctx.emit1("ir_reshape", {"input": t, "shape": s_t}, {"special_zero": False}, dtype="scalar")
+    else:
+        t = ctx.emit1("reshape", {"input": t}, {"shape": [int(d) for d in shape[1:]], "axis_start": 1,
+                                                "axis_count": -1})
+
+    def per_channel(i: int) -> str:
+        v = ctx.input(i)
+        if v.is_const:
+            return const_value(ctx, np.asarray(v.const).reshape((1, -1) + (1,) * (r - 2)), v.etype)
+        return ctx.emit1("unsqueeze", {"input": ctx.tensor(i)}, {"axes": [0] + list(range(2, r))})
+
+    y = binary(ctx, "add", binary(ctx, "mul", t, per_channel(1)), per_channel(2))
+    return ctx.result(y)
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+
+# --- softmax & normalisation ------------------------------------------------------------------------
+
+@onnx_node("Softmax", "LogSoftmax")
+def _onnx_softmax(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    rank = onnx_rank(r, x)
+    kind = r.node.op_type
+    if r.opset >= 13:
+        return r.apply1(kind, {"axis": int(attrs.get("axis", -1))}, [x])
+    axis = int(attrs.get("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    if axis == rank - 1:
+        return r.apply1(kind, {"axis": axis}, [x])
+    # opset < 13: the input is seen as a 2-D [prod(:axis), prod(axis:)] matrix
+    shape = x.shape
+    if any(d is None for d in shape):
+        raise r.error("Softmax (opset < 13) needs a static input shape")
+    flat = r.apply1("Reshape", {"special_zero": False}, [x, const(np.array(
+        [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))], np.int64))])
+    y = r.apply1(kind, {"axis": 1}, [flat])
+    return r.apply1("Reshape", {"special_zero": False}, [y, const(np.array(shape, np.int64))])
+
+@onnx_node("BatchNormalization")
+def _onnx_batch_norm(r, attrs, ins):
+    if attrs.get("training_mode", 0):
+        raise r.error("training_mode BatchNormalization is not supported")
+    vals = [onnx_need(r, ins, i, "input") for i in range(5)]
+    out = r.apply1("BatchNormInference", {"epsilon": float(attrs.get("epsilon", 1e-5))}, vals, version="opset5")
+    if len([o for o in r.node.output if o]) > 1:
+        return [out] + [Value(unsupported="BatchNormalization training outputs are not supported")] * 4
+    return out
+
+
+@onnx_node("LayerNormalization")
+def _onnx_layer_norm(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    rank = onnx_rank(r, x)
+    axis = int(attrs.get("axis", -1))
+    axis = axis + rank if axis < 0 else axis
+    if attrs.get("stash_type", 1) != 1:
+        raise r.error("stash_type other than float is not supported")
+    y = r.apply1("MVN", {"normalize_variance": True, "eps": float(attrs.get("epsilon", 1e-5)),
+                      "eps_mode": "inside_sqrt"}, [x, const(np.arange(axis, rank, dtype=np.int64))],
+              version="opset6")
+    y = r.apply1("Multiply", {"auto_broadcast": "numpy"}, [y, onnx_need(r, ins, 1, "Scale")])
+    if len(ins) > 2 and ins[2] is not None:
+        y = r.apply1("Add", {"auto_broadcast": "numpy"}, [y, ins[2]])
+    extra = [Value(unsupported="LayerNormalization Mean/InvStdDev outputs are not supported")] * 2
+    return [y] + extra
+
+
+@onnx_node("InstanceNormalization")
+def _onnx_instance_norm(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    rank = onnx_rank(r, x)
+    y = r.apply1("MVN", {"normalize_variance": True, "eps": float(attrs.get("epsilon", 1e-5)),
+                      "eps_mode": "inside_sqrt"}, [x, const(np.arange(2, rank, dtype=np.int64))], version="opset6")
+    axes = const(np.arange(1, rank - 1, dtype=np.int64))
+    s = r.apply1("Unsqueeze", {}, [onnx_need(r, ins, 1, "scale"), axes])
+    b = r.apply1("Unsqueeze", {}, [onnx_need(r, ins, 2, "B"), axes])
+    y = r.apply1("Multiply", {"auto_broadcast": "numpy"}, [y, s])
+    return r.apply1("Add", {"auto_broadcast": "numpy"}, [y, b])
+
+
+@onnx_node("LRN")
+def _onnx_lrn(r, attrs, ins):
+    data = {"alpha": float(attrs.get("alpha", 1e-4)), "beta": float(attrs.get("beta", 0.75)),
+            "bias": float(attrs.get("bias", 1.0)), "size": int(attrs["size"])}
+    return r.apply1("LRN", data, [onnx_need(r, ins, 0, "X"), const(np.array([1], np.int64))])

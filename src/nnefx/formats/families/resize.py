@@ -1,0 +1,216 @@
+"""Resizing: how each operator is read from IR and ONNX (and written, below).
+
+Interpolate (opset 1, 4 and 11 forms); ONNX Resize and Upsample.  Coordinate modes are in
+:mod:`nnefx.ops.ir_opset` (``COORD_MODES``).
+
+Specifications: OpenVINO opset docs: Interpolate-1/4/11; ONNX operator docs: Resize (coordinate_transformation_mode), Upsample.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ops.ir_opset import COORD_MODES, INTERP_MODES, NEAREST_MODES
+from ..reading.context import NodeContext
+from ..reading.conventions import norm_axes
+from ..reading.registry import ANY, onnx_node, operator
+from ..reading.values import Dim, const
+from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
+
+# ================================================================================================
+# Reading
+# ================================================================================================
+
+# --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
+
+# --- Interpolate -----------------------------------------------------------------------------------
+
+
+@operator("Interpolate", ANY)
+def _interpolate(ctx: NodeContext):
+    xshape = ctx.in_shape(0)
+    if xshape is None:
+        raise ctx.error("the input rank is not known")
+    r = len(xshape)
+    odims = ctx.out_dims(0)
+    if odims is None or len(odims) != r:
+        raise ctx.error("Interpolate needs the output rank")
+    if ctx.version == "opset1":
+        mode = ctx.str("mode").lower()
+        coord = "half_pixel" if not ctx.bool("align_corners", False) else "align_corners"
+        nearest = "round_prefer_floor" if mode != "nearest" else "floor"
+        coord = "asymmetric" if mode == "nearest" and coord == "half_pixel" else coord
+        axes = sorted(norm_axes(ctx, ctx.ints("axes"), r))
+        cubic_a = -0.75
+        if any(ctx.ints("pads_begin", [0])) or any(ctx.ints("pads_end", [0])):
+            raise ctx.error("Interpolate with pads is not supported")
+        if mode == "linear":
+            mode = "linear_onnx"
+    else:
+        mode = ctx.str("mode").lower()
+        coord = ctx.choice("coordinate_transformation_mode", COORD_MODES, "half_pixel")
+        nearest = ctx.choice("nearest_mode", NEAREST_MODES, "round_prefer_floor")
+        cubic_a = ctx.float("cube_coeff", -0.75)
+        if any(ctx.ints("pads_begin", [0])) or any(ctx.ints("pads_end", [0])):
+            raise ctx.error("Interpolate with pads is not supported")
+        if ctx.bool("antialias", False):
+            raise ctx.error("Interpolate with antialias is not supported")
+        axes_input = 3 if ctx.version == "opset4" else 2
+        if ctx.n_inputs > axes_input:
+            axes = norm_axes(ctx, ctx.const_ints(axes_input, "axes"), r)
+        else:
+            axes = list(range(r))
+    calc = ctx.str("shape_calculation_mode", "sizes").lower() if ctx.version != "opset1" else "sizes"
+    target = list(odims)
+    if calc == "scales":  # axes scaled by exactly 1 are left alone (e.g. a dynamic batch)
+        all_scales = _interp_scales(ctx, axes, None, None)
+        axes = [a for a, sc in zip(axes, all_scales, strict=True) if sc != 1.0]
+        for a, sc in zip(axes, _interp_scales(ctx, axes, None, None), strict=True):
+            if target[a] is None and xshape[a] is not None:
+                v = xshape[a] * sc  # OpenVINO: floor(extent * scale), tolerant to float noise
+                target[a] = int(round(v)) if abs(v - round(v)) < 1e-5 else int(math.floor(v))
+    else:
+        sizes_in = ctx.input(1)
+        given = sizes_in.const if sizes_in.is_const else sizes_in.sym
+        x_name = ctx.input(0).tensor
+        keep = []
+        for k, a in enumerate(axes):
+            entry = np.asarray(given).reshape(-1)[k] if given is not None and np.size(given) == len(axes) else None
+            if isinstance(entry, Dim) and entry.tensor == x_name and entry.axis == a:
+                continue  # the target extent is the input's own (dynamic) extent
+            if target[a] is None and entry is not None and not isinstance(entry, Dim):
+                target[a] = int(entry)
+            if xshape[a] is not None and xshape[a] == target[a]:
+                continue
+            keep.append(a)
+        axes = keep
+    for a in axes:
+        if xshape[a] is None or target[a] is None:
+            raise ctx.error("Interpolate needs known input and output extents on the resized axes "
+                            "(fix dynamic input dims with nnefx.load(..., shapes={...}))")
+    sizes = [int(target[a]) for a in axes]
+    scales = _interp_scales(ctx, axes, [int(xshape[a]) for a in axes], sizes)
+    if not axes:
+        return ctx.result(ctx.tensor(0))
+    x = ctx.tensor(0)
+    if all(xshape[a] == n for a, n in zip(axes, sizes, strict=True)) and mode != "cubic":
+        if all(abs(s - 1.0) < 1e-12 for s in scales):
+            return ctx.result(x)
+    standard = _interp_standard(ctx, x, xshape, axes, sizes, scales, mode, coord, nearest)
+    if standard is not None:
+        return ctx.result(standard)
+    if mode == "linear":
+        if any(s < 1 for s in scales):
+            raise ctx.error("Interpolate mode 'linear' down-scaling is not supported")
+        mode = "linear_onnx"
+    if mode not in INTERP_MODES:
+        raise ctx.error(f"Interpolate mode '{mode}' is not supported")
+    y = ctx.emit1("ir_interpolate", {"input": x},
+                  {"axes": axes, "sizes": sizes, "scales": scales, "mode": mode,
+                   "coordinate_transformation_mode": coord, "nearest_mode": nearest, "cubic_coeff_a": cubic_a})
+    return ctx.result(y)
+
+
+def _interp_scales(ctx: NodeContext, axes: list[int], ins, outs) -> list[float]:
+    """The scale per resized axis as OpenVINO uses it in the coordinate transform."""
+    mode = ctx.str("shape_calculation_mode", "sizes").lower() if ctx.version != "opset1" else "sizes"
+    if mode == "scales":
+        idx = 2 if ctx.version == "opset4" else 1
+        sc = [float(v) for v in np.asarray(ctx.const(idx, "scales")).reshape(-1)]
+        given = ctx.const_ints(3 if ctx.version == "opset4" else 2, "axes") if ctx.n_inputs > (
+            3 if ctx.version == "opset4" else 2) else list(range(ctx.in_rank(0)))
+        given = norm_axes(ctx, given, ctx.in_rank(0))
+        if len(sc) != len(given):
+            raise ctx.error("scales do not match the axes")
+        by_axis = dict(zip(given, sc, strict=True))
+        return [by_axis[a] for a in axes]
+    return [o / i for i, o in zip(ins, outs, strict=True)]
+
+
+def _interp_standard(ctx: NodeContext, x: str, xshape, axes, sizes, scales, mode, coord, nearest) -> str | None:
+    """NNEF nearest_upsample / multilinear_upsample where they compute exactly the same thing."""
+    r = len(xshape)
+    if sorted(axes) != list(range(2, r)) or r < 3:
+        return None
+    factors = []
+    for a, n in zip(axes, sizes, strict=True):
+        if n % xshape[a]:
+            return None
+        factors.append(n // xshape[a])
+    if any(abs(s - f) > 1e-9 for s, f in zip(scales, factors, strict=True)) or all(f == 1 for f in factors):
+        return None
+    if mode == "nearest":
+        ok = (coord == "asymmetric" and nearest in ("floor", "simple")) or \
+             (coord in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil") or \
+             (coord == "tf_half_pixel_for_nn" and nearest == "floor")
+        if not ok:
+            return None
+        return ctx.emit1("nearest_upsample", {"input": x}, {"factor": factors})
+    if mode in ("linear", "linear_onnx"):
+        method = {"half_pixel": "symmetric", "pytorch_half_pixel": "symmetric", "align_corners": "aligned",
+                  "asymmetric": "asymmetric"}.get(coord)
+        if method is None:
+            return None
+        return ctx.emit1("multilinear_upsample", {"input": x},
+                         {"factor": factors, "method": method, "border": "replicate"})
+    return None
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+
+@onnx_node("Resize", "Upsample")
+def _onnx_resize(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    rank = onnx_rank(r, x)
+    if any(d is None for d in x.shape):
+        raise r.error("Resize needs a known input shape")
+    kind = r.node.op_type
+    mode = attrs.get("mode", "nearest")
+    if kind == "Upsample" or r.opset < 11:
+        coord = "asymmetric"
+        nearest = "floor"
+        scales_v = ins[1] if len(ins) > 1 and ins[1] is not None else None
+        scales = list(attrs["scales"]) if scales_v is None and "scales" in attrs else \
+            [float(v) for v in np.asarray(onnx_const(r, scales_v, "scales")).reshape(-1)]
+        sizes = None
+        if mode == "linear" and kind == "Resize":
+            coord = "asymmetric"
+    else:
+        coord = attrs.get("coordinate_transformation_mode", "half_pixel")
+        nearest = attrs.get("nearest_mode", "round_prefer_floor")
+        if attrs.get("exclude_outside", 0):
+            raise r.error("exclude_outside=1 is not supported")
+        if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+            raise r.error("keep_aspect_ratio_policy other than stretch is not supported")
+        if coord == "tf_crop_and_resize":
+            raise r.error("coordinate_transformation_mode tf_crop_and_resize is not supported")
+        scales = None
+        sizes = None
+        if len(ins) > 3 and ins[3] is not None and ins[3].shape not in ((0,),):
+            sizes = onnx_ints(r, ins[3], "sizes")
+        if sizes is None and len(ins) > 2 and ins[2] is not None:
+            scales = [float(v) for v in np.asarray(onnx_const(r, ins[2], "scales")).reshape(-1)]
+        if not sizes and not scales:
+            raise r.error("Resize needs scales or sizes")
+    axes = list(attrs.get("axes", range(rank)))
+    axes = [a + rank if a < 0 else a for a in axes]
+    if sizes:
+        if len(sizes) != len(axes):
+            raise r.error("sizes do not match the axes")
+    else:
+        if len(scales) != len(axes):
+            raise r.error("scales do not match the axes")
+    out = list(x.shape)
+    for k, a in enumerate(axes):
+        out[a] = sizes[k] if sizes else int(math.floor(x.shape[a] * scales[k]))
+    imode = {"nearest": "nearest", "linear": "linear_onnx", "cubic": "cubic"}.get(mode)
+    if imode is None:
+        raise r.error(f"Resize mode '{mode}' is not supported")
+    data = {"mode": imode, "coordinate_transformation_mode": coord, "nearest_mode": nearest,
+            "cube_coeff": float(attrs.get("cubic_coeff_a", -0.75)),
+            "shape_calculation_mode": "sizes" if sizes else "scales"}
+    second = const(np.array(sizes, np.int64)) if sizes else const(np.array(scales, np.float32))
+    return r.apply1("Interpolate", data, [x, second, const(np.array(axes, np.int64))], version="opset11",
+                 out_dims=[tuple(out)])

@@ -1,0 +1,653 @@
+"""Shape and data-movement operators: how each operator is read from IR and ONNX (and written, below).
+
+ShapeOf, Reshape, Squeeze/Unsqueeze, Transpose, Concat, Split, Broadcast, Tile, Pad, Range, DepthToSpace,
+SpaceToDepth, ShuffleChannels; ONNX Constant, Shape, Size, ConstantOfShape, Flatten, Expand, Trilu.
+
+Specifications: OpenVINO opset docs: shape and movement operations; ONNX operator docs of the same names.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...diagnostics import NNEFXError
+from ...ops.ir_opset import broadcast_to, reshape_target
+from ..reading.context import NodeContext
+from ..reading.conventions import norm_axes, norm_axis
+from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
+from ..reading.values import Dim, Value, const, dtype_of, element_type, nnef_dtype, storage_array
+from ..reading.values import ints as _ints
+from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
+
+# ================================================================================================
+# Reading
+# ================================================================================================
+
+# --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
+
+# --- shape operations ---------------------------------------------------------------------------
+
+
+@operator("ShapeOf", ANY)
+def _shape_of(ctx: NodeContext):
+    shape = ctx.in_shape(0)
+    et = ctx.str("output_type", "i64") if ctx.version != "opset1" else "i64"
+    if shape is not None and all(d is not None for d in shape):
+        return ctx.folded(np.asarray(shape, dtype=np.int64), et)
+    x = ctx.tensor(0)
+    if shape is None:
+        return ctx.result(ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer"),
+                          et)
+    sym = np.empty(len(shape), dtype=object)
+    for i, d in enumerate(shape):
+        sym[i] = Dim(x, i) if d is None else int(d)
+
+    def lazy() -> str:
+        return ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer")
+
+    return Value(sym=sym, etype=et, shape=(len(shape),), lazy=lazy)
+
+
+@fold("ShapeOf", OPSETS)
+def _fold_shape_of(ctx: NodeContext, arrays):
+    if arrays[0].dtype == object:
+        return None
+    return np.asarray(arrays[0].shape, dtype=np.int64)
+
+
+def _reshape_spec(ctx: NodeContext, target: np.ndarray, x: Value) -> list[int] | None:
+    """NNEF reshape ``shape`` for an IR target (possibly symbolic), or None if impossible."""
+    special_zero = ctx.bool("special_zero")
+    out: list[int] = []
+    for k, e in enumerate(target.reshape(-1)):
+        if isinstance(e, Dim):
+            # the input's own extent at the same position is NNEF's 0 ("copy"); any other
+            # unknown extent can only be inferred (-1), which works for at most one of them
+            out.append(0 if x.tensor is not None and e.tensor == x.tensor and e.axis == k else -1)
+            continue
+        e = int(e)
+        if e == 0 and not special_zero:
+            raise ctx.error("reshape to a zero extent is not supported")
+        if e < -1:
+            raise ctx.error(f"invalid reshape target extent {e}")
+        if e == 0 and x.shape is not None and k < len(x.shape) and x.shape[k] is not None:
+            e = int(x.shape[k])
+        out.append(e)
+    return None if out.count(-1) > 1 else out  # None: reshape at run time (ir_reshape)
+
+
+@fold("Reshape", OPSETS)
+def _fold_reshape(ctx: NodeContext, arrays):
+    x, t = arrays
+    if t.dtype == object:
+        return None
+    return x.reshape(reshape_target(x.shape, _ints(t), ctx.bool("special_zero")))
+
+
+@operator("Reshape", ANY)
+def _reshape(ctx: NodeContext):
+    x = ctx.input(0)
+    t = ctx.input(1)
+    xt = ctx.tensor(0)
+    x = Value(tensor=xt, etype=x.etype, shape=x.shape)
+    target = t.const if t.is_const else t.sym
+    if target is not None:
+        spec = _reshape_spec(ctx, np.asarray(target), x)
+        if spec is not None:
+            # with a fully known input shape, spell the target out exactly
+            if x.shape is not None and all(d is not None for d in x.shape) and all(
+                    not isinstance(e, Dim) for e in np.asarray(target).reshape(-1)):
+                try:
+                    spec = list(reshape_target(x.shape, spec, True))
+                except NNEFXError as exc:
+                    raise ctx.error(exc.message) from None
+            return ctx.result(ctx.emit1("reshape", {"input": xt}, {"shape": spec}, dtype=dtype_of(x)), x.etype)
+    y = ctx.emit1("ir_reshape", {"input": xt, "shape": ctx.tensor(1)},
+                  {"special_zero": ctx.bool("special_zero")}, dtype=dtype_of(x))
+    return ctx.result(y, x.etype)
+
+
+def _squeeze_axes(ctx: NodeContext, shape, axes) -> list[int]:
+    r = len(shape)
+    if axes is None:
+        if any(d is None for d in shape):
+            raise ctx.error("Squeeze without axes needs a known input shape")
+        return [i for i, d in enumerate(shape) if d == 1]
+    ax = sorted(norm_axes(ctx, axes, r))
+    for a in ax:
+        if shape[a] is not None and shape[a] != 1:
+            if ctx.version == "opset15":
+                continue
+            raise ctx.error(f"cannot squeeze axis {a} of extent {shape[a]}")
+    return [a for a in ax if shape[a] is None or shape[a] == 1]
+
+
+@fold("Squeeze", OPSETS)
+def _fold_squeeze(ctx: NodeContext, arrays):
+    x = arrays[0]
+    axes = _squeeze_axes(ctx, x.shape, _ints(arrays[1]) if len(arrays) > 1 else None)
+    return x.reshape([d for i, d in enumerate(x.shape) if i not in axes])
+
+
+@operator("Squeeze", ANY)
+def _squeeze(ctx: NodeContext):
+    shape = ctx.in_shape(0)
+    if shape is None:
+        raise ctx.error("the rank of the input is not known")
+    axes = _squeeze_axes(ctx, shape, ctx.const_ints(1, "axes") if ctx.n_inputs > 1 else None)
+    x = ctx.tensor(0)
+    if not axes:
+        return ctx.result(x, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("squeeze", {"input": x}, {"axes": axes}, dtype=dtype_of(ctx.input(0))),
+                      ctx.in_etype(0))
+
+
+def _unsqueeze_axes(ctx: NodeContext, rank: int, axes) -> list[int]:
+    return sorted(norm_axes(ctx, axes, rank + len(list(axes))))
+
+
+@fold("Unsqueeze", OPSETS)
+def _fold_unsqueeze(ctx: NodeContext, arrays):
+    x = arrays[0]
+    axes = _unsqueeze_axes(ctx, x.ndim, _ints(arrays[1]))
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return x.reshape(shape)
+
+
+@operator("Unsqueeze", ANY)
+def _unsqueeze(ctx: NodeContext):
+    axes = _unsqueeze_axes(ctx, ctx.in_rank(0), ctx.const_ints(1, "axes"))
+    return ctx.result(ctx.emit1("unsqueeze", {"input": ctx.tensor(0)}, {"axes": axes},
+                                dtype=dtype_of(ctx.input(0))), ctx.in_etype(0))
+
+
+def _perm(ctx: NodeContext, rank: int, order: list[int]) -> list[int]:
+    if not order:
+        return list(range(rank - 1, -1, -1))
+    p = norm_axes(ctx, order, rank)
+    if len(p) != rank:
+        raise ctx.error(f"transpose order {order} does not match rank {rank}")
+    return p
+
+
+@fold("Transpose", OPSETS)
+def _fold_transpose(ctx: NodeContext, arrays):
+    x = arrays[0]
+    return np.transpose(x, _perm(ctx, x.ndim, _ints(arrays[1])))
+
+
+@operator("Transpose", ANY)
+def _transpose(ctx: NodeContext):
+    p = _perm(ctx, ctx.in_rank(0), ctx.const_ints(1, "order"))
+    x = ctx.tensor(0)
+    if p == list(range(len(p))):
+        return ctx.result(x, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("transpose", {"input": x}, {"axes": p}, dtype=dtype_of(ctx.input(0))),
+                      ctx.in_etype(0))
+
+
+@fold("Concat", OPSETS)
+def _fold_concat(ctx: NodeContext, arrays):
+    r = arrays[0].ndim
+    return np.concatenate(arrays, axis=norm_axis(ctx, ctx.int("axis"), r))
+
+
+@operator("Concat", ANY)
+def _concat(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    axis = norm_axis(ctx, ctx.int("axis"), r)
+    vals = [ctx.tensor(i) for i in range(ctx.n_inputs)]
+    if len(vals) == 1:
+        return ctx.result(vals[0], ctx.in_etype(0))
+    return ctx.result(ctx.emit1("concat", {"values": vals}, {"axis": axis}, dtype=dtype_of(ctx.input(0))),
+                      ctx.in_etype(0))
+
+
+def _split_lengths(ctx: NodeContext, extent, lengths: list[int]) -> list[int]:
+    if lengths.count(-1) > 1:
+        raise ctx.error("split_lengths has more than one -1")
+    if -1 in lengths:
+        if extent is None:
+            raise ctx.error("split_lengths has -1 but the axis extent is not known")
+        rest = extent - sum(x for x in lengths if x != -1)
+        lengths = [rest if x == -1 else x for x in lengths]
+    if extent is not None and sum(lengths) != extent:
+        raise ctx.error(f"split lengths {lengths} do not add up to the axis extent {extent}")
+    if any(x < 0 for x in lengths):
+        raise ctx.error(f"negative split length in {lengths}")
+    return lengths
+
+
+@fold(("Split", "VariadicSplit"), OPSETS)
+def _fold_split(ctx: NodeContext, arrays):
+    x = arrays[0]
+    axis = norm_axis(ctx, int(np.asarray(arrays[1]).reshape(-1)[0]), x.ndim)
+    if ctx.type == "Split":
+        n = ctx.int("num_splits")
+        if x.shape[axis] % n:
+            raise ctx.error(f"extent {x.shape[axis]} does not divide into {n} parts")
+        return list(np.split(x, n, axis=axis))
+    lengths = _split_lengths(ctx, x.shape[axis], _ints(arrays[2]))
+    return list(np.split(x, np.cumsum(lengths)[:-1], axis=axis))
+
+
+@operator(("Split", "VariadicSplit"), ANY)
+def _split(ctx: NodeContext):
+    shape = ctx.in_shape(0)
+    r = ctx.in_rank(0)
+    axis = norm_axis(ctx, ctx.const_ints(1, "axis")[0], r)
+    extent = shape[axis]
+    if ctx.type == "Split":
+        n = ctx.int("num_splits")
+        if extent is not None and extent % n:
+            raise ctx.error(f"extent {extent} does not divide into {n} parts")
+        ratios = [1] * n
+    else:
+        ratios = _split_lengths(ctx, extent, ctx.const_ints(2, "split_lengths"))
+    x = ctx.tensor(0)
+    dt = dtype_of(ctx.input(0))
+    if all(v > 0 for v in ratios):
+        outs = ctx.emit("split", {"value": x}, {"axis": axis, "ratios": ratios}, outputs=[len(ratios)], dtype=dt)
+    else:  # zero-length pieces: slices
+        outs = []
+        start = 0
+        for n in ratios:
+            if n == 0:
+                raise ctx.error("zero-length split outputs are not supported")
+            outs.append(ctx.emit1("slice", {"input": x}, {"axes": [axis], "begin": [start], "end": [start + n]},
+                                  dtype=dt))
+            start += n
+    return [ctx.result(o, ctx.in_etype(0), port=i) for i, o in enumerate(outs)]
+
+# --- Broadcast / Tile / Pad / Range ----------------------------------------------------------------
+
+
+def _bcast_mode(ctx: NodeContext) -> str:
+    return ctx.choice("mode", ("numpy", "bidirectional", "explicit"), "numpy")
+
+
+@fold("Broadcast", OPSETS)
+def _fold_broadcast(ctx: NodeContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    mode = _bcast_mode(ctx)
+    axes = _ints(arrays[2]) if len(arrays) > 2 else []
+    target = tuple(_ints(arrays[1]))
+    ctx.check_items(target)
+    if mode == "bidirectional":
+        from ...ops.ir_opset import broadcast_shape
+        ctx.check_items(broadcast_shape(arrays[0].shape, target))
+    return broadcast_to(arrays[0], target, mode, axes)
+
+
+@operator("Broadcast", ANY)
+def _broadcast(ctx: NodeContext):
+    mode = _bcast_mode(ctx)
+    v = ctx.input(0)
+    tv = ctx.input(1)
+    dt = dtype_of(v)
+    shape = v.shape
+    if tv.is_const and shape is not None and all(d is not None for d in shape) and mode != "explicit":
+        target = tuple(_ints(tv.const))
+        r = max(len(target), len(shape))
+        full = (1,) * (r - len(shape)) + tuple(shape)
+        tgt = (1,) * (r - len(target)) + target
+        try:
+            if mode == "numpy":
+                from ...ops.ir_opset import broadcast_shape
+                if broadcast_shape(shape, target) != target:
+                    raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
+        except NNEFXError as exc:
+            raise ctx.error(exc.message) from None
+        x = ctx.tensor(0)
+        if r > len(shape):
+            x = ctx.emit1("unsqueeze", {"input": x}, {"axes": list(range(r - len(shape)))}, dtype=dt)
+        reps = []
+        for a, b in zip(full, tgt, strict=False):
+            if a == b or b == 1:
+                reps.append(1)
+            elif a == 1:
+                reps.append(b)
+            else:
+                raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
+        if any(k != 1 for k in reps):
+            x = ctx.emit1("tile", {"input": x}, {"repeats": reps}, dtype=dt)
+        return ctx.result(x, v.etype)
+    axes = ctx.const_ints(2, "axes_mapping") if mode == "explicit" else []
+    y = ctx.emit1("ir_broadcast", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
+                  {"mode": mode, "axes_mapping": axes}, dtype=dt)
+    return ctx.result(y, v.etype)
+
+
+@fold("Tile", OPSETS)
+def _fold_tile(ctx: NodeContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    reps = _ints(arrays[1])
+    if any(k < 0 for k in reps):
+        raise ctx.error(f"negative repeats {reps}")
+    x = arrays[0]
+    full = [1] * max(len(reps) - x.ndim, 0) + list(x.shape)
+    reps_full = [1] * max(x.ndim - len(reps), 0) + reps
+    ctx.check_items([a * b for a, b in zip(full, reps_full, strict=True)])
+    return np.tile(x, reps)
+
+
+@operator("Tile", ANY)
+def _tile(ctx: NodeContext):
+    reps = ctx.const_ints(1, "repeats")
+    r = ctx.in_rank(0)
+    dt = dtype_of(ctx.input(0))
+    x = ctx.tensor(0)
+    if len(reps) > r:
+        x = ctx.emit1("unsqueeze", {"input": x}, {"axes": list(range(len(reps) - r))}, dtype=dt)
+    elif len(reps) < r:
+        reps = [1] * (r - len(reps)) + reps
+    if any(k < 0 for k in reps):
+        raise ctx.error(f"negative repeats {reps}")
+    if all(k == 1 for k in reps):
+        return ctx.result(x, ctx.in_etype(0))
+    return ctx.result(ctx.emit1("tile", {"input": x}, {"repeats": reps}, dtype=dt), ctx.in_etype(0))
+
+
+_PAD_MODES = {"constant": "constant", "edge": "replicate", "reflect": "reflect", "symmetric": "reflect-even"}
+
+
+@operator("Pad", ANY)
+def _pad(ctx: NodeContext):
+    r = ctx.in_rank(0)
+    pb = ctx.const_ints(1, "pads_begin")
+    pe = ctx.const_ints(2, "pads_end")
+    if len(pb) != r or len(pe) != r:
+        raise ctx.error(f"pads_begin/pads_end must have {r} entries")
+    mode = ctx.choice("pad_mode", tuple(_PAD_MODES))
+    value = 0.0
+    if mode == "constant" and ctx.n_inputs > 3:
+        value = float(np.asarray(ctx.const(3, "pad_value")).reshape(-1)[0])
+    if dtype_of(ctx.input(0)) != "scalar":
+        raise ctx.error("Pad of non-floating-point tensors is not supported")
+    attrs = {"padding": [(int(a), int(b)) for a, b in zip(pb, pe, strict=False)], "border": _PAD_MODES[mode]}
+    if mode == "constant":
+        attrs["value"] = value
+    return ctx.result(ctx.emit1("pad", {"input": ctx.tensor(0)}, attrs))
+
+
+@fold("Range", OPSETS)
+def _fold_range(ctx: NodeContext, arrays):
+    if any(a.dtype == object for a in arrays):
+        return None
+    start, stop, step = (np.asarray(a).reshape(-1)[0] for a in arrays[:3])
+    if ctx.version == "opset4" or ctx.has("output_type"):
+        et = element_type(ctx.str("output_type", "i64"), ctx.location)
+    else:
+        et = ctx.in_etype(0)
+    if step == 0:
+        raise ctx.error("Range step 0")
+    if not all(np.isfinite(float(v)) for v in (start, stop, step)):
+        raise ctx.error("Range bounds must be finite")
+    ctx.check_items([max(int(math.ceil((float(stop) - float(start)) / float(step))), 0)])
+    out = np.arange(start, stop, step)
+    return ctx.folded(storage_array(out, et), et)
+
+
+@operator("Range", ANY)
+def _range(ctx: NodeContext):
+    ctx.expect_inputs(3)
+    if ctx.version == "opset4" or ctx.has("output_type"):
+        et = element_type(ctx.str("output_type", "i64"), ctx.location)
+    else:
+        et = ctx.in_etype(0)
+    kind = nnef_dtype(et)
+    if kind == "logical":
+        raise ctx.error("Range of booleans is not supported")
+    args = []
+    for i in range(3):
+        v = ctx.input(i)
+        if v.is_const:
+            arr = np.asarray(v.const).reshape(())
+            args.append(ctx.tensor_of(ctx.folded(arr.astype(np.float32 if kind == "scalar" else np.int64), et)))
+        elif nnef_dtype(v.etype) != kind:
+            args.append(ctx.emit1("ir_convert", {"input": ctx.tensor(i)}, {"destination_type": et}, dtype=kind))
+        else:
+            args.append(ctx.tensor(i))
+    y = ctx.emit1("ir_range", {"start": args[0], "stop": args[1], "step": args[2]}, dtype=kind)
+    return ctx.result(y, et)
+
+def _static_chw(ctx: NodeContext) -> tuple:
+    shape = ctx.in_shape(0)
+    if shape is None or len(shape) != 4 or any(d is None for d in shape[1:]):
+        raise ctx.error("needs a rank-4 input with known channel and spatial extents")
+    return shape
+
+
+@operator("DepthToSpace", ANY)
+def _depth_to_space(ctx: NodeContext):
+    _, c, h, w = _static_chw(ctx)
+    bs = ctx.int("block_size")
+    mode = ctx.choice("mode", ("blocks_first", "depth_first"))
+    if bs < 1 or c % (bs * bs):
+        raise ctx.error(f"channels {c} are not divisible by block_size^2 = {bs * bs}")
+    co = c // (bs * bs)
+    dt = dtype_of(ctx.input(0))
+    if mode == "blocks_first":
+        t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": [0, bs, bs, co, h, w]}, dtype=dt)
+        t = ctx.emit1("transpose", {"input": t}, {"axes": [0, 3, 4, 1, 5, 2]}, dtype=dt)
+    else:
+        t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": [0, co, bs, bs, h, w]}, dtype=dt)
+        t = ctx.emit1("transpose", {"input": t}, {"axes": [0, 1, 4, 2, 5, 3]}, dtype=dt)
+    y = ctx.emit1("reshape", {"input": t}, {"shape": [0, co, h * bs, w * bs]}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@operator("SpaceToDepth", ANY)
+def _space_to_depth(ctx: NodeContext):
+    _, c, h, w = _static_chw(ctx)
+    bs = ctx.int("block_size")
+    mode = ctx.choice("mode", ("blocks_first", "depth_first"))
+    if bs < 1 or h % bs or w % bs:
+        raise ctx.error(f"spatial extents {h}x{w} are not divisible by block_size {bs}")
+    dt = dtype_of(ctx.input(0))
+    t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": [0, c, h // bs, bs, w // bs, bs]}, dtype=dt)
+    axes = [0, 3, 5, 1, 2, 4] if mode == "blocks_first" else [0, 1, 3, 5, 2, 4]
+    t = ctx.emit1("transpose", {"input": t}, {"axes": axes}, dtype=dt)
+    y = ctx.emit1("reshape", {"input": t}, {"shape": [0, c * bs * bs, h // bs, w // bs]}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+@operator("ShuffleChannels", ANY)
+def _shuffle_channels(ctx: NodeContext):
+    shape = ctx.in_shape(0)
+    if shape is None:
+        raise ctx.error("the input rank is not known")
+    r = len(shape)
+    axis = norm_axis(ctx, ctx.int("axis", 1), r)
+    group = ctx.int("group", 1)
+    c = shape[axis]
+    if c is None or group < 1 or c % group:
+        raise ctx.error(f"the extent {c} of axis {axis} must be known and divisible by group {group}")
+    if any(d is None for i, d in enumerate(shape) if i != 0):
+        raise ctx.error("ShuffleChannels needs known extents (except the batch)")
+    dt = dtype_of(ctx.input(0))
+    split = [0 if i == 0 else d for i, d in enumerate(shape[:axis])] + [group, c // group] + list(shape[axis + 1:])
+    t = ctx.emit1("reshape", {"input": ctx.tensor(0)}, {"shape": split}, dtype=dt)
+    perm = list(range(r + 1))
+    perm[axis], perm[axis + 1] = perm[axis + 1], perm[axis]
+    t = ctx.emit1("transpose", {"input": t}, {"axes": perm}, dtype=dt)
+    back = [0 if i == 0 and axis != 0 else d for i, d in enumerate(shape)]
+    return ctx.result(ctx.emit1("reshape", {"input": t}, {"shape": back}, dtype=dt), ctx.in_etype(0))
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+
+# --- shapes & data movement -------------------------------------------------------------------------------
+
+@onnx_node("Constant")
+def _onnx_constant(r, attrs, ins):
+    if "value" in attrs:
+        return const(r.tensor_array(attrs["value"]))
+    for key, dt in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                    ("value_ints", np.int64)):
+        if key in attrs:
+            return const(np.asarray(attrs[key], dt))
+    raise r.error("Constant without a supported value attribute")
+
+
+@onnx_node("Shape")
+def _onnx_shape(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    if x.shape is None or any(d is None for d in x.shape):
+        raise r.error("Shape of a tensor whose shape is not known when loading is not supported")
+    dims = np.array(x.shape, np.int64)
+    start, end = attrs.get("start", 0), attrs.get("end", None)
+    return const(dims[start:end])
+
+
+@onnx_node("Size")
+def _onnx_size(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    if x.shape is None or any(d is None for d in x.shape):
+        raise r.error("Size of a tensor whose shape is not known when loading is not supported")
+    return const(np.int64(np.prod(x.shape, dtype=np.int64)))
+
+
+@onnx_node("ConstantOfShape")
+def _onnx_constant_of_shape(r, attrs, ins):
+    shape = onnx_ints(r, onnx_need(r, ins, 0, "input"), "the shape")
+    c = r.ctx([])
+    c.check_items(shape)
+    value = r.tensor_array(attrs["value"]).reshape(-1)[0] if "value" in attrs else np.float32(0)
+    return const(np.full(shape, value, dtype=np.asarray(value).dtype))
+
+
+@onnx_node("Range")
+def _onnx_range(r, attrs, ins):
+    vals = [onnx_need(r, ins, i, "input") for i in range(3)]
+    return r.apply1("Range", {"output_type": vals[0].etype}, vals, version="opset4")
+
+
+@onnx_node("Flatten")
+def _onnx_flatten(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    rank = onnx_rank(r, x)
+    axis = int(attrs.get("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    if any(d is None for d in x.shape[:axis]):
+        raise r.error("Flatten needs known leading extents")
+    lead = int(np.prod(x.shape[:axis], dtype=np.int64))
+    return r.apply1("Reshape", {"special_zero": False}, [x, const(np.array([lead, -1], np.int64))])
+
+
+@onnx_node("Reshape")
+def _onnx_reshape(r, attrs, ins):
+    if r.opset < 5:
+        target = const(np.array(attrs["shape"], np.int64))
+    else:
+        target = onnx_need(r, ins, 1, "shape")
+    return r.apply1("Reshape", {"special_zero": not attrs.get("allowzero", 0)}, [onnx_need(r, ins, 0, "data"), target])
+
+
+@onnx_node("Squeeze", "Unsqueeze")
+def _onnx_squeeze(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    axes = ins[1] if len(ins) > 1 else None
+    if axes is None and "axes" in attrs:
+        axes = const(np.array(attrs["axes"], np.int64))
+    kind = r.node.op_type
+    if axes is None:
+        if kind == "Unsqueeze":
+            raise r.error("Unsqueeze needs axes")
+        return r.apply1("Squeeze", {}, [x])
+    return r.apply1(kind, {}, [x, axes])
+
+
+@onnx_node("Transpose")
+def _onnx_transpose(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    perm = attrs.get("perm", list(range(onnx_rank(r, x)))[::-1])
+    return r.apply1("Transpose", {}, [x, const(np.array(perm, np.int64))])
+
+
+@onnx_node("Concat")
+def _onnx_concat(r, attrs, ins):
+    return r.apply1("Concat", {"axis": int(attrs["axis"])}, [v for v in ins if v is not None])
+
+
+@onnx_node("Split")
+def _onnx_split(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    rank = onnx_rank(r, x)
+    axis = int(attrs.get("axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    k = len(r.node.output)
+    lengths = onnx_ints(r, ins[1], "split") if len(ins) > 1 and ins[1] is not None else attrs.get("split")
+    if not lengths:  # absent, or an empty 'split' input: equal parts
+        extent = x.shape[axis]
+        if extent is None:
+            raise r.error("Split needs a known extent on the split axis")
+        k = int(attrs.get("num_outputs", k))
+        chunk = -(-extent // k)
+        lengths = [min(chunk, extent - i * chunk) for i in range(k)]
+    return r.apply("VariadicSplit", {}, [x, const(np.int64(axis)), const(np.array(lengths, np.int64))],
+                n_out=len(lengths), version="opset1")
+
+@onnx_node("Pad")
+def _onnx_pad(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    rank = onnx_rank(r, x)
+    mode = attrs.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise r.error(f"Pad mode '{mode}' is not supported")
+    if r.opset < 11:
+        pads, value = list(attrs.get("pads", attrs.get("paddings", []))), float(attrs.get("value", 0.0))
+        axes = list(range(rank))
+    else:
+        pads = onnx_ints(r, onnx_need(r, ins, 1, "pads"), "pads")
+        value = 0.0
+        if len(ins) > 2 and ins[2] is not None:
+            value = float(np.asarray(onnx_const(r, ins[2], "constant_value")).reshape(-1)[0]) if \
+                np.asarray(onnx_const(r, ins[2], "constant_value")).size else 0.0
+        axes = onnx_ints(r, ins[3], "axes") if len(ins) > 3 and ins[3] is not None else list(range(rank))
+    axes = [a + rank if a < 0 else a for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise r.error(f"pads {pads} must have {2 * len(axes)} entries")
+    pb, pe = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        pb[a], pe[a] = pads[i], pads[len(axes) + i]
+    dt = x.const.dtype if x.is_const else (np.float32 if x.etype == "f32" else np.int64)
+    return r.apply1("Pad", {"pad_mode": mode}, [x, const(np.array(pb, np.int64)), const(np.array(pe, np.int64)),
+                                             const(np.asarray(value).astype(dt))], version="opset1")
+
+
+@onnx_node("Tile")
+def _onnx_tile(r, attrs, ins):
+    return r.apply1("Tile", {}, [onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "repeats")])
+
+
+@onnx_node("Expand")
+def _onnx_expand(r, attrs, ins):
+    return r.apply1("Broadcast", {"mode": "bidirectional"}, [onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "shape")],
+                 version="opset3")
+
+
+@onnx_node("DepthToSpace", "SpaceToDepth")
+def _onnx_depth_space(r, attrs, ins):
+    mode = {"DCR": "blocks_first", "CRD": "depth_first"}[attrs.get("mode", "DCR")]
+    return r.apply1(r.node.op_type, {"mode": mode, "block_size": int(attrs["blocksize"])}, [onnx_need(r, ins, 0, "input")],
+                 version="opset1")
+
+@onnx_node("Trilu")
+def _onnx_trilu(r, attrs, ins):
+    """Folded only: exporters use it on constants (causal attention masks)."""
+    x = onnx_need(r, ins, 0, "input")
+    if not x.is_const:
+        raise r.error("Trilu of a tensor computed at run time is not supported (only constant inputs)")
+    k = 0
+    if len(ins) > 1 and ins[1] is not None:
+        k = int(np.asarray(onnx_const(r, ins[1], "k")).reshape(-1)[0])
+    a = np.asarray(x.const)
+    if a.ndim < 2:
+        raise r.error("Trilu needs a tensor of rank 2 or more")
+    return const(np.triu(a, k) if attrs.get("upper", 1) else np.tril(a, k))

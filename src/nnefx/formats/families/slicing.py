@@ -1,0 +1,220 @@
+"""Slicing and gather/scatter operators: how each operator is read from IR and ONNX (and written, below).
+
+StridedSlice, Slice-8, Gather, GatherElements, GatherND, Scatter*Update, OneHot; ONNX Slice, Gather,
+GatherElements.  The index rules (clamped bounds, negative indices) are in
+:mod:`nnefx.formats.reading.conventions`.
+
+Specifications: OpenVINO opset docs: StridedSlice-1, Slice-8, Gather-8, GatherElements-6, GatherND-5/8, ScatterUpdate-3,
+OneHot-1; ONNX operator docs: Slice, Gather, GatherElements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.ir_opset import gather
+from ..reading.context import NodeContext
+from ..reading.conventions import (
+    IndexPlan,
+    const_value,
+    emit_index_plan,
+    gather_indices,
+    norm_axis,
+    slice_plan,
+    strided_plan,
+)
+from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
+from ..reading.values import Value, const, dtype_of, nnef_dtype
+from ._common import onnx_need
+
+# ================================================================================================
+# Reading
+# ================================================================================================
+
+# --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
+
+# --- slicing ------------------------------------------------------------------------------------
+
+def _masks(ctx: NodeContext) -> dict[str, list[int]]:
+    return {k: (ctx.ints(k, []) if ctx.has(k) else []) for k in
+            ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask")}
+
+
+def _plan_for(ctx: NodeContext, arrays_or_none, rank: int) -> IndexPlan:
+    if ctx.type == "StridedSlice":
+        begin = ctx.const_ints(1, "begin")
+        end = ctx.const_ints(2, "end")
+        strides = ctx.const_ints(3, "strides") if ctx.n_inputs > 3 else [1] * len(begin)
+        return strided_plan(ctx, begin, end, strides, **_masks(ctx))
+    start = ctx.const_ints(1, "start")
+    stop = ctx.const_ints(2, "stop")
+    step = ctx.const_ints(3, "step")
+    axes = ctx.const_ints(4, "axes") if ctx.n_inputs > 4 else None
+    return slice_plan(ctx, rank, start, stop, step, axes)
+
+
+@fold(("StridedSlice", "Slice"), OPSETS)
+def _fold_slice(ctx: NodeContext, arrays):
+    for a in arrays[1:]:
+        if a.dtype == object:
+            return None
+    x = arrays[0]
+    plan = _plan_for(ctx, arrays, x.ndim)
+    return np.asarray(x[plan.numpy_index(x.ndim)])
+
+
+@operator(("StridedSlice", "Slice"), ANY)
+def _slice(ctx: NodeContext):
+    rank = ctx.in_rank(0)
+    plan = _plan_for(ctx, None, rank)
+    y = emit_index_plan(ctx, plan, ctx.input(0), ctx.tensor(0))
+    return ctx.result(y, ctx.in_etype(0))
+
+
+# --- Gather ---------------------------------------------------------------------------------------
+
+
+def _gather_axis(ctx: NodeContext, rank: int) -> int:
+    return norm_axis(ctx, ctx.const_ints(2, "axis")[0], rank)
+
+
+@fold("Gather", OPSETS)
+def _fold_gather(ctx: NodeContext, arrays):
+    x, idx = arrays[0], arrays[1]
+    if idx.dtype == object:
+        return None
+    axis = _gather_axis(ctx, x.ndim)
+    bd = ctx.int("batch_dims", 0)
+    if bd < 0:
+        bd += idx.ndim
+    return gather(x, idx.astype(np.int64), axis, bd)
+
+
+@operator("Gather", ANY)
+def _gather(ctx: NodeContext):
+    shape = ctx.in_shape(0)
+    if shape is None:
+        raise ctx.error("the rank of the input is not known")
+    rank = len(shape)
+    axis = _gather_axis(ctx, rank)
+    bd = ctx.int("batch_dims", 0)
+    iv = ctx.input(1)
+    if bd < 0:
+        bd += len(iv.shape or ())
+    dt = dtype_of(ctx.input(0))
+    x = ctx.tensor(0)
+    extent = shape[axis]
+    if iv.is_const and bd == 0:
+        idx = gather_indices(ctx, iv.const, extent)
+        if idx.ndim == 0:
+            i = int(idx)
+            plan = IndexPlan([("slice", None, None, 1)] * axis + [("index", i)])
+            return ctx.result(emit_index_plan(ctx, plan, Value(tensor=x, etype=ctx.in_etype(0), shape=shape), x),
+                              ctx.in_etype(0))
+        if np.all(idx >= 0):
+            it = const_value(ctx, idx, "i64")
+            return ctx.result(ctx.emit1("gather", {"input": x, "indices": it}, {"axis": axis}, dtype=dt),
+                              ctx.in_etype(0))
+    y = ctx.emit1("ir_gather", {"input": x, "indices": ctx.tensor(1)}, {"axis": axis, "batch_dims": bd}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+# --- gathers, scatters, one-hot ----------------------------------------------------------------------
+
+
+def _index_tensor(ctx: NodeContext, i: int) -> str:
+    v = ctx.input(i)
+    if dtype_of(v) != "integer":
+        raise ctx.error(f"input {i} must hold integer indices")
+    if v.is_const:
+        return ctx.tensor_of(ctx.folded(np.asarray(v.const).astype(np.int64), "i64"))
+    return ctx.tensor(i)
+
+
+@operator("GatherElements", ANY)
+def _gather_elements(ctx: NodeContext):
+    axis = norm_axis(ctx, ctx.int("axis"), ctx.in_rank(0))
+    y = ctx.emit1("ir_gather_elements", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"axis": axis},
+                  dtype=dtype_of(ctx.input(0)))
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@operator("GatherND", ANY)
+def _gather_nd(ctx: NodeContext):
+    bd = ctx.int("batch_dims", 0)
+    xshape, ishape = ctx.in_shape(0), ctx.in_shape(1)
+    if bd < 0:
+        raise ctx.error(f"batch_dims = {bd} must not be negative")
+    dt = dtype_of(ctx.input(0))
+    y = ctx.emit1("ir_gather_nd", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"batch_dims": bd},
+                  dtype=dt)
+    if ctx.version == "opset5" and bd > 0:
+        # GatherND-5 flattens the batch dimensions into one
+        if xshape is None or ishape is None or any(d is None for d in list(ishape[:bd])):
+            raise ctx.error("GatherND-5 with batch_dims needs known batch extents")
+        prod = int(np.prod(ishape[:bd]))
+        y = ctx.emit1("reshape", {"input": y}, {"shape": [prod], "axis_start": 0, "axis_count": bd}, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@operator(("ScatterUpdate", "ScatterNDUpdate", "ScatterElementsUpdate"), ANY)
+def _scatter(ctx: NodeContext):
+    kind = {"ScatterUpdate": "update", "ScatterNDUpdate": "nd", "ScatterElementsUpdate": "elements"}[ctx.type]
+    attrs: dict = {"kind": kind}
+    if kind in ("update", "elements"):
+        attrs["axis"] = norm_axis(ctx, ctx.const_ints(3, "axis")[0], ctx.in_rank(0))
+    if kind in ("elements", "nd"):
+        attrs["reduction"] = ctx.choice("reduction", ("none", "sum", "prod", "min", "max", "mean"), "none")
+        attrs["use_init_val"] = ctx.bool("use_init_val", True)
+    dt = dtype_of(ctx.input(0))
+    if kind == "nd" and attrs["reduction"] != "none":
+        raise ctx.error("ScatterNDUpdate with a reduction is not supported")
+    y = ctx.emit1("ir_scatter", {"data": ctx.tensor(0), "indices": _index_tensor(ctx, 1), "updates": ctx.tensor(2)},
+                  attrs, dtype=dt)
+    return ctx.result(y, ctx.in_etype(0))
+
+
+@operator("OneHot", ANY)
+def _one_hot(ctx: NodeContext):
+    depth = ctx.const_ints(1, "depth")
+    if len(depth) != 1 or depth[0] < 1:
+        raise ctx.error(f"depth {depth} must be one positive value")
+    r = ctx.in_rank(0)
+    axis = ctx.int("axis", -1)
+    axis = norm_axis(ctx, axis, r + 1)
+    et = ctx.in_etype(2)
+    kind = nnef_dtype(et)
+    y = ctx.emit1("ir_one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
+                                 "off_value": ctx.tensor(3)}, {"depth": depth[0], "axis": axis}, dtype=kind)
+    return ctx.result(y, et)
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+
+@onnx_node("Slice")
+def _onnx_slice(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    if r.opset < 10:
+        starts, ends = attrs["starts"], attrs["ends"]
+        axes = attrs.get("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+        vals = [x, const(np.array(starts, np.int64)), const(np.array(ends, np.int64)),
+                const(np.array(steps, np.int64)), const(np.array(axes, np.int64))]
+    else:
+        starts, ends = onnx_need(r, ins, 1, "starts"), onnx_need(r, ins, 2, "ends")
+        n = int(np.prod(starts.shape)) if starts.shape else 1
+        axes = ins[3] if len(ins) > 3 and ins[3] is not None else const(np.arange(n, dtype=np.int64))
+        steps = ins[4] if len(ins) > 4 and ins[4] is not None else const(np.ones(n, np.int64))
+        vals = [x, starts, ends, steps, axes]
+    return r.apply1("Slice", {}, vals)
+
+
+@onnx_node("Gather")
+def _onnx_gather(r, attrs, ins):
+    return r.apply1("Gather", {"batch_dims": 0}, [onnx_need(r, ins, 0, "data"), onnx_need(r, ins, 1, "indices"),
+                                               const(np.int64(attrs.get("axis", 0)))])
+
+
+@onnx_node("GatherElements")
+def _onnx_gather_elements(r, attrs, ins):
+    return r.apply1("GatherElements", {"axis": int(attrs.get("axis", 0))},
+                 [onnx_need(r, ins, 0, "data"), onnx_need(r, ins, 1, "indices")], version="opset6")

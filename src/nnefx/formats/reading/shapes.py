@@ -1,0 +1,131 @@
+"""Shape inference while importing: each emitted operation's registry shape rule, at once.
+
+An importer runs the rule of every operation it emits as it emits it, so a node whose
+shapes do not fit is reported at that node (not later, far from its cause), and later nodes
+see the best-known shapes of their inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...diagnostics import NNEFXError
+from ...graph import Graph, Operation
+
+_RESULT_NAMES: dict[str, list[str]] = {}
+
+
+def result_names(op: str, default: str) -> list[str]:
+    """Names of the results of ``op`` in declaration order (from the registry)."""
+    if op in _RESULT_NAMES:
+        return _RESULT_NAMES[op]
+    from ...ops import registry
+    from ...ops.signature import signature
+
+    entry = registry.find(op)
+    sig = signature(entry.declaration) if entry is not None else None
+    names = [r.name for r in sig.results] if sig is not None and sig.results else [default]
+    _RESULT_NAMES[op] = names
+    return names
+
+
+_PARAMS: dict[str, list[str]] = {}
+
+
+def tensor_params(op: str) -> list[str] | None:
+    """Names of the tensor parameters of ``op`` in declaration order (from the registry).
+
+    Read by :mod:`nnefx.ops.signature`, as the planner's, so the importer and the planner
+    agree on the order in which an operation takes its tensors.
+    """
+    if op in _PARAMS:
+        return _PARAMS[op]
+    from ...ops import registry
+    from ...ops.signature import signature
+
+    entry = registry.find(op)
+    if entry is None:
+        return None
+    sig = signature(entry.declaration)
+    params = [p.name for p in sig.tensor_params] if sig is not None else []
+    _PARAMS[op] = params
+    return params
+
+
+def infer_operation(graph: Graph, op: Operation) -> None:
+    """Run the registry shape rule of ``op`` and store result shapes on its tensors.
+
+    A shape rule that rejects the operation (NNEFXError) is a real error in the model and is
+    reported at the operation's node; a rule that is missing, or cannot handle unknown
+    dimensions, leaves the shapes unknown (the file's declared dims are used instead).
+    """
+    from ...ops import registry
+
+    entry = registry.find(op.op)
+    if entry is None or entry.shape_rule is None:
+        return
+    params = tensor_params(op.op) or list(op.inputs)
+    args = []
+    for p in params:
+        v = op.inputs.get(p, None)
+        if isinstance(v, list):
+            shapes = [_shape_of(graph, x) for x in v]
+            if any(s is None for s in shapes):
+                return
+            args.append(shapes)
+        elif p not in op.inputs:
+            args.append(())
+        else:
+            s = _shape_of(graph, v)
+            if s is None:
+                return
+            args.append(s)
+    dynamic = any(d is None for shape in _flat_shapes(args) for d in shape)
+    kwargs = dict(op.attribs)
+    if entry.generic:
+        kwargs["dtype"] = op.dtype or "scalar"
+    try:
+        res = entry.shape_rule(*args, **kwargs)
+    except NNEFXError as exc:
+        if dynamic:
+            return  # a rule that cannot decide with unknown extents: checked at run time
+        raise NNEFXError(f"{op.op}: {exc.message}", op.location) from None
+    except Exception as exc:  # noqa: BLE001 - a rule that cannot decide with unknown extents
+        if dynamic:
+            return
+        # With every extent known a failing rule is a bug or a bad node: never leave the
+        # shape silently unknown.
+        raise NNEFXError(f"{op.op}: shape rule failed ({type(exc).__name__}: {exc})", op.location) from None
+    results = (res,) if (_is_shape(res) or isinstance(res, list)) else tuple(res)
+    outs = list(op.outputs.values())
+    for value, shape in zip(outs, results, strict=False):
+        if isinstance(value, list):
+            for name, s in zip(value, shape if isinstance(shape, list) else [], strict=False):
+                graph.tensors[name].shape = tuple(s)
+        elif isinstance(value, str) and shape is not None:
+            graph.tensors[value].shape = tuple(shape)
+
+
+def _is_shape(x: Any) -> bool:
+    return isinstance(x, tuple) and all(d is None or isinstance(d, (int, np.integer)) for d in x)
+
+
+def _flat_shapes(args: list) -> list[tuple]:
+    out = []
+    for a in args:
+        if isinstance(a, list):
+            out.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
+def _shape_of(graph: Graph, v: Any) -> tuple | None:
+    if isinstance(v, str):
+        t = graph.tensors.get(v)
+        return None if t is None else t.shape
+    if isinstance(v, (bool, int, float)):
+        return ()
+    return None
