@@ -372,6 +372,12 @@ def test_recurrent_sequences(tmp_path, kind, direction, lbr, weights):
     path = check(nnefx.Model(graph), feeds, tmp_path)
     kinds = {n.op_type for n in onnx.load(path).graph.node}
     assert {"lstm_sequence": "LSTM", "gru_sequence": "GRU", "rnn_sequence": "RNN"}[kind] in kinds
+    # and read back: the ONNX LSTM/GRU/RNN nodes nnefx wrote are read by nnefx again
+    want = Session(nnefx.Model(graph), "fast").run(feeds)
+    back = Session(nnefx.load(path), "fast").run(feeds)
+    assert list(back) == list(want)
+    for k in want:
+        close(back[k], want[k])
 
 
 def test_extension_operations_without_an_onnx_reader_form(tmp_path):

@@ -12,7 +12,9 @@ import numpy as np
 
 from ..reading.context import NodeContext
 from ..reading.conventions import binary, const_value, unary
-from ..reading.registry import ANY, operator
+from ..reading.registry import ANY, onnx_node, operator
+from ..reading.values import Value
+from ._common import onnx_need
 
 # ================================================================================================
 # Reading
@@ -167,3 +169,150 @@ def _rnn_sequence(ctx: NodeContext):
                                         "R": ctx.tensor(4), "B": ctx.tensor(5)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0), "activation": act}, outputs=2)
     return [ctx.result(o, port=i) for i, o in enumerate(outs)]
+
+
+# --- ONNX nodes -----------------------------------------------------------------------------------
+# ONNX LSTM / GRU / RNN (ONNX operator docs: LSTM-14, GRU-14, RNN-14) are the IR sequences
+# (LSTMSequence-5, GRUSequence-5, RNNSequence-5) in another layout: time-first by default
+# (``layout`` 0: X [T, N, I], states [D, N, H], Y [T, D, N, H]; ``layout`` 1 is batch-first
+# with Y [N, T, D, H]), LSTM gate blocks i,o,f,c where the IR has f,i,c,o (GRU z,r,h in both),
+# and two biases (Wb, Rb) where the IR has their sum (GRU with ``linear_before_reset`` keeps
+# Rb's h block apart).  Both read a 'reverse' direction backwards within each sequence's
+# length, leave zeros past it and return the last active state.
+
+#: per ONNX kind: IR operation, gate count, IR gate block -> ONNX gate block, default activations
+_ONNX_SEQ = {"LSTM": ("ir_lstm_sequence", 4, [2, 0, 3, 1], ["sigmoid", "tanh", "tanh"]),
+             "GRU": ("ir_gru_sequence", 3, [0, 1, 2], ["sigmoid", "tanh"]),
+             "RNN": ("ir_rnn_sequence", 1, [0], ["tanh"])}
+
+
+def _onnx_gate_rows(c: NodeContext, v: Value, order: list[int], hs: int, what: str) -> str:
+    """``v`` ([D, G*H, ...]) with its gate blocks along axis 1 in the IR's order."""
+    idx = np.concatenate([np.arange(g * hs, (g + 1) * hs) for g in order])
+    if v.is_const:
+        arr = np.asarray(v.const)
+        if arr.ndim < 2 or arr.shape[1] != len(order) * hs:
+            raise c.error(f"{what} of shape {list(arr.shape)} does not hold {len(order)} gate blocks of {hs}")
+        return const_value(c, np.take(arr, idx, axis=1), v.etype)
+    t = c.tensor_of(v)
+    if order == list(range(len(order))):
+        return t
+    return c.emit1("gather", {"input": t, "indices": const_value(c, idx, "i64")}, {"axis": 1})
+
+
+def _onnx_batch_first(c: NodeContext, v: Value) -> str:
+    """[A, B, ...] -> [B, A, ...] (time-first data, direction-first states)."""
+    rank = len(v.shape) if v.shape is not None else 3
+    if v.is_const:
+        return const_value(c, np.swapaxes(np.asarray(v.const), 0, 1), v.etype)
+    return c.emit1("transpose", {"input": c.tensor_of(v)}, {"axes": [1, 0] + list(range(2, rank))})
+
+
+def _onnx_runtime_bias(c: NodeContext, b: str, gates: int, hs: int, idx: np.ndarray, lbr: bool) -> str:
+    """The IR bias of a run-time ONNX bias ``b`` ([D, 2*G*H]): Wb + Rb in the IR's gate order."""
+    def part(begin: int, end: int) -> str:
+        return c.emit1("slice", {"input": b}, {"axes": [1], "begin": [begin], "end": [end]})
+
+    def reordered(t: str) -> str:
+        if list(idx) == list(range(len(idx))):
+            return t
+        return c.emit1("gather", {"input": t, "indices": const_value(c, idx, "i64")}, {"axis": 1})
+
+    g = gates * hs
+    if not lbr:
+        return binary(c, "add", reordered(part(0, g)), reordered(part(g, 2 * g)))
+    zr = binary(c, "add", part(0, 2 * hs), part(g, g + 2 * hs))
+    return c.emit1("concat", {"values": [zr, part(2 * hs, g), part(g + 2 * hs, 2 * g)]}, {"axis": 1})
+
+
+@onnx_node("LSTM", "GRU", "RNN")
+def _onnx_sequence(r, attrs, ins):
+    kind = r.node.op_type
+    op, gates, order, default_acts = _ONNX_SEQ[kind]
+    x, w, rw = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "W"), onnx_need(r, ins, 2, "R")
+    opt = [ins[i] if len(ins) > i else None for i in range(8)]
+    layout = int(attrs.get("layout", 0))
+    if layout not in (0, 1):
+        raise r.error(f"layout {layout} must be 0 or 1")
+    direction = attrs.get("direction", "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise r.error(f"direction '{direction}' must be forward, reverse or bidirectional")
+    dirs = 2 if direction == "bidirectional" else 1
+    if x.shape is None or len(x.shape) != 3 or w.shape is None or len(w.shape) != 3:
+        raise r.error("X and W must have known rank 3")
+    hs = int(attrs["hidden_size"]) if "hidden_size" in attrs else (rw.shape or (None,))[-1]
+    if hs is None or hs < 1:
+        raise r.error("hidden_size is not known")
+    if w.shape[0] is not None and w.shape[0] != dirs:
+        raise r.error(f"W has {w.shape[0]} directions; direction '{direction}' needs {dirs}")
+    acts = [a.lower() for a in attrs.get("activations", default_acts * dirs)]
+    if kind == "RNN":
+        if len(acts) != dirs or len(set(acts)) != 1 or acts[0] not in _ACT:
+            raise r.error(f"activations {attrs.get('activations')} are not supported (one of Tanh, Sigmoid, Relu "
+                          "for every direction)")
+    elif acts != default_acts * dirs:
+        raise r.error(f"{kind} with activations {attrs.get('activations')} is not supported (only the defaults)")
+    if attrs.get("activation_alpha") or attrs.get("activation_beta"):
+        raise r.error("activation_alpha/activation_beta are not supported")
+    if kind == "LSTM":
+        if attrs.get("input_forget", 0):
+            raise r.error("input_forget=1 (coupled input and forget gates) is not supported")
+        if opt[7] is not None and not (opt[7].is_const and not np.any(np.asarray(opt[7].const))):
+            raise r.error("LSTM peepholes (input P) are not supported")
+    c = r.ctx([v for v in ins if v is not None])
+    xs = tuple(x.shape) if layout == 1 else (x.shape[1], x.shape[0], x.shape[2])
+    n, t = xs[0], xs[1]
+    xt = c.tensor_of(x) if layout == 1 else _onnx_batch_first(c, x)
+    W = _onnx_gate_rows(c, w, order, hs, "W")
+    R = _onnx_gate_rows(c, rw, order, hs, "R")
+    # bias: ONNX [D, 2*G*H] (Wb then Rb) -> IR [D, G*H] = Wb + Rb (GRU linear_before_reset: + Rb's h block)
+    lbr = kind == "GRU" and bool(attrs.get("linear_before_reset", 0))
+    b = opt[3]
+    idx = np.concatenate([np.arange(g * hs, (g + 1) * hs) for g in order])
+    if b is None:
+        B = const_value(c, np.zeros((dirs, (gates + (1 if lbr else 0)) * hs), np.float32), "f32")
+    elif b.is_const:
+        arr = np.asarray(b.const)
+        if arr.shape != (dirs, 2 * gates * hs):
+            raise r.error(f"B of shape {list(arr.shape)} must be [{dirs}, {2 * gates * hs}]")
+        wb, rb = np.take(arr[:, :gates * hs], idx, axis=1), np.take(arr[:, gates * hs:], idx, axis=1)
+        if lbr:
+            bias = np.concatenate([wb[:, :2 * hs] + rb[:, :2 * hs], wb[:, 2 * hs:], rb[:, 2 * hs:]], axis=1)
+        else:
+            bias = wb + rb
+        B = const_value(c, bias, b.etype)
+    else:
+        B = _onnx_runtime_bias(c, c.tensor_of(b), gates, hs, idx, lbr)
+    # sequence lengths: every sequence is whole unless given
+    if opt[4] is not None:
+        lv = opt[4]
+        lens = const_value(c, np.asarray(lv.const).astype(np.int64), "i64") if lv.is_const else \
+            c.emit1("ir_convert", {"input": c.tensor_of(lv)}, {"destination_type": "i64"}, dtype="integer")
+    elif t is not None:
+        lens = const_value(c, np.array([t], np.int64), "i64")
+    else:
+        raise r.error("a sequence length that is not known when loading needs the sequence_lens input")
+
+    def state(v: Value | None, what: str) -> str:
+        if v is None:
+            if n is None:
+                raise r.error(f"an omitted {what} with a batch size not known when loading is not supported")
+            return const_value(c, np.zeros((n, dirs, hs), np.float32), "f32")
+        return c.tensor_of(v) if layout == 1 else _onnx_batch_first(c, v)
+
+    inputs = {"input": xt, "initial_hidden": state(opt[5], "initial_h")}
+    if kind == "LSTM":
+        inputs["initial_cell"] = state(opt[6], "initial_c")
+    inputs.update({"sequence_lengths": lens, "W": W, "R": R, "B": B})
+    attribs = {"direction": direction, "clip": float(attrs.get("clip", 0.0))}
+    if kind == "GRU":
+        attribs["linear_before_reset"] = lbr
+    if kind == "RNN":
+        attribs["activation"] = acts[0]
+    outs = c.emit(op, inputs, attribs, outputs=3 if kind == "LSTM" else 2)
+    # Y: IR [N, D, T, H] -> [T, D, N, H] (layout 0) or [N, T, D, H] (layout 1); states [N, D, H] -> [D, N, H]
+    y = c.emit1("transpose", {"input": outs[0]}, {"axes": [2, 1, 0, 3] if layout == 0 else [0, 2, 1, 3]})
+    results = [c.result(y)]
+    for o in outs[1:]:
+        results.append(c.result(o if layout == 1 else c.emit1("transpose", {"input": o}, {"axes": [1, 0, 2]})))
+    return results
