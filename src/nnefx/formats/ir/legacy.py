@@ -1,4 +1,4 @@
-"""Mappings of the legacy IR layer catalog (seed 003; IR versions <= 9) to nnefx Operations.
+"""Mappings of the legacy IR layer catalog (IR versions <= 9, OpenVINO's legacy layer catalog) to nnefx Operations.
 
 Each ``@legacy_layer(...)`` function reads the layer's ``<data>`` attributes with
 the catalog's names and defaults, validates their ranges (an out-of-range value is an
@@ -26,7 +26,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .mapping import LayerContext, Value, fold, layer
+from ..reading.registry import fold
+from ..reading.registry import ir_layer as layer
+from ..reading.values import Value
+from .mapping import LayerContext
 
 LEGACY = ("legacy",)
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reading.registry import ir_layer as layer
+from ..reading.shapes import tensor_params
+from ..reading.values import Value
 from .legacy import axis_of, bad, check, fnum, fnums, legacy_layer, reshape, shape_of, x_of
-from .mapping import LayerContext, Value, layer, tensor_params
+from .mapping import LayerContext
 
 
 def _emit(ctx: LayerContext, op: str, n_inputs: int, attrs: dict) -> Value:

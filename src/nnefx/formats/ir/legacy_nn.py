@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reading.values import Value
 from .legacy import (
     activation,
     binary,
@@ -19,7 +20,7 @@ from .legacy import (
     unary,
     x_of,
 )
-from .mapping import LayerContext, Value, binary_filter
+from .mapping import LayerContext, binary_filter
 from .weights import unpack_binary_filter
 
 # ---------------------------------------------------------------------------------------------

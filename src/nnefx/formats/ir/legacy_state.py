@@ -4,7 +4,7 @@ iterations of one run).
 **Memory.**  The IR writes one logical delay as a *pair* of Memory layers sharing ``id``: one
 has only an input (the value to remember), the other only an output (the value remembered
 from the previous run; zeros before the first).  That is exactly an NNEF ``variable`` read
-by the graph and an ``update`` written at the end of the cycle (seed 000: variable updates
+by the graph and an ``update`` written at the end of the cycle (NNEF spec §4.8 `update`,
 for recurrent networks), so the pair becomes one zero-initialised variable labelled after
 the ``id`` plus one ``update``; ``Session.run`` then carries the state from run to run and
 ``Session.reset`` restores the zeros.
@@ -27,8 +27,9 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Operation
+from ..reading.values import Value, safe_label
 from .legacy import check, legacy_layer, safe_axis_value
-from .mapping import LayerContext, Value, safe_label
+from .mapping import LayerContext
 
 MAX_UNROLLED_LAYERS = 200_000
 
