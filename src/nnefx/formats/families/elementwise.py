@@ -1,7 +1,13 @@
 """Element-wise operators and activations: how each operator is read from IR and ONNX (and written, below).
 
-arithmetic, comparison and logic with numpy broadcasting, unary math, activations (ReLU family, ELU, GELU,
+Arithmetic, comparison and logic with numpy broadcasting, unary math, activations (ReLU family, ELU, GELU,
 Swish, HSigmoid/HSwish, Mish, SoftSign, HardSigmoid, SELU, PReLU, Clamp), Select, Convert, Round.
+
+Numpy broadcasting is made explicit before every NNEF binary operation (see
+:func:`nnefx.formats.reading.conventions.aligned`); operations on constants are folded while
+loading (the ``@fold`` functions), so the graph holds only run-time work; integer run-time
+arithmetic (shape computations under a dynamic batch) uses ``ir_arith``/``ir_compare``, because
+NNEF arithmetic is defined on ``scalar`` only.
 
 Specifications: OpenVINO opset docs: arithmetic/comparison/logical/activation operations; ONNX operator docs: Add, Sub,
 Mul, Div, Pow, Mod, Max, Min, Sum, Mean, Relu, ..., Clip, Where, Cast, Round.

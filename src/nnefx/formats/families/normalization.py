@@ -173,8 +173,7 @@ def _onnx_softmax(r, attrs, ins):
     kind = r.node.op_type
     if r.opset >= 13:
         return r.apply1(kind, {"axis": int(attrs.get("axis", -1))}, [x])
-    axis = int(attrs.get("axis", 1))
-    axis = axis + rank if axis < 0 else axis
+    axis = norm_axis(r, int(attrs.get("axis", 1)), rank)
     if axis == rank - 1:
         return r.apply1(kind, {"axis": axis}, [x])
     # opset < 13: the input is seen as a 2-D [prod(:axis), prod(axis:)] matrix
@@ -201,8 +200,7 @@ def _onnx_batch_norm(r, attrs, ins):
 def _onnx_layer_norm(r, attrs, ins):
     x = onnx_need(r, ins, 0, "X")
     rank = onnx_rank(r, x)
-    axis = int(attrs.get("axis", -1))
-    axis = axis + rank if axis < 0 else axis
+    axis = norm_axis(r, int(attrs.get("axis", -1)), rank)
     if attrs.get("stash_type", 1) != 1:
         raise r.error("stash_type other than float is not supported")
     y = r.apply1("MVN", {"normalize_variance": True, "eps": float(attrs.get("epsilon", 1e-5)),

@@ -132,10 +132,7 @@ def _onnx_arg(r, attrs, ins):
     rank = onnx_rank(r, x)
     if attrs.get("select_last_index", 0):
         raise r.error("select_last_index=1 is not supported")
-    axis = int(attrs.get("axis", 0))
-    axis = axis + rank if axis < 0 else axis
-    if not 0 <= axis < rank:
-        raise r.error(f"axis {attrs.get('axis')} is out of range for rank {rank}")
+    axis = norm_axis(r, int(attrs.get("axis", 0)), rank)
     if x.etype not in ("f32", "f64", "f16"):
         raise r.error("ArgMax/ArgMin of integer tensors is not supported")
     c = r.ctx([x])

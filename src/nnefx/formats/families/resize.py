@@ -195,7 +195,7 @@ def _onnx_resize(r, attrs, ins):
         if not sizes and not scales:
             raise r.error("Resize needs scales or sizes")
     axes = list(attrs.get("axes", range(rank)))
-    axes = [a + rank if a < 0 else a for a in axes]
+    axes = norm_axes(r, axes, rank)
     if sizes:
         if len(sizes) != len(axes):
             raise r.error("sizes do not match the axes")

@@ -532,8 +532,8 @@ def _onnx_range(r, attrs, ins):
 def _onnx_flatten(r, attrs, ins):
     x = onnx_need(r, ins, 0, "input")
     rank = onnx_rank(r, x)
-    axis = int(attrs.get("axis", 1))
-    axis = axis + rank if axis < 0 else axis
+    axis = int(attrs.get("axis", 1))  # in [-rank, rank]: the rank itself flattens everything into the rows
+    axis = rank if axis == rank else norm_axis(r, axis, rank)
     if any(d is None for d in x.shape[:axis]):
         raise r.error("Flatten needs known leading extents")
     lead = int(np.prod(x.shape[:axis], dtype=np.int64))
@@ -579,8 +579,7 @@ def _onnx_concat(r, attrs, ins):
 def _onnx_split(r, attrs, ins):
     x = onnx_need(r, ins, 0, "input")
     rank = onnx_rank(r, x)
-    axis = int(attrs.get("axis", 0))
-    axis = axis + rank if axis < 0 else axis
+    axis = norm_axis(r, int(attrs.get("axis", 0)), rank)
     k = len(r.node.output)
     lengths = onnx_ints(r, ins[1], "split") if len(ins) > 1 and ins[1] is not None else attrs.get("split")
     if not lengths:  # absent, or an empty 'split' input: equal parts
@@ -610,7 +609,7 @@ def _onnx_pad(r, attrs, ins):
             value = float(np.asarray(onnx_const(r, ins[2], "constant_value")).reshape(-1)[0]) if \
                 np.asarray(onnx_const(r, ins[2], "constant_value")).size else 0.0
         axes = onnx_ints(r, ins[3], "axes") if len(ins) > 3 and ins[3] is not None else list(range(rank))
-    axes = [a + rank if a < 0 else a for a in axes]
+    axes = norm_axes(r, axes, rank)
     if len(pads) != 2 * len(axes):
         raise r.error(f"pads {pads} must have {2 * len(axes)} entries")
     pb, pe = [0] * rank, [0] * rank

@@ -23,6 +23,7 @@ numpy-style conventions into NNEF ones here, so the rules are written once:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -39,9 +40,15 @@ __all__ = ["BIG", "COORD_MODES", "NEAREST_MODES", "IndexPlan", "aligned", "binar
 BIG = 2 ** 31 - 1
 
 
+class Reporter(Protocol):
+    """Anything that words an error at the node being read (a NodeContext, a format's reader)."""
+
+    def error(self, message: str) -> NNEFXError: ...
+
+
 # --- axes and broadcasting --------------------------------------------------------------------
 
-def norm_axis(ctx: NodeContext, axis: int, rank: int) -> int:
+def norm_axis(ctx: Reporter, axis: int, rank: int) -> int:
     """``axis`` counted from the end when negative; an error unless ``0 <= axis < rank``."""
     a = axis + rank if axis < 0 else axis
     if not 0 <= a < rank:
@@ -49,7 +56,7 @@ def norm_axis(ctx: NodeContext, axis: int, rank: int) -> int:
     return a
 
 
-def norm_axes(ctx: NodeContext, axes: Iterable[int], rank: int) -> list[int]:
+def norm_axes(ctx: Reporter, axes: Iterable[int], rank: int) -> list[int]:
     axes = list(axes)
     out = [norm_axis(ctx, int(a), rank) for a in axes]
     if len(set(out)) != len(out):
