@@ -33,8 +33,6 @@ from ._common import onnx_const, onnx_need
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- element-wise ------------------------------------------------------------------------------
-
 _BINARY = {"Add": ("add", "add"), "Subtract": ("sub", "subtract"), "Multiply": ("mul", "multiply"),
            "Divide": ("div", "divide"), "Maximum": ("max", "maximum"), "Minimum": ("min", "minimum"),
            "Power": ("pow", "power"), "SquaredDifference": (None, "squared_difference"),
@@ -354,8 +352,6 @@ def _round(ctx: NodeContext):
 
 
 # --- ONNX nodes -----------------------------------------------------------------------------------
-
-# --- element-wise ---------------------------------------------------------------------------------
 
 _onnx_BIN = {"Add": "Add", "Sub": "Subtract", "Mul": "Multiply", "Div": "Divide", "Pow": "Power", "Max": "Maximum",
         "Min": "Minimum", "Equal": "Equal", "Less": "Less", "Greater": "Greater", "LessOrEqual": "LessEqual",

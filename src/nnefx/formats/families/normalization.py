@@ -25,8 +25,6 @@ from ._common import onnx_need, onnx_rank
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- softmax, normalisation --------------------------------------------------------------------
-
 
 @operator(("Softmax", "SoftMax"), ANY)
 def _softmax(ctx: NodeContext):
@@ -163,8 +161,6 @@ def _group_normalization(ctx: NodeContext):
 
 
 # --- ONNX nodes -----------------------------------------------------------------------------------
-
-# --- softmax & normalisation ------------------------------------------------------------------------
 
 @onnx_node("Softmax", "LogSoftmax")
 def _onnx_softmax(r, attrs, ins):

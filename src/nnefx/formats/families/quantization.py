@@ -18,8 +18,6 @@ from .elementwise import check_broadcast
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- quantization ----------------------------------------------------------------------------------------
-
 
 @operator("FakeQuantize", ANY)
 def _fake_quantize(ctx: NodeContext):

@@ -22,8 +22,6 @@ from ._common import onnx_need
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- recurrent cells -------------------------------------------------------------------------------
-
 
 def _chunks(ctx: NodeContext, i: int, n: int) -> list[str]:
     """Split a weight input along axis 0 into n equal parts (folded when constant)."""

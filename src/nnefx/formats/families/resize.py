@@ -25,8 +25,6 @@ from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- Interpolate -----------------------------------------------------------------------------------
-
 
 @operator("Interpolate", ANY)
 def _interpolate(ctx: NodeContext):

@@ -27,8 +27,6 @@ from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- shape operations ---------------------------------------------------------------------------
-
 
 @operator("ShapeOf", ANY)
 def _shape_of(ctx: NodeContext):
@@ -481,8 +479,6 @@ def _shuffle_channels(ctx: NodeContext):
 
 
 # --- ONNX nodes -----------------------------------------------------------------------------------
-
-# --- shapes & data movement -------------------------------------------------------------------------------
 
 @onnx_node("Constant")
 def _onnx_constant(r, attrs, ins):

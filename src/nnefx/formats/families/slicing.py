@@ -33,8 +33,6 @@ from ._common import onnx_need
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- slicing ------------------------------------------------------------------------------------
-
 def _masks(ctx: NodeContext) -> dict[str, list[int]]:
     return {k: (ctx.ints(k, []) if ctx.has(k) else []) for k in
             ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask")}

@@ -23,8 +23,6 @@ from ._common import onnx_need, onnx_rank
 
 # --- IR v10/11 layers and the numpy-style operator set ----------------------------------------
 
-# --- sliding window ------------------------------------------------------------------------------
-
 
 def _spatial(ctx: NodeContext, key: str, n: int, default: int | None) -> list[int]:
     if not ctx.has(key) and default is not None:
@@ -253,8 +251,6 @@ def _adaptive_pool(ctx: NodeContext):
 
 
 # --- ONNX nodes -----------------------------------------------------------------------------------
-
-# --- convolution, pooling, matmul ----------------------------------------------------------------------
 
 def _onnx_conv_pads(r, attrs, spatial, kernel, strides, dil) -> list[tuple[int, int]]:
     n = len(kernel)
