@@ -106,3 +106,16 @@ def test_apply_folds_constants_and_names_the_node():
     assert folded.is_const and folded.shape == (2, 3) and b.graph.operations == []
     with pytest.raises(NNEFXError, match="internal: no reader"):
         ctx.apply("NoSuchOperator", {}, [])
+
+
+def test_coordinate_modes():
+    from nnefx.formats.reading.conventions import multilinear_method, nearest_upsample_fits, source_coordinate
+
+    i = np.arange(4.0)
+    np.testing.assert_allclose(source_coordinate(i, 2.0, 2, 4, "half_pixel"), [-0.25, 0.25, 0.75, 1.25])
+    np.testing.assert_allclose(source_coordinate(i, 2.0, 2, 4, "asymmetric"), [0, 0.5, 1, 1.5])
+    np.testing.assert_allclose(source_coordinate(i, 2.0, 2, 4, "align_corners"), [0, 1 / 3, 2 / 3, 1])
+    # NNEF's nearest_upsample reads floor(i / f): asymmetric + floor does, half_pixel + floor does not
+    assert nearest_upsample_fits("asymmetric", "floor") and not nearest_upsample_fits("half_pixel", "floor")
+    assert np.array_equal(np.floor(source_coordinate(i, 2.0, 2, 4, "asymmetric")), i // 2)
+    assert multilinear_method("align_corners") == "aligned" and multilinear_method("tf_half_pixel_for_nn") is None

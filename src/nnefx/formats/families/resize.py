@@ -14,7 +14,7 @@ import numpy as np
 
 from ...ops.ir_opset import COORD_MODES, INTERP_MODES, NEAREST_MODES
 from ..reading.context import NodeContext
-from ..reading.conventions import norm_axes
+from ..reading.conventions import multilinear_method, nearest_upsample_fits, norm_axes
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Dim, const
 from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
@@ -140,15 +140,11 @@ def _interp_standard(ctx: NodeContext, x: str, xshape, axes, sizes, scales, mode
     if any(abs(s - f) > 1e-9 for s, f in zip(scales, factors, strict=True)) or all(f == 1 for f in factors):
         return None
     if mode == "nearest":
-        ok = (coord == "asymmetric" and nearest in ("floor", "simple")) or \
-             (coord in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil") or \
-             (coord == "tf_half_pixel_for_nn" and nearest == "floor")
-        if not ok:
+        if not nearest_upsample_fits(coord, nearest):
             return None
         return ctx.emit1("nearest_upsample", {"input": x}, {"factor": factors})
     if mode in ("linear", "linear_onnx"):
-        method = {"half_pixel": "symmetric", "pytorch_half_pixel": "symmetric", "align_corners": "aligned",
-                  "asymmetric": "asymmetric"}.get(coord)
+        method = multilinear_method(coord)
         if method is None:
             return None
         return ctx.emit1("multilinear_upsample", {"input": x},

@@ -14,10 +14,11 @@ numpy-style conventions into NNEF ones here, so the rules are written once:
   :func:`slice_plan`, :func:`emit_index_plan`, :func:`gather_indices`): bounds clamped to
   the extent, negative starts/stops/indices counted from the end, numpy's ``slice.indices``
   (ONNX operator docs: Slice, Gather; OpenVINO opset docs: StridedSlice-1, Slice-8, Gather-8);
-* **interpolation coordinate modes**: :data:`COORD_MODES` (``half_pixel``,
-  ``pytorch_half_pixel``, ``asymmetric``, ``tf_half_pixel_for_nn``, ``align_corners``; ONNX
-  operator docs: Resize; OpenVINO opset docs: Interpolate-4/11), computed by
-  :mod:`nnefx.ops.ir_opset`.
+* **interpolation coordinate modes** (:func:`source_coordinate`, :func:`nearest_upsample_fits`,
+  :func:`multilinear_method`): :data:`COORD_MODES` (``half_pixel``, ``pytorch_half_pixel``,
+  ``asymmetric``, ``tf_half_pixel_for_nn``, ``align_corners``; ONNX operator docs: Resize;
+  OpenVINO opset docs: Interpolate-4/11), and which of them NNEF's own ``nearest_upsample`` /
+  ``multilinear_upsample`` compute exactly (NNEF spec §4.3, sliding-window operations).
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from typing import Protocol
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...ops.ir_opset import COORD_MODES, NEAREST_MODES
+from ...ops.ir_opset import COORD_MODES, NEAREST_MODES, _source_coordinate
 from .context import NodeContext
 from .values import Value, dtype_of
 
 __all__ = ["BIG", "COORD_MODES", "NEAREST_MODES", "IndexPlan", "aligned", "binary", "broadcast_shapes",
-           "const_value", "emit_index_plan", "gather_indices", "norm_axes", "norm_axis", "slice_plan",
-           "strided_plan", "unary"]
+           "const_value", "emit_index_plan", "gather_indices", "multilinear_method", "nearest_upsample_fits",
+           "norm_axes", "norm_axis", "slice_plan", "source_coordinate", "strided_plan", "unary"]
 
 #: The "to the end" bound of a slice whose extent is unknown (OpenVINO's and ONNX's INT_MAX).
 BIG = 2 ** 31 - 1
@@ -265,3 +266,25 @@ def gather_indices(ctx: NodeContext, indices: np.ndarray, extent: int | None) ->
             raise ctx.error(f"gather index out of range for extent {extent}")
         idx = np.where(idx < 0, idx + extent, idx)
     return idx
+
+
+# --- interpolation coordinate modes ---------------------------------------------------------------
+
+def source_coordinate(i: np.ndarray, scale: float, n_in: int, n_out: int, mode: str) -> np.ndarray:
+    """The input coordinate output index ``i`` samples along one axis, by coordinate mode."""
+    return _source_coordinate(i, scale, n_in, n_out, mode)
+
+
+def nearest_upsample_fits(coord: str, nearest: str) -> bool:
+    """Whether nearest resizing by a whole factor with these modes is NNEF's ``nearest_upsample``
+    (every output reads input ``floor(i / factor)``)."""
+    return (coord == "asymmetric" and nearest in ("floor", "simple")) or \
+        (coord in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil") or \
+        (coord == "tf_half_pixel_for_nn" and nearest == "floor")
+
+
+def multilinear_method(coord: str) -> str | None:
+    """The ``multilinear_upsample`` method (border ``replicate``) computing linear resizing by a
+    whole factor with coordinate mode ``coord``, or None where no method does."""
+    return {"half_pixel": "symmetric", "pytorch_half_pixel": "symmetric", "align_corners": "aligned",
+            "asymmetric": "asymmetric"}.get(coord)
