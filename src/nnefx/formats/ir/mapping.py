@@ -67,8 +67,9 @@ def _load_ir_readers() -> None:
     global _loaded
     if _loaded:
         return
+    from . import legacy, opset_ir  # noqa: F401 - (a failed import is retried by the next lookup)
+
     _loaded = True
-    from . import legacy, opset_ir  # noqa: F401
 
 
 def find_mapping(ltype: str, version: str | None) -> MapFn | None:

@@ -103,8 +103,9 @@ def load_families() -> None:
     global _loaded
     if _loaded:
         return
+    from .. import families  # noqa: F401 - (a failed import is retried by the next lookup)
+
     _loaded = True
-    from .. import families  # noqa: F401
 
 
 def find_operator(kind: str, version: str | None) -> ReadFn | None:
