@@ -24,7 +24,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Model, Operation, Tensor
-from ..reading.context import NodeContext
+from ..reading.context import NodeContext, apply_operator
 from ..reading.graph import ImportGraph
 from ..reading.registry import find_onnx_node
 from ..reading.values import Value, const, etype_of_array, nnef_dtype
@@ -226,7 +226,9 @@ class OnnxReader:
     def apply(self, kind: str, attrs: dict[str, Any], values: list[Value], n_out: int = 1,
               version: str = "opset8", out_dims: list | None = None) -> list[Value]:
         """Read the node as numpy-style operator ``kind`` (folded when every input is known)."""
-        return self.ctx(values).apply(kind, attrs, values, version=version, n_out=n_out, out_dims=out_dims)
+        node = self.node
+        return apply_operator(self.builder, node.name or f"{node.op_type}_{self.index}", self.loc(self.where()),
+                              self.where(), kind, attrs, values, version=version, n_out=n_out, out_dims=out_dims)[0]
 
     def apply1(self, kind: str, attrs: dict[str, Any], values: list[Value], **kw: Any) -> Value:
         return self.apply(kind, attrs, values, **kw)[0]

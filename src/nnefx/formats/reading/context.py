@@ -273,27 +273,37 @@ class NodeContext:
         The result is folded while loading when every input is a constant and the operator
         has a fold; diagnostics keep naming this node.
         """
-        from .registry import find_fold, find_operator
-
-        fn = find_operator(kind, version)
-        if fn is None:
-            raise self.error(f"internal: no reader of the numpy-style operator '{kind}' ({version})")
-        sub = NodeContext(self.builder, kind, self.name, dict(attrs), values, version, self.location,
-                          out_dims=out_dims if out_dims is not None else [None] * n_out, where=self._where)
-        folder = find_fold(kind, version)
-        if folder is not None and values and all(v.is_const for v in values):
-            try:
-                res = folder(sub, [v.const for v in values])
-            except NNEFXError:
-                raise
-            except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError) as exc:
-                raise self.error(f"cannot evaluate constant node: {exc}") from None
-            if res is not None:
-                outs = res if isinstance(res, list) else [res]
-                return [o if isinstance(o, Value) else sub.folded(np.asarray(o)) for o in outs]
-        res = fn(sub)
-        self.ops.extend(sub.ops)
-        return res if isinstance(res, list) else [res]
+        outs, ops = apply_operator(self.builder, self.name, self.location, self._where, kind, attrs, values,
+                                   version=version, n_out=n_out, out_dims=out_dims)
+        self.ops.extend(ops)
+        return outs
 
     def apply1(self, kind: str, attrs: dict[str, Any], values: list[Value], **kw: Any) -> Value:
         return self.apply(kind, attrs, values, **kw)[0]
+
+
+def apply_operator(builder: ImportGraph, name: str, location: Location | None, where: str, kind: str,
+                   attrs: dict[str, Any], values: list[Value], *, version: str = "opset8", n_out: int = 1,
+                   out_dims: list | None = None) -> tuple[list[Value], list[Operation]]:
+    """Read node ``name`` as numpy-style operator ``kind``: its output Values and the operations
+    emitted (none when it folds: every input known while loading and the operator has a fold)."""
+    from .registry import find_fold, find_operator
+
+    fn = find_operator(kind, version)
+    if fn is None:
+        raise NNEFXError(f"internal: no reader of the numpy-style operator '{kind}' ({version})", location)
+    sub = NodeContext(builder, kind, name, dict(attrs), values, version, location,
+                      out_dims=out_dims if out_dims is not None else [None] * n_out, where=where)
+    folder = find_fold(kind, version)
+    if folder is not None and values and all(v.is_const for v in values):
+        try:
+            res = folder(sub, [v.const for v in values])
+        except NNEFXError:
+            raise
+        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError) as exc:
+            raise sub.error(f"cannot evaluate constant node: {exc}") from None
+        if res is not None:
+            outs = res if isinstance(res, list) else [res]
+            return [o if isinstance(o, Value) else sub.folded(np.asarray(o)) for o in outs], []
+    res = fn(sub)
+    return (res if isinstance(res, list) else [res]), sub.ops
