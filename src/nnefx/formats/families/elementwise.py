@@ -351,6 +351,52 @@ def _round(ctx: NodeContext):
     return ctx.result(ctx.emit1("ir_round", {"x": ctx.tensor(0)}, {"mode": mode}))
 
 
+# --- IsNaN / IsInf / IsFinite, bitwise operations on booleans -------------------------------------
+
+
+@operator(("IsNaN", "IsInf", "IsFinite"), ANY)
+def _is_class(ctx: NodeContext):
+    # OpenVINO opset10: x - x is 0 exactly for finite x and NaN for NaN and infinities, so the
+    # tests below hold for every floating width (no constant like FLT_MAX is involved).
+    ctx.expect_inputs(1)
+    x = ctx.tensor(0)
+
+    def test(op: str, a, b) -> str:
+        return binary(ctx, op, a, b, out_dtype="logical")
+
+    if ctx.type == "IsNaN":
+        y = test("ne", x, x)
+    elif ctx.type == "IsFinite":
+        y = test("eq", binary(ctx, "sub", x, x), 0.0)
+    else:
+        y = test("and", test("eq", x, x), test("ne", binary(ctx, "sub", x, x), 0.0))
+        pos, neg = ctx.bool("detect_positive", True), ctx.bool("detect_negative", True)
+        if not (pos or neg):
+            y = test("and", y, False)
+        elif pos != neg:
+            y = test("and", y, test("gt" if pos else "lt", x, 0.0))
+    return ctx.result(y)
+
+
+@operator(("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"), ANY)
+def _bitwise(ctx: NodeContext):
+    # OpenVINO opset13 bitwise operations: on booleans they are the logical ones; on integers
+    # no NNEF operation computes them.
+    if any(ctx.in_etype(i) != "boolean" for i in range(len(ctx.values))):
+        raise ctx.error(f"{ctx.type} is supported on boolean tensors only (found "
+                        f"{', '.join(ctx.in_etype(i) for i in range(len(ctx.values)))})")
+    if ctx.type == "BitwiseNot":
+        ctx.expect_inputs(1)
+        return ctx.result(ctx.emit1("not", {"x": ctx.tensor(0)}, out_dtype="logical"))
+    ctx.expect_inputs(2)
+    check_broadcast(ctx)
+    a, b = aligned(ctx, [0, 1])
+    if ctx.type == "BitwiseXor":  # (a or b) and not (a and b)
+        both = ctx.emit1("not", {"x": binary(ctx, "and", a, b, "logical")}, out_dtype="logical")
+        return ctx.result(binary(ctx, "and", binary(ctx, "or", a, b, "logical"), both, "logical"))
+    return ctx.result(binary(ctx, "and" if ctx.type == "BitwiseAnd" else "or", a, b, "logical"))
+
+
 # --- ONNX nodes -----------------------------------------------------------------------------------
 
 _onnx_BIN = {"Add": "Add", "Sub": "Subtract", "Mul": "Multiply", "Div": "Divide", "Pow": "Power", "Max": "Maximum",

@@ -160,6 +160,24 @@ def _group_normalization(ctx: NodeContext):
     return ctx.result(y)
 
 
+# --- GRN (an exact composition of standard operations) -------------------------------------------
+
+
+@operator("GRN", ANY)
+def _grn_opset(ctx: NodeContext):
+    # OpenVINO opset1 GRN: x / sqrt(sum over channels (axis 1) of x^2 + bias); the bias sits
+    # under the root, so this is not NNEF's l2_normalization (bias added to the root).
+    ctx.expect_inputs(1)
+    if ctx.in_rank(0) < 2:
+        raise ctx.error("GRN needs an input of rank 2 or more (channels on axis 1)")
+    bias = ctx.float("bias")
+    if not bias >= 0:
+        raise ctx.error(f"bias = {bias} must be a non-negative number")
+    x = ctx.tensor(0)
+    s = ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": [1]})
+    return ctx.result(binary(ctx, "div", x, unary(ctx, "sqrt", binary(ctx, "add", s, bias))))
+
+
 # --- ONNX nodes -----------------------------------------------------------------------------------
 
 @onnx_node("Softmax", "LogSoftmax")

@@ -478,6 +478,128 @@ def _shuffle_channels(ctx: NodeContext):
     return ctx.result(ctx.emit1("reshape", {"input": t}, {"shape": back}, dtype=dt), ctx.in_etype(0))
 
 
+# --- Identity, Roll, Eye, SpaceToBatch / BatchToSpace ---------------------------------------------
+
+
+@fold("Identity", OPSETS)
+def _fold_identity(ctx: NodeContext, arrays):
+    return arrays[0]
+
+
+@operator("Identity", ANY)
+def _identity(ctx: NodeContext):
+    # OpenVINO opset16 Identity: the input, unchanged
+    ctx.expect_inputs(1)
+    return ctx.result(ctx.emit1("copy", {"x": ctx.tensor(0)}, dtype=dtype_of(ctx.input(0))), ctx.in_etype(0))
+
+
+@operator("Roll", ANY)
+def _roll(ctx: NodeContext):
+    # OpenVINO opset7 Roll: shifts per axis (a scalar shift applies to every axis; an axis named
+    # more than once moves by the sum of its shifts); as slices of the static axis + concat.
+    ctx.expect_inputs(3)
+    shape = ctx.in_shape(0)
+    rank = ctx.in_rank(0)
+    shifts, axes = ctx.const_ints(1, "shift"), ctx.const_ints(2, "axes")
+    if any(not -rank <= a < rank for a in axes):
+        raise ctx.error(f"axes {axes} out of range for rank {rank}")
+    axes = [a % rank for a in axes]
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(shifts) != len(axes):
+        raise ctx.error(f"{len(shifts)} shifts for {len(axes)} axes")
+    total: dict[int, int] = {}
+    for s, a in zip(shifts, axes, strict=True):
+        total[a] = total.get(a, 0) + s
+    x0 = x = ctx.tensor(0)
+    dt = dtype_of(ctx.input(0))
+    for a, s in total.items():
+        n = shape[a]
+        if n is None:
+            raise ctx.error(f"Roll needs a known extent on axis {a}")
+        s %= n
+        if s:
+            tail = ctx.emit1("slice", {"input": x}, {"axes": [a], "begin": [n - s], "end": [n]}, dtype=dt)
+            head = ctx.emit1("slice", {"input": x}, {"axes": [a], "begin": [0], "end": [n - s]}, dtype=dt)
+            x = ctx.emit1("concat", {"values": [tail, head]}, {"axis": a}, dtype=dt)
+    if x == x0:
+        x = ctx.emit1("copy", {"x": x}, dtype=dt)
+    return ctx.result(x, ctx.in_etype(0))
+
+
+@fold("Eye", OPSETS)
+def _fold_eye(ctx: NodeContext, arrays):
+    # OpenVINO opset9 Eye: ones on the diagonal shifted by diagonal_index, broadcast to batch_shape
+    rows, cols, k = (int(np.asarray(a).reshape(-1)[0]) for a in arrays[:3])
+    batch = [int(d) for d in np.asarray(arrays[3]).reshape(-1)] if len(arrays) > 3 else []
+    if rows < 0 or cols < 0 or any(d < 0 for d in batch):
+        raise ctx.error(f"Eye extents must not be negative (rows {rows}, columns {cols}, batch {batch})")
+    ctx.check_items(batch + [rows, cols])
+    np_type = _ETYPE_NUMPY.get(ctx.out_etype(0))
+    if np_type is None:
+        raise ctx.error(f"Eye of output type {ctx.out_etype(0)} is not supported")
+    return np.broadcast_to(np.eye(rows, cols, k, dtype=np_type), (*batch, rows, cols)).copy()
+
+
+_ETYPE_NUMPY = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+                "i16": np.int16, "i8": np.int8, "u64": np.uint64, "u32": np.uint32, "u16": np.uint16,
+                "u8": np.uint8, "boolean": np.bool_}
+
+
+@operator("Eye", ANY)
+def _eye(ctx: NodeContext):
+    raise ctx.error("Eye needs its rows, columns, diagonal index and batch shape known while loading")
+
+
+@operator(("SpaceToBatch", "BatchToSpace"), ANY)
+def _space_batch(ctx: NodeContext):
+    # OpenVINO opset2 SpaceToBatch / BatchToSpace, as their specifications define them: pad,
+    # reshape to [N, D1/B1, B1, ...], move the blocks in front of the batch, reshape (and the
+    # reverse, then crop).  Static shapes and load-time block/pad/crop vectors only.
+    ctx.expect_inputs(4)
+    shape = ctx.in_shape(0)
+    if shape is None or any(d is None for d in shape):
+        raise ctx.error(f"{ctx.type} needs a static input shape")
+    r = len(shape)
+    blocks, lo, hi = (ctx.const_ints(i, what) for i, what in ((1, "block_shape"), (2, "begin"), (3, "end")))
+    if len(blocks) != r or len(lo) != r or len(hi) != r or blocks[0] != 1 or min(blocks) < 1 \
+            or min(lo) < 0 or min(hi) < 0:
+        raise ctx.error(f"block_shape {blocks}, begin {lo} and end {hi} must have {r} items, block_shape[0] = 1, "
+                        "no negative values")
+    x, dt = ctx.tensor(0), dtype_of(ctx.input(0))
+    n, dims, bs = shape[0], list(shape[1:]), blocks[1:]
+    if ctx.type == "SpaceToBatch":
+        padded = [d + a + b for d, a, b in zip(dims, lo[1:], hi[1:], strict=True)]
+        if lo[0] or hi[0] or any(p % b for p, b in zip(padded, bs, strict=True)):
+            raise ctx.error(f"padded extents {padded} must divide by block_shape {blocks} (and the batch is not padded)")
+        if any(lo + hi):
+            if dt != "scalar":
+                raise ctx.error("padding a non-float tensor is not supported")
+            x = ctx.emit1("pad", {"input": x}, {"padding": list(zip(lo, hi, strict=True))})
+        split = [n] + [v for p, b in zip(padded, bs, strict=True) for v in (p // b, b)]
+        x = ctx.emit1("reshape", {"input": x}, {"shape": split}, dtype=dt)
+        k = len(bs)
+        x = ctx.emit1("transpose", {"input": x}, {"axes": [2 + 2 * i for i in range(k)] + [0] +
+                                                   [1 + 2 * i for i in range(k)]}, dtype=dt)
+        out = [n * int(np.prod(bs))] + [p // b for p, b in zip(padded, bs, strict=True)]
+        return ctx.result(ctx.emit1("reshape", {"input": x}, {"shape": out}, dtype=dt))
+    prod = int(np.prod(bs))
+    if n % prod:
+        raise ctx.error(f"batch {n} does not divide by the block volume {prod}")
+    k = len(bs)
+    x = ctx.emit1("reshape", {"input": x}, {"shape": bs + [n // prod] + dims}, dtype=dt)
+    axes = [k] + [v for i in range(k) for v in (k + 1 + i, i)]
+    x = ctx.emit1("transpose", {"input": x}, {"axes": axes}, dtype=dt)
+    full = [d * b for d, b in zip(dims, bs, strict=True)]
+    x = ctx.emit1("reshape", {"input": x}, {"shape": [n // prod] + full}, dtype=dt)
+    if lo[0] or hi[0] or any(a + b > f for a, b, f in zip(lo[1:], hi[1:], full, strict=True)):
+        raise ctx.error(f"crops {lo}/{hi} do not fit the shape {[n // prod] + full} (and the batch is not cropped)")
+    if any(lo + hi):
+        x = ctx.emit1("slice", {"input": x}, {"axes": list(range(1, r)), "begin": lo[1:],
+                                             "end": [f - b for f, b in zip(full, hi[1:], strict=True)]}, dtype=dt)
+    return ctx.result(x)
+
+
 # --- ONNX nodes -----------------------------------------------------------------------------------
 
 @onnx_node("Constant")
