@@ -652,10 +652,16 @@ def _onnx_flatten(r, attrs, ins):
     rank = onnx_rank(r, x)
     axis = int(attrs.get("axis", 1))  # in [-rank, rank]: the rank itself flattens everything into the rows
     axis = rank if axis == rank else norm_axis(r, axis, rank)
-    if any(d is None for d in x.shape[:axis]):
-        raise r.error("Flatten needs known leading extents")
-    lead = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return r.apply1("Reshape", {"special_zero": False}, [x, const(np.array([lead, -1], np.int64))])
+    lead, rest = x.shape[:axis], x.shape[axis:]
+    if all(d is not None for d in lead):
+        target = [int(np.prod(lead, dtype=np.int64)), -1]
+    elif all(d is not None for d in rest):  # e.g. an unknown batch: [-1, C*H*W]
+        target = [-1, int(np.prod(rest, dtype=np.int64))]
+    elif axis == 1:
+        return r.apply1("Reshape", {"special_zero": True}, [x, const(np.array([0, -1], np.int64))])
+    else:
+        raise r.error("Flatten needs known leading or trailing extents")
+    return r.apply1("Reshape", {"special_zero": False}, [x, const(np.array(target, np.int64))])
 
 
 @onnx_node("Reshape")
