@@ -36,7 +36,7 @@ def _nms(ctx: NodeContext):
     iet = element_type(ctx.str("output_type", "i64"), ctx.location)
     if ctx.version not in ("opset5", "opset9") and ctx.n_outputs == 1:
         raise ctx.error(f"NonMaxSuppression {ctx.version} (fixed-size output) is not supported")
-    outs = ctx.emit("ir_nms", {"boxes": ctx.tensor(0), "scores": ctx.tensor(1)},
+    outs = ctx.emit("non_max_suppression", {"boxes": ctx.tensor(0), "scores": ctx.tensor(1)},
                     {"max_output_boxes_per_class": max_out, "iou_threshold": iou, "score_threshold": score,
                      "soft_nms_sigma": sigma, "box_encoding": encoding, "sort_result_descending": sort},
                     outputs=3)

@@ -6,7 +6,7 @@ Swish, HSigmoid/HSwish, Mish, SoftSign, HardSigmoid, SELU, PReLU, Clamp), Select
 Numpy broadcasting is made explicit before every NNEF binary operation (see
 :func:`nnefx.formats.reading.conventions.aligned`); operations on constants are folded while
 loading (the ``@fold`` functions), so the graph holds only run-time work; integer run-time
-arithmetic (shape computations under a dynamic batch) uses ``ir_arith``/``ir_compare``, because
+arithmetic (shape computations under a dynamic batch) uses ``integer_arith``/``integer_compare``, because
 NNEF arithmetic is defined on ``scalar`` only.
 
 Specifications: OpenVINO opset docs: arithmetic/comparison/logical/activation operations; ONNX operator docs: Add, Sub,
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...ops.ir_opset import arith, compare, convert
+from ...ops.ext import arith, compare, convert
 from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
@@ -79,7 +79,7 @@ def _binary(ctx: NodeContext):
             x, y = aligned(ctx, [0, 1])
             d = binary(ctx, "sub", x, y)
             return ctx.result(binary(ctx, "mul", d, d))
-        z = ctx.emit1("ir_arith", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": _arith_op(ctx)},
+        z = ctx.emit1("integer_arith", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": _arith_op(ctx)},
                       dtype=dtype_of(ctx.input(0)))
         return ctx.result(z, ctx.in_etype(0))
     x, y = aligned(ctx, [0, 1])
@@ -100,7 +100,7 @@ def _compare(ctx: NodeContext):
     nnef_op, ir_op = _COMPARE[ctx.type]
     kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
     if kinds != {"scalar"}:
-        z = ctx.emit1("ir_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
+        z = ctx.emit1("integer_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
                       dtype=dtype_of(ctx.input(0)), out_dtype="logical")
         return ctx.result(z, "boolean")
     x, y = aligned(ctx, [0, 1])
@@ -141,7 +141,7 @@ _UNARY = {"Relu": "relu", "ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", 
           "Sqrt": "sqrt", "Abs": "abs", "Negative": "neg", "Floor": "floor", "Ceiling": "ceil", "Ceil": "ceil",
           "Sin": "sin", "Cos": "cos", "Tan": "tan", "Sinh": "sinh", "Cosh": "cosh", "Asin": "asin",
           "Acos": "acos", "Atan": "atan", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
-          "Sign": "sign", "SoftPlus": "softplus", "Erf": "ir_erf"}
+          "Sign": "sign", "SoftPlus": "softplus", "Erf": "erf"}
 
 _NP_UNARY: dict[str, Callable] = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Abs": np.abs,
                                   "Negative": np.negative, "Floor": np.floor, "Ceiling": np.ceil,
@@ -167,11 +167,11 @@ def _unary(ctx: NodeContext):
                 return ctx.result(x, v.etype)
             zero = const_value(ctx, np.zeros((1,) * ctx.in_rank(0), np.int64), v.etype)
             if ctx.type == "Negative":
-                return ctx.result(ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer"),
+                return ctx.result(ctx.emit1("integer_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer"),
                                   v.etype)
-            neg = ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer")
+            neg = ctx.emit1("integer_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer")
             if ctx.type == "Abs":
-                return ctx.result(ctx.emit1("ir_arith", {"x": x, "y": neg}, {"op": "maximum"}, dtype="integer"),
+                return ctx.result(ctx.emit1("integer_arith", {"x": x, "y": neg}, {"op": "maximum"}, dtype="integer"),
                                   v.etype)
         raise ctx.error(f"{ctx.type} on {v.etype} tensors is not supported")
     return ctx.result(unary(ctx, _UNARY[ctx.type], ctx.tensor(0)))
@@ -182,9 +182,9 @@ def _clamp(ctx: NodeContext):
     lo, hi = ctx.float("min"), ctx.float("max")
     if dtype_of(ctx.input(0)) != "scalar":
         x = ctx.tensor(0)
-        a = ctx.emit1("ir_arith", {"x": x, "y": const_value(ctx, np.int64(math.ceil(lo)), ctx.in_etype(0))},
+        a = ctx.emit1("integer_arith", {"x": x, "y": const_value(ctx, np.int64(math.ceil(lo)), ctx.in_etype(0))},
                       {"op": "maximum"}, dtype="integer")
-        b = ctx.emit1("ir_arith", {"x": a, "y": const_value(ctx, np.int64(math.floor(hi)), ctx.in_etype(0))},
+        b = ctx.emit1("integer_arith", {"x": a, "y": const_value(ctx, np.int64(math.floor(hi)), ctx.in_etype(0))},
                       {"op": "minimum"}, dtype="integer")
         return ctx.result(b, ctx.in_etype(0))
     return ctx.result(ctx.emit1("clamp", {"x": ctx.tensor(0), "a": lo, "b": hi}))
@@ -197,7 +197,7 @@ def _elu(ctx: NodeContext):
 
 def _erf_gelu(ctx: NodeContext, x: str) -> str:
     s = binary(ctx, "mul", x, 1.0 / math.sqrt(2.0))
-    e = unary(ctx, "ir_erf", s)
+    e = unary(ctx, "erf", s)
     one = binary(ctx, "add", e, 1.0)
     h = binary(ctx, "mul", x, 0.5)
     return binary(ctx, "mul", h, one)
@@ -341,14 +341,14 @@ def _convert(ctx: NodeContext):
         return ctx.result(ctx.emit1("cast", {"input": x}, dtype="scalar"), dest)
     if dk == "logical":
         return ctx.result(ctx.emit1("cast", {"input": x}, dtype="logical"), dest)
-    return ctx.result(ctx.emit1("ir_convert", {"input": x}, {"destination_type": dest}, dtype=dk), dest)
+    return ctx.result(ctx.emit1("convert_element_type", {"input": x}, {"destination_type": dest}, dtype=dk), dest)
 
 @operator("Round", ANY)
 def _round(ctx: NodeContext):
     mode = ctx.choice("mode", ("half_to_even", "half_away_from_zero"))
     if dtype_of(ctx.input(0)) != "scalar":
         return ctx.result(ctx.tensor(0), ctx.in_etype(0))
-    return ctx.result(ctx.emit1("ir_round", {"x": ctx.tensor(0)}, {"mode": mode}))
+    return ctx.result(ctx.emit1("round_with_mode", {"x": ctx.tensor(0)}, {"mode": mode}))
 
 
 # --- IsNaN / IsInf / IsFinite, bitwise operations on booleans -------------------------------------

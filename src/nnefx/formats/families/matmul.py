@@ -29,7 +29,7 @@ def _einsum(ctx: NodeContext):
     if "->" not in eq or "." in eq:
         raise ctx.error(f"Einsum equation '{eq}' is not supported (needs '->' and no ellipsis)")
     xs = [ctx.tensor(i) for i in range(ctx.n_inputs)]
-    return ctx.result(ctx.emit1("ir_einsum", {"inputs": xs}, {"equation": eq}))
+    return ctx.result(ctx.emit1("einsum", {"inputs": xs}, {"equation": eq}))
 
 # --- MatMul ----------------------------------------------------------------------------------------
 

@@ -144,8 +144,8 @@ def _group_normalization(ctx: NodeContext):
     t = ctx.emit1("reshape", {"input": x}, {"shape": [g, -1], "axis_start": 1, "axis_count": -1})
     t = _mvn(ctx, t, [2], True, ctx.float("epsilon"), True)
     if any(d is None for d in shape[1:]):  # dynamic spatial extents: restore the shape at run time
-        s_t = ctx.emit1("ir_shape_of", {"input": x}, dtype="scalar", out_dtype="integer")
-        t = ctx.emit1("ir_reshape", {"input": t, "shape": s_t}, {"special_zero": False}, dtype="scalar")
+        s_t = ctx.emit1("tensor_shape", {"input": x}, dtype="scalar", out_dtype="integer")
+        t = ctx.emit1("reshape_to", {"input": t, "shape": s_t}, {"special_zero": False}, dtype="scalar")
     else:
         t = ctx.emit1("reshape", {"input": t}, {"shape": [int(d) for d in shape[1:]], "axis_start": 1,
                                                 "axis_count": -1})

@@ -126,7 +126,7 @@ def _lstm_sequence(ctx: NodeContext):
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
     ctx.expect_inputs(7)
     lt = _sequence_inputs(ctx, 3)
-    outs = ctx.emit("ir_lstm_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+    outs = ctx.emit("lstm_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                          "initial_cell": ctx.tensor(2), "sequence_lengths": lt,
                                          "W": ctx.tensor(4), "R": ctx.tensor(5), "B": ctx.tensor(6)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0)}, outputs=3)
@@ -139,7 +139,7 @@ def _sequence_inputs(ctx: NodeContext, lens_index: int) -> str:
         return ctx.tensor_of(ctx.folded(np.asarray(lens.const).astype(np.int64), "i64"))
     t = ctx.tensor(lens_index)
     if lens.etype != "i64":
-        t = ctx.emit1("ir_convert", {"input": t}, {"destination_type": "i64"}, dtype="integer")
+        t = ctx.emit1("convert_element_type", {"input": t}, {"destination_type": "i64"}, dtype="integer")
     return t
 
 
@@ -149,7 +149,7 @@ def _gru_sequence(ctx: NodeContext):
         raise ctx.error("GRUSequence with non-default activations is not supported")
     ctx.expect_inputs(6)
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
-    outs = ctx.emit("ir_gru_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+    outs = ctx.emit("gru_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                         "sequence_lengths": _sequence_inputs(ctx, 2), "W": ctx.tensor(3),
                                         "R": ctx.tensor(4), "B": ctx.tensor(5)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0),
@@ -162,7 +162,7 @@ def _rnn_sequence(ctx: NodeContext):
     (act,) = _acts(ctx, ["tanh"])
     ctx.expect_inputs(6)
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
-    outs = ctx.emit("ir_rnn_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+    outs = ctx.emit("rnn_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                         "sequence_lengths": _sequence_inputs(ctx, 2), "W": ctx.tensor(3),
                                         "R": ctx.tensor(4), "B": ctx.tensor(5)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0), "activation": act}, outputs=2)
@@ -179,9 +179,9 @@ def _rnn_sequence(ctx: NodeContext):
 # length, leave zeros past it and return the last active state.
 
 #: per ONNX kind: IR operation, gate count, IR gate block -> ONNX gate block, default activations
-_ONNX_SEQ = {"LSTM": ("ir_lstm_sequence", 4, [2, 0, 3, 1], ["sigmoid", "tanh", "tanh"]),
-             "GRU": ("ir_gru_sequence", 3, [0, 1, 2], ["sigmoid", "tanh"]),
-             "RNN": ("ir_rnn_sequence", 1, [0], ["tanh"])}
+_ONNX_SEQ = {"LSTM": ("lstm_sequence", 4, [2, 0, 3, 1], ["sigmoid", "tanh", "tanh"]),
+             "GRU": ("gru_sequence", 3, [0, 1, 2], ["sigmoid", "tanh"]),
+             "RNN": ("rnn_sequence", 1, [0], ["tanh"])}
 
 
 def _onnx_gate_rows(c: NodeContext, v: Value, order: list[int], hs: int, what: str) -> str:
@@ -285,7 +285,7 @@ def _onnx_sequence(r, attrs, ins):
     if opt[4] is not None:
         lv = opt[4]
         lens = const_value(c, np.asarray(lv.const).astype(np.int64), "i64") if lv.is_const else \
-            c.emit1("ir_convert", {"input": c.tensor_of(lv)}, {"destination_type": "i64"}, dtype="integer")
+            c.emit1("convert_element_type", {"input": c.tensor_of(lv)}, {"destination_type": "i64"}, dtype="integer")
     elif t is not None:
         lens = const_value(c, np.array([t], np.int64), "i64")
     else:

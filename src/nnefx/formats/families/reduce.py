@@ -34,7 +34,7 @@ def _top_k(ctx: NodeContext):
     if dtype_of(ctx.input(0)) != "scalar":
         raise ctx.error("TopK of integer tensors is not supported")
     iet = element_type(ctx.str("index_element_type", "i32"), ctx.location)
-    vals, idx = ctx.emit("ir_top_k", {"input": ctx.tensor(0)},
+    vals, idx = ctx.emit("top_k", {"input": ctx.tensor(0)},
                          {"k": k[0], "axis": axis, "mode": mode, "sort": "index" if sort == "index" else "value"},
                          outputs=2)
     ctx.builder.graph.tensors[idx].dtype = "integer"
@@ -46,7 +46,7 @@ def _cumsum(ctx: NodeContext):
     axis = norm_axis(ctx, ctx.const_ints(1, "axis")[0] if ctx.n_inputs > 1 else 0, r)
     if dtype_of(ctx.input(0)) != "scalar":
         raise ctx.error("CumSum of integer tensors is not supported")
-    y = ctx.emit1("ir_cumsum", {"x": ctx.tensor(0)}, {"axis": axis, "exclusive": ctx.bool("exclusive", False),
+    y = ctx.emit1("cumulative_sum", {"x": ctx.tensor(0)}, {"axis": axis, "exclusive": ctx.bool("exclusive", False),
                                                       "reverse": ctx.bool("reverse", False)})
     return ctx.result(y)
 
@@ -87,7 +87,7 @@ def _reduce(ctx: NodeContext):
     elif ctx.type == "ReduceL2":
         y = unary(ctx, "sqrt", ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes}))
     elif ctx.type == "ReduceProd":
-        y = ctx.emit1("ir_reduce_prod", {"input": x}, {"axes": axes})
+        y = ctx.emit1("prod_reduce", {"input": x}, {"axes": axes})
     else:
         y = ctx.emit1(op, {"input": x}, {"axes": axes}, out_dtype=kind)
     if not keep:

@@ -1,7 +1,7 @@
 """Resizing: how each operator is read from IR and ONNX (and written, below).
 
 Interpolate (opset 1, 4 and 11 forms); ONNX Resize and Upsample.  Coordinate modes are in
-:mod:`nnefx.ops.ir_opset` (``COORD_MODES``).
+:mod:`nnefx.ops.ext` (``COORD_MODES``).
 
 Specifications: OpenVINO opset docs: Interpolate-1/4/11; ONNX operator docs: Resize (coordinate_transformation_mode), Upsample.
 """
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ...ops.ir_opset import COORD_MODES, INTERP_MODES, NEAREST_MODES
+from ...ops.ext import COORD_MODES, INTERP_MODES, NEAREST_MODES
 from ..reading.context import NodeContext
 from ..reading.conventions import multilinear_method, nearest_upsample_fits, norm_axes
 from ..reading.registry import ANY, onnx_node, operator
@@ -105,7 +105,7 @@ def _interpolate(ctx: NodeContext):
         mode = "linear_onnx"
     if mode not in INTERP_MODES:
         raise ctx.error(f"Interpolate mode '{mode}' is not supported")
-    y = ctx.emit1("ir_interpolate", {"input": x},
+    y = ctx.emit1("interpolate", {"input": x},
                   {"axes": axes, "sizes": sizes, "scales": scales, "mode": mode,
                    "coordinate_transformation_mode": coord, "nearest_mode": nearest, "cubic_coeff_a": cubic_a})
     return ctx.result(y)

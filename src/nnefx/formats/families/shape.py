@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...ops.ir_opset import broadcast_to, reshape_target
+from ...ops.ext import broadcast_to, reshape_target
 from ..reading.context import NodeContext
 from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
@@ -36,14 +36,14 @@ def _shape_of(ctx: NodeContext):
         return ctx.folded(np.asarray(shape, dtype=np.int64), et)
     x = ctx.tensor(0)
     if shape is None:
-        return ctx.result(ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer"),
+        return ctx.result(ctx.emit1("tensor_shape", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer"),
                           et)
     sym = np.empty(len(shape), dtype=object)
     for i, d in enumerate(shape):
         sym[i] = Dim(x, i) if d is None else int(d)
 
     def lazy() -> str:
-        return ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer")
+        return ctx.emit1("tensor_shape", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer")
 
     return Value(sym=sym, etype=et, shape=(len(shape),), lazy=lazy)
 
@@ -73,7 +73,7 @@ def _reshape_spec(ctx: NodeContext, target: np.ndarray, x: Value) -> list[int] |
         if e == 0 and x.shape is not None and k < len(x.shape) and x.shape[k] is not None:
             e = int(x.shape[k])
         out.append(e)
-    return None if out.count(-1) > 1 else out  # None: reshape at run time (ir_reshape)
+    return None if out.count(-1) > 1 else out  # None: reshape at run time (reshape_to)
 
 
 @fold("Reshape", OPSETS)
@@ -102,7 +102,7 @@ def _reshape(ctx: NodeContext):
                 except NNEFXError as exc:
                     raise ctx.error(exc.message) from None
             return ctx.result(ctx.emit1("reshape", {"input": xt}, {"shape": spec}, dtype=dtype_of(x)), x.etype)
-    y = ctx.emit1("ir_reshape", {"input": xt, "shape": ctx.tensor(1)},
+    y = ctx.emit1("reshape_to", {"input": xt, "shape": ctx.tensor(1)},
                   {"special_zero": ctx.bool("special_zero")}, dtype=dtype_of(x))
     return ctx.result(y, x.etype)
 
@@ -277,7 +277,7 @@ def _fold_broadcast(ctx: NodeContext, arrays):
     target = tuple(_ints(arrays[1]))
     ctx.check_items(target)
     if mode == "bidirectional":
-        from ...ops.ir_opset import broadcast_shape
+        from ...ops.ext import broadcast_shape
         ctx.check_items(broadcast_shape(arrays[0].shape, target))
     return broadcast_to(arrays[0], target, mode, axes)
 
@@ -296,7 +296,7 @@ def _broadcast(ctx: NodeContext):
         tgt = (1,) * (r - len(target)) + target
         try:
             if mode == "numpy":
-                from ...ops.ir_opset import broadcast_shape
+                from ...ops.ext import broadcast_shape
                 if broadcast_shape(shape, target) != target:
                     raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
         except NNEFXError as exc:
@@ -316,7 +316,7 @@ def _broadcast(ctx: NodeContext):
             x = ctx.emit1("tile", {"input": x}, {"repeats": reps}, dtype=dt)
         return ctx.result(x, v.etype)
     axes = ctx.const_ints(2, "axes_mapping") if mode == "explicit" else []
-    y = ctx.emit1("ir_broadcast", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
+    y = ctx.emit1("broadcast_to", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
                   {"mode": mode, "axes_mapping": axes}, dtype=dt)
     return ctx.result(y, v.etype)
 
@@ -409,10 +409,10 @@ def _range(ctx: NodeContext):
             arr = np.asarray(v.const).reshape(())
             args.append(ctx.tensor_of(ctx.folded(arr.astype(np.float32 if kind == "scalar" else np.int64), et)))
         elif nnef_dtype(v.etype) != kind:
-            args.append(ctx.emit1("ir_convert", {"input": ctx.tensor(i)}, {"destination_type": et}, dtype=kind))
+            args.append(ctx.emit1("convert_element_type", {"input": ctx.tensor(i)}, {"destination_type": et}, dtype=kind))
         else:
             args.append(ctx.tensor(i))
-    y = ctx.emit1("ir_range", {"start": args[0], "stop": args[1], "step": args[2]}, dtype=kind)
+    y = ctx.emit1("arange", {"start": args[0], "stop": args[1], "step": args[2]}, dtype=kind)
     return ctx.result(y, et)
 
 def _static_chw(ctx: NodeContext) -> tuple:

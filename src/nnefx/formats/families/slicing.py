@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.ir_opset import gather
+from ...ops.ext import gather
 from ..reading.context import NodeContext
 from ..reading.conventions import (
     IndexPlan,
@@ -113,7 +113,7 @@ def _gather(ctx: NodeContext):
             it = const_value(ctx, idx, "i64")
             return ctx.result(ctx.emit1("gather", {"input": x, "indices": it}, {"axis": axis}, dtype=dt),
                               ctx.in_etype(0))
-    y = ctx.emit1("ir_gather", {"input": x, "indices": ctx.tensor(1)}, {"axis": axis, "batch_dims": bd}, dtype=dt)
+    y = ctx.emit1("gather_axis", {"input": x, "indices": ctx.tensor(1)}, {"axis": axis, "batch_dims": bd}, dtype=dt)
     return ctx.result(y, ctx.in_etype(0))
 
 # --- gathers, scatters, one-hot ----------------------------------------------------------------------
@@ -131,7 +131,7 @@ def _index_tensor(ctx: NodeContext, i: int) -> str:
 @operator("GatherElements", ANY)
 def _gather_elements(ctx: NodeContext):
     axis = norm_axis(ctx, ctx.int("axis"), ctx.in_rank(0))
-    y = ctx.emit1("ir_gather_elements", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"axis": axis},
+    y = ctx.emit1("gather_elements", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"axis": axis},
                   dtype=dtype_of(ctx.input(0)))
     return ctx.result(y, ctx.in_etype(0))
 
@@ -143,7 +143,7 @@ def _gather_nd(ctx: NodeContext):
     if bd < 0:
         raise ctx.error(f"batch_dims = {bd} must not be negative")
     dt = dtype_of(ctx.input(0))
-    y = ctx.emit1("ir_gather_nd", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"batch_dims": bd},
+    y = ctx.emit1("gather_nd", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"batch_dims": bd},
                   dtype=dt)
     if ctx.version == "opset5" and bd > 0:
         # GatherND-5 flattens the batch dimensions into one
@@ -166,7 +166,7 @@ def _scatter(ctx: NodeContext):
     dt = dtype_of(ctx.input(0))
     if kind == "nd" and attrs["reduction"] != "none":
         raise ctx.error("ScatterNDUpdate with a reduction is not supported")
-    y = ctx.emit1("ir_scatter", {"data": ctx.tensor(0), "indices": _index_tensor(ctx, 1), "updates": ctx.tensor(2)},
+    y = ctx.emit1("scatter", {"data": ctx.tensor(0), "indices": _index_tensor(ctx, 1), "updates": ctx.tensor(2)},
                   attrs, dtype=dt)
     return ctx.result(y, ctx.in_etype(0))
 
@@ -181,7 +181,7 @@ def _one_hot(ctx: NodeContext):
     axis = norm_axis(ctx, axis, r + 1)
     et = ctx.in_etype(2)
     kind = nnef_dtype(et)
-    y = ctx.emit1("ir_one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
+    y = ctx.emit1("one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
                                  "off_value": ctx.tensor(3)}, {"depth": depth[0], "axis": axis}, dtype=kind)
     return ctx.result(y, et)
 

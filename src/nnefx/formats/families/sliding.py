@@ -243,7 +243,7 @@ def _adaptive_pool(ctx: NodeContext):
     if len(size) != len(shape) - 2 or any(n < 1 for n in size):
         raise ctx.error(f"output_shape {size} must give one positive extent per spatial axis")
     mode = "max" if ctx.type == "AdaptiveMaxPool" else "avg"
-    y = ctx.emit1("ir_adaptive_pool", {"input": ctx.tensor(0)}, {"output_size": size, "mode": mode})
+    y = ctx.emit1("adaptive_pool", {"input": ctx.tensor(0)}, {"output_size": size, "mode": mode})
     outs = [ctx.result(y)]
     if ctx.n_outputs > 1:
         outs.append(Value(unsupported=f"the indices output of {ctx.where()} is not supported"))

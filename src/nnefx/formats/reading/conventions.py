@@ -29,7 +29,8 @@ from typing import Protocol
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...ops.ir_opset import COORD_MODES, NEAREST_MODES, _source_coordinate
+from ...ops.ext import COORD_MODES, NEAREST_MODES
+from ...ops.ext.resize import _source_coordinate
 from .context import NodeContext
 from .values import Value, dtype_of
 
