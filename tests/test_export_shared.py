@@ -1,4 +1,4 @@
-"""What the IR v11 and ONNX writers share (nnefx.formats._export, ._export_attrs): the refusal
+"""What the IR v11 and ONNX writers share (nnefx.formats.export: context, attrs): the refusal
 wording and location, the bookkeeping of their contexts, the constant fill rule, the
 temporary-then-rename write, and what NNEF's attributes mean (slices, windows, reductions,
 resize transforms).  Both writers rely on these, so they are checked once here,
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from nnefx.diagnostics import Location, NNEFXError
-from nnefx.formats import _export_attrs as attrs
-from nnefx.formats._export import (
+from nnefx.formats.export import attrs
+from nnefx.formats.export.context import (
     ExportContextBase,
     constant_array,
     input_shape,
@@ -158,7 +158,7 @@ def test_write_atomically_all_or_nothing(tmp_path):
     assert os.stat(a).st_mode & 0o777 == 0o666 & ~mask
 
 
-# --- NNEF attribute semantics (nnefx.formats._export_attrs) -----------------------------------
+# --- NNEF attribute semantics (nnefx.formats.export.attrs) -----------------------------------
 
 
 def _op(name: str, **attribs) -> Operation:
@@ -220,7 +220,7 @@ def test_linear_upsample_transform(method, border, transform):
 
 
 def test_fp16_storage_rule():
-    from nnefx.formats._export import fp16_storable
+    from nnefx.formats.export.context import fp16_storable
 
     assert fp16_storable(np.ones(4, np.float32))
     assert not fp16_storable(np.ones(1, np.float32))                          # a scalar stays exact

@@ -14,7 +14,7 @@ binds the operation's output tensors to ports.  The rules every exporter follows
   compute theirs here.
 * **One reading of NNEF.**  What an operation's attributes mean (automatic padding, slice
   stops, reductions, border and resize modes, defaults) comes from
-  :mod:`nnefx.formats._export_attrs`, shared with the ONNX exporters, so both formats
+  :mod:`nnefx.formats.export.attrs`, shared with the ONNX exporters, so both formats
   compute the same thing for the same document; this module only emits layers.
 
 The legacy/modern traps that matter when mapping back: Gather takes (data, indices, axis);
@@ -32,165 +32,49 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
-from .. import _export_attrs as nnef_attrs
-from .._export import ExporterTable, export_copy_n
+from ..export import attrs as nnef_attrs
+from ..export import registry
+from ..export.context import export_copy_n
+from ..export.lowering import (
+    aligned,
+    bias_add,
+    binop,
+    cast,
+    channel_vector,
+    crop,
+    first_input,
+    literal_type,
+    operands,
+    out,
+    pad,
+    reshape,
+    scalar,
+    unop,
+    window,
+)
 from .writer import ETYPE, ExportContext
 
 Exporter = Callable[[ExportContext, Operation], None]
-_TABLE: ExporterTable[Exporter] = ExporterTable()
-exporter = _TABLE.exporter
-find_exporter = _TABLE.find
-
+exporter = registry.to_ir
 
 
 def exportable_ops() -> list[str]:
     """Names of the operations the IR writer can export."""
-    return _TABLE.names()
+    return registry.table("ir").names()
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-def out(op: Operation, k: int = 0) -> str:
-    return op.output_names()[k]
 
 
 def out_shape(ctx: ExportContext, op: Operation, k: int = 0) -> tuple:
     return ctx.shape(out(op, k))
 
 
-def _first(op: Operation, *names: str) -> Any:
-    for n in names:
-        if n in op.inputs:
-            return op.inputs[n]
-    raise KeyError(names[0])
-
-
-def aligned(ctx: ExportContext, value: Any, rank: int, etype: str = "f32") -> Any:
-    """``value`` with trailing unit dims up to ``rank`` (NNEF broadcasting for numpy layers)."""
-    data = ctx.data(value)
-    if data is not None:
-        arr = np.asarray(data)
-        if arr.ndim == 0:
-            return ctx.const(arr, etype if not isinstance(value, str) else ctx.etype(value))
-        if arr.ndim < rank:
-            arr = arr.reshape(arr.shape + (1,) * (rank - arr.ndim))
-        return ctx.const(arr, ctx.etype(value, etype))
-    ref = ctx.ref(value)
-    shape = ctx.shape(ref)
-    if 0 < len(shape) < rank:
-        return ctx.layer("Unsqueeze", [ref, ctx.ints(range(len(shape), rank))], shape + (1,) * (rank - len(shape)))
-    return ref
-
-
-def literal_etype(ctx: ExportContext, op: Operation, values: list[Any]) -> str:
-    """Element type for literal operands: that of the first tensor operand."""
-    for v in values:
-        if isinstance(v, str):
-            return ctx.etype(v)
-    return ETYPE.get(op.dtype or "scalar", "f32")
-
-
-def nnef_operands(ctx: ExportContext, op: Operation, values: list[Any]) -> list[Any]:
-    rank = max((len(ctx.shape(v)) if isinstance(v, str) else 0) for v in values)
-    et = literal_etype(ctx, op, values)
-    return [aligned(ctx, v, rank, et) for v in values]
-
-
-def reshape(ctx: ExportContext, value: Any, shape: tuple) -> Any:
-    data = ctx.data(value)
-    if data is not None:
-        return ctx.const(np.asarray(data).reshape(shape), ctx.etype(value))
-    ref = ctx.ref(value)
-    if ctx.shape(ref) == tuple(shape):
-        return ref
-    return ctx.layer("Reshape", [ref, ctx.ints(shape)], tuple(shape), attrs={"special_zero": False})
-
-
-def scalar_const(ctx: ExportContext, v: float, etype: str = "f32") -> Any:
-    return ctx.const(np.asarray(v), etype)
-
-
 # --- element-wise ---------------------------------------------------------------------------
-
-_BINARY = {"add": "Add", "sub": "Subtract", "mul": "Multiply", "div": "Divide", "pow": "Power",
-           "min": "Minimum", "max": "Maximum", "and": "LogicalAnd", "or": "LogicalOr",
-           "lt": "Less", "gt": "Greater", "le": "LessEqual", "ge": "GreaterEqual", "eq": "Equal",
-           "ne": "NotEqual"}
-_LOGICAL_RESULT = {"lt", "gt", "le", "ge", "eq", "ne", "and", "or"}
-
-
-@exporter(*_BINARY)
-def _binary(ctx: ExportContext, op: Operation) -> None:
-    x, y = _first(op, "x"), _first(op, "y")
-    a, b = nnef_operands(ctx, op, [x, y])
-    et = "boolean" if op.op in _LOGICAL_RESULT else ctx.etype(a)
-    ctx.bind(out(op), ctx.layer(_BINARY[op.op], [a, b], out_shape(ctx, op), etype=et))
-
-
-def binop(ctx: ExportContext, kind: str, a: Any, b: Any) -> Any:
-    """A numpy-broadcasting binary layer on refs (shape from numpy's rule)."""
-    ra, rb = ctx.ref(a), ctx.ref(b)
-    shape = tuple(np.broadcast_shapes(ctx.shape(ra), ctx.shape(rb)))
-    et = "boolean" if kind in ("Less", "Greater", "Equal") else ctx.etype(ra)
-    return ctx.layer(kind, [ra, rb], shape, etype=et)
-
-
-def unop(ctx: ExportContext, kind: str, a: Any, attrs: dict | None = None, version: str = "opset1") -> Any:
-    ra = ctx.ref(a)
-    return ctx.layer(kind, [ra], ctx.shape(ra), attrs=attrs, version=version)
-
-
-_UNARY = {"abs": "Abs", "neg": "Negative", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos",
-          "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
-          "tanh": "Tanh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt",
-          "floor": "Floor", "ceil": "Ceiling", "sign": "Sign", "not": "LogicalNot", "sigmoid": "Sigmoid",
-          "relu": "Relu", "ir_erf": "Erf"}
-_UNARY_VERSION = {"Asinh": "opset4", "Acosh": "opset4", "Atanh": "opset4"}
-
-
-@exporter(*_UNARY)
-def _unary(ctx: ExportContext, op: Operation) -> None:
-    kind = _UNARY[op.op]
-    ctx.bind(out(op), unop(ctx, kind, _first(op, "x"), version=_UNARY_VERSION.get(kind, "opset1")))
-
-
-@exporter("copy")
-def _copy(ctx: ExportContext, op: Operation) -> None:
-    ctx.bind(out(op), ctx.ref(_first(op, "x")))
-
-
-@exporter("rcp", "sqr", "rsqrt", "log2", "round", "softplus", "gelu", "silu")
-def _unary_compound(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(_first(op, "x"))
-    et = ctx.etype(x)
-    if op.op == "rcp":
-        y = binop(ctx, "Divide", scalar_const(ctx, 1.0, et), x)
-    elif op.op == "sqr":
-        y = binop(ctx, "Multiply", x, x)
-    elif op.op == "rsqrt":
-        y = binop(ctx, "Divide", scalar_const(ctx, 1.0, et), unop(ctx, "Sqrt", x))
-    elif op.op == "log2":   # NNEF defines it as log(x) / log(2)
-        y = binop(ctx, "Divide", unop(ctx, "Log", x), scalar_const(ctx, math.log(2.0), et))
-    elif op.op == "round":  # NNEF's round is floor(x + 0.5): ties toward +infinity
-        y = unop(ctx, "Floor", binop(ctx, "Add", x, scalar_const(ctx, 0.5, et)))
-    elif op.op == "softplus":
-        y = unop(ctx, "SoftPlus", x, version="opset4")
-    elif op.op == "gelu":   # NNEF's gelu is the sigmoid form x * sigmoid(1.702 x), not the erf one
-        y = binop(ctx, "Multiply", x, unop(ctx, "Sigmoid", binop(ctx, "Multiply", x, scalar_const(ctx, 1.702, et))))
-    else:                   # silu = x * sigmoid(x) = Swish with beta 1
-        y = unop(ctx, "Swish", x, version="opset4")
-    ctx.bind(out(op), y)
-
-
-@exporter("elu")
-def _elu(ctx: ExportContext, op: Operation) -> None:
-    alpha = float(op.attribs.get("alpha", op.inputs.get("alpha", 1.0)))
-    ctx.bind(out(op), unop(ctx, "Elu", _first(op, "x"), {"alpha": alpha}))
-
 
 @exporter("leaky_relu", "prelu")
 def _prelu(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(_first(op, "x"))
+    x = ctx.ref(first_input(op, "x"))
     alpha = op.attribs.get("alpha", op.inputs.get("alpha"))
     rank = len(ctx.shape(x))
     if not isinstance(alpha, str):
@@ -204,47 +88,18 @@ def _prelu(ctx: ExportContext, op: Operation) -> None:
 
 @exporter("selu")
 def _selu(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(_first(op, "x"))
+    x = ctx.ref(first_input(op, "x"))
     et = ctx.etype(x)
     alpha = float(op.attribs.get("alpha", 1.67326319))
     lam = float(op.attribs.get("lambda", 1.05070102))
     ctx.bind(out(op), ctx.layer("Selu", [x, ctx.const([alpha], et), ctx.const([lam], et)], ctx.shape(x)))
 
 
-@exporter("clamp")
-def _clamp(ctx: ExportContext, op: Operation) -> None:
-    x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
-    bounds = nnef_attrs.literal_bounds(a, b)
-    if bounds is not None:
-        ctx.bind(out(op), unop(ctx, "Clamp", x, {"min": bounds[0], "max": bounds[1]}))
-        return
-    xr, ar, br = nnef_operands(ctx, op, [x, a, b])
-    ctx.bind(out(op), reshape_to(ctx, binop(ctx, "Maximum", binop(ctx, "Minimum", xr, br), ar), out_shape(ctx, op)))
-
-
-def reshape_to(ctx: ExportContext, ref: Any, shape: tuple) -> Any:
-    """``ref`` if it has ``shape`` already (the usual case), else a Reshape (never expected)."""
-    return ref if ctx.shape(ref) == tuple(shape) else reshape(ctx, ref, shape)
-
-
-@exporter("select")
-def _select(ctx: ExportContext, op: Operation) -> None:
-    c, t, f = op.inputs["condition"], op.inputs["true_value"], op.inputs["false_value"]
-    rank = max((len(ctx.shape(v)) if isinstance(v, str) else 0) for v in (c, t, f))
-    et = literal_etype(ctx, op, [t, f])
-    refs = [aligned(ctx, c, rank, "boolean"), aligned(ctx, t, rank, et), aligned(ctx, f, rank, et)]
-    ctx.bind(out(op), ctx.layer("Select", refs, out_shape(ctx, op), etype=ctx.etype(refs[1])))
-
-
 @exporter("cast", "ir_convert")
 def _cast(ctx: ExportContext, op: Operation) -> None:
+    # ir_convert is Convert itself; NNEF cast floors scalars first (lowering.cast)
     target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
-    x = ctx.ref(_first(op, "input"))
-    if op.op == "cast" and ctx.etype(x).startswith("f") and target[0] in "iu":
-        # nnefx's cast rounds scalars down to integers; Convert truncates toward zero
-        x = unop(ctx, "Floor", x)
-    ctx.bind(out(op), ctx.layer("Convert", [x], out_shape(ctx, op), etype=target,
-                                attrs={"destination_type": target}))
+    ctx.bind(out(op), cast(ctx, first_input(op, "input"), target, floor=op.op == "cast"))
 
 
 # --- linear algebra -------------------------------------------------------------------------
@@ -264,63 +119,23 @@ def _linear(ctx: ExportContext, op: Operation) -> None:
     bias = op.inputs.get("bias", 0.0)
     data = ctx.data(bias)
     if data is None or np.any(np.asarray(data) != 0):
-        y = binop(ctx, "Add", y, aligned(ctx, bias, len(shape), ctx.etype(y)))
+        y = binop(ctx, "add", y, aligned(ctx, bias, len(shape), ctx.etype(y)))
     ctx.bind(out(op), y)
 
 
 # --- windowed operations ---------------------------------------------------------------------
-
-_PAD_MODE = {"constant": "constant", "replicate": "edge", "reflect": "reflect", "reflect-even": "symmetric"}
-
-
-def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border: str, value: float = 0.0) -> Any:
-    """A Pad layer reproducing NNEF border ``border`` over all dimensions of ``x``."""
-    if border not in _PAD_MODE:
-        raise ctx.fail(f"border '{border}' has no opset Pad mode")
-    shape = ctx.shape(x)
-    pads = list(pads) + [(0, 0)] * (len(shape) - len(pads))
-    new = tuple(d + p + q for d, (p, q) in zip(shape, pads, strict=True))
-    inputs = [x, ctx.ints([p for p, _ in pads]), ctx.ints([q for _, q in pads])]
-    if border == "constant":
-        inputs.append(scalar_const(ctx, value, ctx.etype(x)))
-    return ctx.layer("Pad", inputs, new, attrs={"pad_mode": _PAD_MODE[border]})
-
-
-def _window(ctx: ExportContext, op: Operation, x: str, n: int, size: list[int], transposed: bool = False,
-            allow_negative_end: bool = False) -> tuple[list[tuple[int, int]], list[int], list[int]]:
-    """Explicit padding, stride and dilation of a windowed op over its last ``n`` dims
-    (:func:`~nnefx.formats._export_attrs.window_padding`), refused where negative."""
-    xs = ctx.shape(x)[-n:]
-    pads, stride, dil = nnef_attrs.window_padding(op, n, size, lambda: xs,
-                                       (lambda: out_shape(ctx, op)[-n:]) if transposed else None)
-    if any(p < 0 or (q < 0 and not allow_negative_end) for p, q in pads):
-        raise ctx.fail(f"negative padding {pads} has no opset form")
-    return pads, stride, dil
-
-
-def _bias_add(ctx: ExportContext, op: Operation, y: Any) -> Any:
-    bias = op.inputs.get("bias", 0.0)
-    data = ctx.data(bias)
-    if data is not None and not np.any(np.asarray(data) != 0):
-        return y
-    shape = ctx.shape(y)
-    if data is not None:
-        b = np.asarray(data, dtype=np.float32)
-        b = b.reshape(-1) if b.size == shape[1] else np.broadcast_to(b.reshape(-1), (shape[1],))
-        return binop(ctx, "Add", y, ctx.const(b.reshape((1, shape[1]) + (1,) * (len(shape) - 2)), ctx.etype(y)))
-    return binop(ctx, "Add", y, aligned(ctx, bias, len(shape)))
-
 
 @exporter("conv")
 def _conv(ctx: ExportContext, op: Operation) -> None:
     x, f = op.inputs["input"], op.inputs["filter"]
     xs, fs = ctx.shape(x), ctx.shape(f)
     n = len(xs) - 2
-    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]))
+    pads, stride, dil = window(ctx, op, x, n, list(fs[2:]))
     border = op.attribs.get("border", "constant")
     xin: Any = x
-    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        xin = explicit_pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
+    if (border not in ("constant", "ignore") and any(p or q for p, q in pads)) or \
+            any(p < 0 or q < 0 for p, q in pads):   # negative padding crops (lowering.pad)
+        xin = pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
         pads = [(0, 0)] * n
     groups = int(op.attribs.get("groups", 1)) or xs[1]
     attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
@@ -331,7 +146,7 @@ def _conv(ctx: ExportContext, op: Operation) -> None:
     else:
         wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
         y = ctx.layer("GroupConvolution", [xin, wf], shape, attrs=attrs)
-    ctx.bind(out(op), _bias_add(ctx, op, y))
+    ctx.bind(out(op), bias_add(ctx, op, y))
 
 
 @exporter("deconv")
@@ -341,7 +156,9 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     n = len(xs) - 2
     if op.attribs.get("border", "constant") != "constant":
         raise ctx.fail(f"border '{op.attribs.get('border')}' of a deconvolution has no opset form")
-    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True, allow_negative_end=True)
+    pads, stride, dil = window(ctx, op, x, n, list(fs[2:]), transposed=True)
+    if any(p < 0 for p, _ in pads):
+        raise ctx.fail(f"negative padding {pads} has no opset form")
     # a negative padding after extends the output past the full transposed extent: that is
     # OpenVINO's output_padding
     pads = [(p, max(q, 0)) for p, q in pads]
@@ -360,14 +177,17 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     else:
         wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
         y = ctx.layer("GroupConvolutionBackpropData", [x, wf], shape, attrs=attrs)
-    ctx.bind(out(op), _bias_add(ctx, op, y))
+    ctx.bind(out(op), bias_add(ctx, op, y))
 
 
 def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
     x = op.inputs["input"]
     xs = ctx.shape(x)
     size = list(op.attribs["size"])
-    pads, stride, dil = _window(ctx, op, x, len(xs), size)
+    pads, stride, dil = window(ctx, op, x, len(xs), size)
+    if any(p < 0 or q < 0 for p, q in pads):   # negative padding crops (lowering.crop)
+        x, pads = crop(ctx, ctx.ref(x), pads)
+        xs = ctx.shape(x)
     if size[:2] != [1, 1] or stride[:2] != [1, 1] or any(pads[:2][k] != (0, 0) for k in range(min(2, len(pads)))):
         raise ctx.fail(f"pooling over the batch/channel dimensions (size {size}, stride {stride}, padding {pads}) "
                        "has no opset form")
@@ -392,7 +212,7 @@ def _max_pool(ctx: ExportContext, op: Operation) -> None:
     if border != "ignore" and any(p or q for p, q in pads):
         # OpenVINO never reads its padding; NNEF 'constant' pads with 0 (and the other modes
         # with copies), so pad explicitly first
-        x = explicit_pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
+        x = pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
         pads = [(0, 0)] * len(pads)
     attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
              "pads_end": [q for _, q in pads], "kernel": size, "rounding_type": "floor", "auto_pad": "explicit",
@@ -413,7 +233,7 @@ def _avg_pool(ctx: ExportContext, op: Operation) -> None:
         border = op.attribs.get("border", "constant")
     exclude = border == "ignore"
     if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        x = explicit_pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
+        x = pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
         pads = [(0, 0)] * len(pads)
     attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
              "kernel": size, "exclude-pad": exclude, "rounding_type": "floor", "auto_pad": "explicit"}
@@ -437,7 +257,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
     attrs = {"alpha": alpha / bias, "beta": beta, "bias": 1.0, "size": n}
     y = ctx.layer("LRN", [x, ctx.ints(axes or [1])], ctx.shape(x), attrs=attrs)
     if bias != 1.0:
-        y = binop(ctx, "Multiply", y, scalar_const(ctx, bias ** -beta))
+        y = binop(ctx, "mul", y, scalar(ctx, bias ** -beta))
     ctx.bind(out(op), y)
 
 
@@ -531,12 +351,10 @@ def _nearest_downsample(ctx: ExportContext, op: Operation) -> None:
 def _pad(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     pads = [tuple(int(v) for v in p) for p in op.attribs["padding"]]
-    if any(p < 0 or q < 0 for p, q in pads):
-        raise ctx.fail(f"negative padding {pads} has no Pad-1 form")
     value = op.inputs.get("value", op.attribs.get("value", 0.0))
     if isinstance(value, str):
         raise ctx.fail("a tensor padding value has no opset form")
-    ctx.bind(out(op), explicit_pad(ctx, x, pads, op.attribs.get("border", "constant"), float(value)))
+    ctx.bind(out(op), pad(ctx, x, pads, op.attribs.get("border", "constant"), float(value)))
 
 
 @exporter("tile")
@@ -582,31 +400,14 @@ def _softmax(ctx: ExportContext, op: Operation) -> None:
         return
     # several axes: the definition, max-shifted as NNEF writes it
     m = reduce_layer(ctx, "ReduceMax", x, axes, shape)
-    e = unop(ctx, "Exp", binop(ctx, "Subtract", x, m))
+    e = unop(ctx, "exp", binop(ctx, "sub", x, m))
     s = reduce_layer(ctx, "ReduceSum", e, axes, shape)
-    ctx.bind(out(op), binop(ctx, "Divide", e, s))
+    ctx.bind(out(op), binop(ctx, "div", e, s))
 
 
 def reduce_layer(ctx: ExportContext, kind: str, x: Any, axes: list[int], shape: tuple) -> Any:
     """A ``kind`` reduction of ``x`` (of ``shape``) over ``axes``, reduced dims kept (NNEF's)."""
     return ctx.layer(kind, [x, ctx.ints(axes)], nnef_attrs.reduced_shape(shape, axes), attrs={"keep_dims": True})
-
-
-def _channel_vector(ctx: ExportContext, value: Any, channels: int) -> Any | None:
-    """A per-channel parameter as a 1-D ``[C]`` port, or None when it is not per-channel."""
-    data = ctx.data(value)
-    if data is not None:
-        arr = np.asarray(data, dtype=np.float32)
-        if arr.size == channels:
-            return ctx.const(arr.reshape(-1), "f32")
-        if arr.size == 1:
-            return ctx.const(np.full((channels,), float(arr.reshape(-1)[0]), np.float32), "f32")
-        return None
-    shape = ctx.shape(value)
-    if int(np.prod(shape, dtype=np.int64)) == channels and (len(shape) <= 1 or shape[1] == channels
-                                                           or len(shape) == 1):
-        return reshape(ctx, value, (channels,))
-    return None
 
 
 @exporter("batch_normalization")
@@ -616,17 +417,17 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     eps = float(op.attribs["epsilon"])
     params = nnef_attrs.batch_norm_inputs(op)
     if len(shape) >= 2:
-        vecs = {k: _channel_vector(ctx, v, shape[1]) for k, v in params.items()}
+        vecs = {k: channel_vector(ctx, v, shape[1], "f32") for k, v in params.items()}
         if all(v is not None for v in vecs.values()):
             ctx.bind(out(op), ctx.layer(
                 "BatchNormInference", [x, vecs["scale"], vecs["offset"], vecs["mean"], vecs["variance"]], shape,
                 attrs={"epsilon": eps}, version="opset5"))
             return
     # general broadcasting: the definition offset + scale * (x - mean) / sqrt(variance + eps)
-    mean, var, off, sc = nnef_operands(ctx, op, list(params.values()))
-    den = unop(ctx, "Sqrt", binop(ctx, "Add", var, scalar_const(ctx, eps)))
-    y = binop(ctx, "Add", off, binop(ctx, "Divide", binop(ctx, "Multiply", sc, binop(ctx, "Subtract", x, mean)), den))
-    ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
+    mean, var, off, sc = operands(ctx, op, list(params.values()))
+    den = unop(ctx, "sqrt", binop(ctx, "add", var, scalar(ctx, eps)))
+    y = binop(ctx, "add", off, binop(ctx, "div", binop(ctx, "mul", sc, binop(ctx, "sub", x, mean)), den))
+    ctx.bind(out(op), y)
 
 
 @exporter("l1_normalization", "l2_normalization")
@@ -637,10 +438,10 @@ def _lp_norm(ctx: ExportContext, op: Operation) -> None:
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
     l2 = op.op == "l2_normalization"
-    s = reduce_layer(ctx, "ReduceSum", binop(ctx, "Multiply", x, x) if l2 else unop(ctx, "Abs", x), axes, shape)
-    sigma = binop(ctx, "Add", unop(ctx, "Sqrt", s) if l2 else s, scalar_const(ctx, float(op.attribs.get("bias", 0.0))))
-    den = binop(ctx, "Maximum", sigma, scalar_const(ctx, float(op.attribs.get("epsilon", 0.0))))
-    ctx.bind(out(op), binop(ctx, "Divide", x, den))
+    s = reduce_layer(ctx, "ReduceSum", binop(ctx, "mul", x, x) if l2 else unop(ctx, "abs", x), axes, shape)
+    sigma = binop(ctx, "add", unop(ctx, "sqrt", s) if l2 else s, scalar(ctx, float(op.attribs.get("bias", 0.0))))
+    den = binop(ctx, "max", sigma, scalar(ctx, float(op.attribs.get("epsilon", 0.0))))
+    ctx.bind(out(op), binop(ctx, "div", x, den))
 
 
 # --- resizing -------------------------------------------------------------------------------
@@ -666,7 +467,6 @@ def _nearest_upsample(ctx: ExportContext, op: Operation) -> None:
 def _ir_interp(ctx: ExportContext, op: Operation) -> None:
     transform = "align_corners" if op.attribs.get("align_corners", False) else "asymmetric"
     ctx.bind(out(op), _interpolate(ctx, op.inputs["input"], out_shape(ctx, op), "linear", transform))
-
 
 
 @exporter("ir_resample")
@@ -843,7 +643,7 @@ def _ir_binary_convolution(ctx: ExportContext, op: Operation) -> None:
     correction = None
     if pad_value != 1.0 and any(p or q for p, q in pads):
         correction = _pad_correction(ctx, bits, xs[2:], oshape[2:], pads, stride, dil, pad_value)
-    xb = ctx.layer("Convert", [binop(ctx, "Greater", x, scalar_const(ctx, 0.0))], xs, etype="f32",
+    xb = ctx.layer("Convert", [binop(ctx, "gt", x, scalar(ctx, 0.0))], xs, etype="f32",
                    attrs={"destination_type": "f32"})
     if k == 1:  # a unit height in front of the one spatial axis
         xs, fs, oshape4 = xs[:2] + (1,) + xs[2:], fs[:2] + (1,) + fs[2:], oshape[:2] + (1,) + oshape[2:]
@@ -866,7 +666,7 @@ def _ir_binary_convolution(ctx: ExportContext, op: Operation) -> None:
     if k == 1:
         y = reshape(ctx, y, oshape)
     if correction is not None:
-        y = binop(ctx, "Add", y, ctx.const(correction.reshape((1,) + correction.shape), "f32"))
+        y = binop(ctx, "add", y, ctx.const(correction.reshape((1,) + correction.shape), "f32"))
     ctx.bind(out(op), y)
 
 
@@ -936,7 +736,7 @@ def _ir_argmax(ctx: ExportContext, op: Operation) -> None:
     vals, idx = ctx.layer("TopK", [rev, ctx.const(np.asarray(k), "i64")], outputs=[(ks, "f32"), (ks, "i64")],
                           attrs={"axis": a, "mode": "max", "sort": "value", "index_element_type": "i64",
                                  "stable": True}, version="opset11")
-    orig = binop(ctx, "Subtract", ctx.const(np.asarray(n - 1), "i64"), idx)
+    orig = binop(ctx, "sub", ctx.const(np.asarray(n - 1), "i64"), idx)
     orig = ctx.layer("Convert", [orig], ks, etype="f32", attrs={"destination_type": "f32"})
     shape = out_shape(ctx, op)
     if axis:
@@ -994,8 +794,8 @@ def _moments(ctx: ExportContext, op: Operation) -> None:
     shape = ctx.shape(x)
     axes = [int(a) for a in op.attribs["axes"]]
     mean = reduce_layer(ctx, "ReduceMean", x, axes, shape)
-    d = binop(ctx, "Subtract", x, mean)
-    var = reduce_layer(ctx, "ReduceMean", binop(ctx, "Multiply", d, d), axes, shape)
+    d = binop(ctx, "sub", x, mean)
+    var = reduce_layer(ctx, "ReduceMean", binop(ctx, "mul", d, d), axes, shape)
     ctx.bind(out(op, 0), mean)
     ctx.bind(out(op, 1), var)
 
@@ -1009,17 +809,17 @@ def _box(ctx: ExportContext, op: Operation) -> None:
     border, normalize = nnef_attrs.box_mode(op)
     xin = ctx.ref(x)
     if op.op == "rms_pool":
-        xin = binop(ctx, "Multiply", xin, xin)
+        xin = binop(ctx, "mul", xin, xin)
     if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        xin = explicit_pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
+        xin = pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
         pads = [(0, 0)] * len(pads)
     attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
              "kernel": size, "exclude-pad": border == "ignore", "rounding_type": "floor", "auto_pad": "explicit"}
     y = ctx.layer("AvgPool", [xin], out_shape(ctx, op), attrs=attrs)
     if op.op == "rms_pool":
-        y = unop(ctx, "Sqrt", y)
+        y = unop(ctx, "sqrt", y)
     elif not normalize:
-        y = binop(ctx, "Multiply", y, scalar_const(ctx, float(np.prod(size))))
+        y = binop(ctx, "mul", y, scalar(ctx, float(np.prod(size))))
     ctx.bind(out(op), y)
 
 
@@ -1071,7 +871,7 @@ def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     table = _ARITH if op.op == "ir_arith" else _IR_COMPARE
     if kind not in table:
         raise ctx.fail(f"op '{kind}' has no opset layer")
-    et = literal_etype(ctx, op, [op.inputs["x"], op.inputs["y"]])
+    et = literal_type(ctx, op, [op.inputs["x"], op.inputs["y"]])
     x, y = ctx.ref(op.inputs["x"], et), ctx.ref(op.inputs["y"], et)
     attrs = {"m_pythondiv": kind == "pythondiv"} if table[kind] == "Divide" else None
     out_et = "boolean" if op.op == "ir_compare" else ctx.etype(x)
@@ -1109,7 +909,7 @@ def _ir_reduce_prod(ctx: ExportContext, op: Operation) -> None:
 @exporter("ir_round")
 def _ir_round(ctx: ExportContext, op: Operation) -> None:
     mode = str(op.attribs.get("mode", "half_to_even"))
-    ctx.bind(out(op), unop(ctx, "Round", op.inputs["x"], {"mode": mode}, version="opset5"))
+    ctx.bind(out(op), ctx.layer("Round", [op.inputs["x"]], out_shape(ctx, op), attrs={"mode": mode}, version="opset5"))
 
 
 @exporter("ir_einsum")
@@ -1232,19 +1032,6 @@ def _ir_broadcast(ctx: ExportContext, op: Operation) -> None:
 
 # --- a few more NNEF compounds, written as their definitions ---------------------------------
 
-@exporter("add_n")
-def _add_n(ctx: ExportContext, op: Operation) -> None:
-    values = list(op.inputs["x"])
-    if not values:
-        ctx.bind(out(op), ctx.const(np.zeros((1,), np.float32), "f32"))
-        return
-    refs = nnef_operands(ctx, op, values)
-    y = refs[0]
-    for r in refs[1:]:      # left to right, as the definition's recursion adds
-        y = binop(ctx, "Add", y, r)
-    ctx.bind(out(op), reshape_to(ctx, y, out_shape(ctx, op)))
-
-
 exporter("copy_n")(export_copy_n)
 
 
@@ -1271,17 +1058,6 @@ def _unstack(ctx: ExportContext, op: Operation) -> None:
         ctx.bind(n, ctx.layer("Squeeze", [r, ctx.ints([axis])], ctx.shape(n)))
 
 
-@exporter("rsqr", "softabs")
-def _rsqr_softabs(ctx: ExportContext, op: Operation) -> None:
-    x = ctx.ref(op.inputs["x"])
-    sq = binop(ctx, "Multiply", x, x)
-    if op.op == "rsqr":    # x ^ -2
-        y = ctx.layer("Power", [x, scalar_const(ctx, -2.0)], ctx.shape(x))
-    else:                  # sqrt(x^2 + epsilon)
-        y = unop(ctx, "Sqrt", binop(ctx, "Add", sq, scalar_const(ctx, float(op.attribs["epsilon"]))))
-    ctx.bind(out(op), y)
-
-
 @exporter("separable_conv")
 def _separable_conv(ctx: ExportContext, op: Operation) -> None:
     # conv(input, plane_filter, groups = 0, window attributes), then a 1x1 conv with the bias
@@ -1305,3 +1081,8 @@ def _separable_conv(ctx: ExportContext, op: Operation) -> None:
     point = Operation("conv", {"input": filtered, "filter": op.inputs["point_filter"], "bias": op.inputs.get("bias", 0.0)},
                       {"output": out(op)}, {"groups": op.attribs.get("groups", 1)}, location=op.location)
     _conv(ctx, point)
+
+
+def find_exporter(name: str) -> Exporter | None:
+    """The writer of operation ``name`` as IR, or None."""
+    return registry.table("ir").find(name)

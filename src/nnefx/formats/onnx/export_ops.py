@@ -13,7 +13,7 @@ binds the operation's output tensors to ONNX values.  The rules every exporter f
   those that do (automatic padding, slicing, splitting) ask ``ctx.shape`` for static ones.
 * **One reading of NNEF.**  What an operation's attributes mean (automatic padding, slice
   stops, reductions, border and resize modes, defaults) comes from
-  :mod:`nnefx.formats._export_attrs`, shared with the IR exporters, so both formats
+  :mod:`nnefx.formats.export.attrs`, shared with the IR exporters, so both formats
   compute the same thing for the same document; this module only emits nodes.
 
 The traps that matter (all checked by ``tests/test_onnx_export*.py`` against nnefx):
@@ -26,192 +26,73 @@ that take part in a maximum, while ONNX MaxPool never reads its padding.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...graph import Operation
-from .. import _export_attrs as nnef_attrs
-from .._export import ExporterTable, export_copy_n
-from .writer import NUMPY, ExportContext, _dims_broadcast
+from ..export import attrs as nnef_attrs
+from ..export import registry
+from ..export.context import export_copy_n
+from ..export.lowering import (
+    aligned,
+    bias_add,
+    binop,
+    broadcast_dims,
+    cast,
+    channel_vector,
+    crop,
+    is_zero,
+    literal,
+    literal_type,
+    operands,
+    out,
+    pad,
+    reshape,
+    scalar,
+    static,
+    unop,
+    window,
+)
+from .spelling import pad_node, slice_axis
+from .writer import NUMPY, ExportContext, tensor_type
 
 Exporter = Callable[[ExportContext, Operation], None]
-_TABLE: ExporterTable[Exporter] = ExporterTable()
-exporter = _TABLE.exporter
-find_exporter = _TABLE.find
+exporter = registry.to_onnx
 
 F32 = NUMPY["scalar"]
 I64 = NUMPY["integer"]
 BOOL = NUMPY["logical"]
 
 
-
 def exportable_ops() -> list[str]:
     """Names of the operations the ONNX writer has an exporter for (compounds without one
     may still be written through their definitions)."""
-    return _TABLE.names()
-
-
-def _elem(dtype: Any) -> int:
-    from onnx import helper
-
-    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    return registry.table("onnx").names()
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-def out(op: Operation, k: int = 0) -> str:
-    return op.output_names()[k]
-
-
-def literal_dtype(ctx: ExportContext, op: Operation, values: list[Any]) -> np.dtype:
-    """Element type for literal operands: that of the first tensor operand."""
-    for v in values:
-        if isinstance(v, str):
-            return ctx.dtype(v)
-    return NUMPY.get(op.dtype or "scalar", F32)
-
-
-def aligned(ctx: ExportContext, value: Any, rank: int, dtype: Any = None) -> str:
-    """``value`` with trailing unit dims up to ``rank`` (NNEF broadcasting for ONNX nodes)."""
-    if not (isinstance(value, str) and value in ctx.refs):
-        data = ctx.data(value)
-        if data is not None:
-            arr = np.asarray(data)
-            if dtype is not None:
-                arr = arr.astype(dtype)
-            if isinstance(value, str) and (arr.ndim == 0 or arr.ndim >= rank):
-                return ctx.ref(value)   # the variable's own (named) initializer
-            if 0 < arr.ndim < rank:
-                arr = arr.reshape(arr.shape + (1,) * (rank - arr.ndim))
-            return ctx.const(arr)
-    ref = ctx.ref(value)
-    dims = ctx.dims(ref)
-    if 0 < len(dims) < rank:
-        return ctx.node("Unsqueeze", [ref, ctx.ints(range(len(dims), rank))], dims + (1,) * (rank - len(dims)))
-    return ref
-
-
-def operands(ctx: ExportContext, op: Operation, values: list[Any], dtype: Any = None) -> list[str]:
-    """Tensor/literal operands of one NNEF-broadcasting operation, aligned for ONNX."""
-    rank = max((ctx.rank(v) if isinstance(v, str) else np.ndim(v)) for v in values)
-    dt = dtype if dtype is not None else literal_dtype(ctx, op, values)
-    return [aligned(ctx, v, rank, None if isinstance(v, str) else dt) for v in values]
 
 
 _LOGICAL_NODES = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal", "And", "Or", "Not"}
 
 
-def binop(ctx: ExportContext, kind: str, a: Any, b: Any) -> str:
-    """A numpy-broadcasting binary node on values (shape from numpy's rule)."""
-    ra, rb = ctx.ref(a), ctx.ref(b)
-    shape = _dims_broadcast(ctx.dims(ra), ctx.dims(rb))
-    dt = BOOL if kind in _LOGICAL_NODES else ctx.dtype(ra)
-    return ctx.node(kind, [ra, rb], shape, dtype=dt)
-
-
-def unop(ctx: ExportContext, kind: str, a: Any, **attrs: Any) -> str:
-    ra = ctx.ref(a)
-    dt = BOOL if kind in _LOGICAL_NODES else ctx.dtype(ra)
-    return ctx.node(kind, [ra], ctx.dims(ra), dtype=dt, **attrs)
-
-
-def scalar(ctx: ExportContext, v: float, dtype: Any = F32) -> str:
-    return ctx.const(np.asarray(v, dtype=dtype))
-
-
-def reshape(ctx: ExportContext, value: Any, shape: tuple) -> str:
-    """A static Reshape (data of variables/constants reshaped directly)."""
-    if not (isinstance(value, str) and value in ctx.refs):
-        data = ctx.data(value)
-        if data is not None:
-            return ctx.const(np.asarray(data).reshape(shape))
-    ref = ctx.ref(value)
-    if ctx.dims(ref) == tuple(shape):
-        return ref
-    return ctx.node("Reshape", [ref, ctx.ints(shape)], tuple(shape), allowzero=1)
-
-
-def attr_scalar(ctx: ExportContext, op: Operation, name: str, default: float | None = None) -> float:
-    v = op.attribs.get(name, op.inputs.get(name, default))
-    if v is None or isinstance(v, str):
-        raise ctx.fallback(f"'{name}' is not a literal")
-    return float(v)
-
-
 # --- element-wise ---------------------------------------------------------------------------
 
-_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "min": "Min", "max": "Max",
-           "and": "And", "or": "Or", "lt": "Less", "gt": "Greater", "le": "LessOrEqual",
-           "ge": "GreaterOrEqual", "eq": "Equal", "ne": "Equal"}
-
-
-@exporter(*_BINARY)
-def _binary(ctx: ExportContext, op: Operation) -> None:
-    x, y = op.inputs["x"], op.inputs["y"]
-    a, b = operands(ctx, op, [x, y])
-    r = binop(ctx, _BINARY[op.op], a, b)
-    if op.op == "ne":
-        r = unop(ctx, "Not", r)
-    ctx.bind(out(op), r)
-
-
-_UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos", "tan": "Tan",
-          "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "tanh": "Tanh",
-          "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt", "floor": "Floor",
-          "ceil": "Ceil", "sign": "Sign", "not": "Not", "sigmoid": "Sigmoid", "relu": "Relu",
-          "rcp": "Reciprocal", "copy": "Identity", "ir_erf": "Erf"}
-
-
-@exporter(*_UNARY)
-def _unary(ctx: ExportContext, op: Operation) -> None:
-    x = op.inputs.get("x", op.inputs.get("input"))
-    ctx.bind(out(op), unop(ctx, _UNARY[op.op], x))
-
-
-@exporter("sqr", "rsqrt", "rsqr", "log2", "round", "softplus", "gelu", "silu", "softabs")
-def _unary_compound(ctx: ExportContext, op: Operation) -> None:
+@exporter("selu")
+def _selu(ctx: ExportContext, op: Operation) -> None:
+    # lambda * select(x < 0, alpha * (exp(x) - 1), x)
     x = ctx.ref(op.inputs["x"])
-    dt = ctx.dtype(x)
-    if op.op == "sqr":
-        y = binop(ctx, "Mul", x, x)
-    elif op.op == "rsqrt":
-        y = unop(ctx, "Reciprocal", unop(ctx, "Sqrt", x))
-    elif op.op == "rsqr":       # x ^ -2
-        y = binop(ctx, "Pow", x, scalar(ctx, -2.0, dt))
-    elif op.op == "log2":       # NNEF defines it as log(x) / log(2)
-        y = binop(ctx, "Div", unop(ctx, "Log", x), scalar(ctx, math.log(2.0), dt))
-    elif op.op == "round":
-        # NNEF: floor(x + 0.5), ties up (ONNX Round: ties to even).  x - floor(x) is exact,
-        # so f + (x - f >= 0.5) never suffers the rounding of x + 0.5
-        f = unop(ctx, "Floor", x)
-        up = binop(ctx, "GreaterOrEqual", binop(ctx, "Sub", x, f), scalar(ctx, 0.5, dt))
-        y = binop(ctx, "Add", f, ctx.node("Cast", [up], ctx.dims(up), dtype=dt, to=_elem(dt)))
-    elif op.op == "softplus":   # log(exp(x) + 1)
-        y = unop(ctx, "Softplus", x)
-    elif op.op == "gelu":       # NNEF's gelu is the sigmoid form x * sigmoid(1.702 x)
-        y = binop(ctx, "Mul", x, unop(ctx, "Sigmoid", binop(ctx, "Mul", x, scalar(ctx, 1.702, dt))))
-    elif op.op == "silu":
-        y = binop(ctx, "Mul", x, unop(ctx, "Sigmoid", x))
-    else:                       # softabs: sqrt(x^2 + epsilon)
-        eps = attr_scalar(ctx, op, "epsilon")
-        y = unop(ctx, "Sqrt", binop(ctx, "Add", binop(ctx, "Mul", x, x), scalar(ctx, eps, dt)))
-    ctx.bind(out(op), y)
+    ctx.bind(out(op), ctx.node("Selu", [x], ctx.dims(x), alpha=literal(ctx, op, "alpha", 1.67326319),
+                               gamma=literal(ctx, op, "lambda", 1.05070102)))
 
 
-@exporter("elu", "selu", "leaky_relu")
-def _elu(ctx: ExportContext, op: Operation) -> None:
-    x = op.inputs["x"]
-    if op.op == "elu":          # select(x < 0, alpha * (exp(x) - 1), x)
-        y = unop(ctx, "Elu", x, alpha=attr_scalar(ctx, op, "alpha", 1.0))
-    elif op.op == "selu":       # lambda * select(x < 0, alpha * (exp(x) - 1), x)
-        y = unop(ctx, "Selu", x, alpha=attr_scalar(ctx, op, "alpha", 1.67326319),
-                 gamma=attr_scalar(ctx, op, "lambda", 1.05070102))
-    else:                       # select(x < 0, alpha * x, x)
-        y = unop(ctx, "LeakyRelu", x, alpha=attr_scalar(ctx, op, "alpha"))
-    ctx.bind(out(op), y)
+@exporter("leaky_relu")
+def _leaky_relu(ctx: ExportContext, op: Operation) -> None:
+    # select(x < 0, alpha * x, x)
+    x = ctx.ref(op.inputs["x"])
+    ctx.bind(out(op), ctx.node("LeakyRelu", [x], ctx.dims(x), alpha=literal(ctx, op, "alpha")))
 
 
 @exporter("prelu")
@@ -221,33 +102,10 @@ def _prelu(ctx: ExportContext, op: Operation) -> None:
     x, alpha = op.inputs["x"], op.inputs["alpha"]
     xr, ar = operands(ctx, op, [x, alpha])
     dt = ctx.dtype(xr)
-    neg = binop(ctx, "Less", xr, scalar(ctx, 0.0, dt))
-    prod = binop(ctx, "Mul", ar, xr)
-    shape = _dims_broadcast(ctx.dims(neg), ctx.dims(prod))
+    neg = binop(ctx, "lt", xr, scalar(ctx, 0.0, dt))
+    prod = binop(ctx, "mul", ar, xr)
+    shape = broadcast_dims(ctx.dims(neg), ctx.dims(prod))
     ctx.bind(out(op), ctx.node("Where", [neg, prod, xr], shape, dtype=dt))
-
-
-@exporter("clamp")
-def _clamp(ctx: ExportContext, op: Operation) -> None:
-    # max(min(x, b), a); Clip only where it means the same (literal bounds with a <= b)
-    x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
-    bounds = nnef_attrs.literal_bounds(a, b)
-    if bounds is not None:
-        dt = ctx.dtype(x)
-        ctx.bind(out(op), ctx.node("Clip", [x, scalar(ctx, bounds[0], dt), scalar(ctx, bounds[1], dt)], ctx.dims(x)))
-        return
-    xr, ar, br = operands(ctx, op, [x, a, b])
-    ctx.bind(out(op), binop(ctx, "Max", binop(ctx, "Min", xr, br), ar))
-
-
-@exporter("select")
-def _select(ctx: ExportContext, op: Operation) -> None:
-    c, t, f = op.inputs["condition"], op.inputs["true_value"], op.inputs["false_value"]
-    rank = max((ctx.rank(v) if isinstance(v, str) else 0) for v in (c, t, f))
-    dt = literal_dtype(ctx, op, [t, f])
-    refs = [aligned(ctx, c, rank, BOOL), aligned(ctx, t, rank, dt), aligned(ctx, f, rank, dt)]
-    shape = _dims_broadcast(_dims_broadcast(ctx.dims(refs[0]), ctx.dims(refs[1])), ctx.dims(refs[2]))
-    ctx.bind(out(op), ctx.node("Where", refs, shape, dtype=ctx.dtype(refs[1])))
 
 
 @exporter("cast")
@@ -255,12 +113,8 @@ def _cast(ctx: ExportContext, op: Operation) -> None:
     target = NUMPY.get(op.dtype or "scalar", F32)
     x = ctx.ref(op.inputs["input"])
     src = ctx.dtype(x)
-    if src == target:
-        ctx.bind(out(op), unop(ctx, "Identity", x))
-        return
-    if src.kind == "f" and target.kind in "iu":
-        x = unop(ctx, "Floor", x)   # nnefx's cast floors scalars; Cast truncates toward zero
-    ctx.bind(out(op), ctx.node("Cast", [x], ctx.dims(x), dtype=target, to=_elem(target)))
+    # Identity where nothing changes; NNEF cast floors scalars first (lowering.cast)
+    ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
 
 
 # --- linear algebra -------------------------------------------------------------------------
@@ -283,13 +137,6 @@ def _matmul(ctx: ExportContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("MatMul", [a, b], ctx.dims(out(op)), dtype=ctx.dtype(a)))
 
 
-def _is_zero(ctx: ExportContext, value: Any) -> bool:
-    if isinstance(value, str) and value in ctx.refs:
-        return False
-    data = ctx.data(value)
-    return data is not None and not np.any(np.asarray(data) != 0)
-
-
 @exporter("linear")
 def _linear(ctx: ExportContext, op: Operation) -> None:
     # matmul(input, filter, transposeB = true) + bias
@@ -298,7 +145,7 @@ def _linear(ctx: ExportContext, op: Operation) -> None:
     shape = ctx.dims(out(op))
     if ctx.rank(x) != 2 or ctx.rank(w) != 2:
         raise ctx.fallback("Gemm takes matrices only")
-    if _is_zero(ctx, bias):
+    if is_zero(ctx, bias):
         ctx.bind(out(op), ctx.node("Gemm", [x, w], shape, dtype=ctx.dtype(x), transB=1))
         return
     bdims = ctx.dims(bias) if isinstance(bias, str) else ()
@@ -308,118 +155,14 @@ def _linear(ctx: ExportContext, op: Operation) -> None:
                                    dtype=ctx.dtype(x), transB=1))
         return
     y = ctx.node("Gemm", [x, w], shape, dtype=ctx.dtype(x), transB=1)
-    ctx.bind(out(op), binop(ctx, "Add", y, aligned(ctx, bias, len(shape), ctx.dtype(x))))
+    ctx.bind(out(op), binop(ctx, "add", y, aligned(ctx, bias, len(shape), ctx.dtype(x))))
 
 
 # --- padding and windows --------------------------------------------------------------------
 
-def _crop(ctx: ExportContext, x: str, pads: list[tuple[int, int]]) -> tuple[str, list[tuple[int, int]]]:
-    """Negative paddings applied as a Slice; returns the value and the positive paddings."""
-    axes, starts, ends = [], [], []
-    for k, (p, q) in enumerate(pads):
-        if p < 0 or q < 0:
-            axes.append(k)
-            starts.append(max(-p, 0))
-            ends.append(-max(-q, 0) if q < 0 else 2 ** 62)
-    if not axes:
-        return x, pads
-    dims = list(ctx.dims(x))
-    for a, s, e in zip(axes, starts, ends, strict=True):
-        if dims[a] is not None:
-            dims[a] = (dims[a] if e > 0 else dims[a] + e) - s
-    y = ctx.node("Slice", [x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes)], tuple(dims))
-    return y, [(max(p, 0), max(q, 0)) for p, q in pads]
-
-
-def _slice_axis(ctx: ExportContext, x: str, axis: int, start: int, end: int, step: int, extent: int) -> str:
-    dims = list(ctx.dims(x))
-    dims[axis] = extent
-    return ctx.node("Slice", [x, ctx.ints([start]), ctx.ints([end]), ctx.ints([axis]), ctx.ints([step])],
-                    tuple(dims))
-
-
-def explicit_pad(ctx: ExportContext, x: Any, pads: list[tuple[int, int]], border: str, value: float = 0.0) -> str:
-    """A value equal to NNEF ``pad(x, pads, border, value)`` over all dimensions of ``x``."""
-    x = ctx.ref(x)
-    dims = ctx.dims(x)
-    pads = [tuple(int(v) for v in p) for p in pads] + [(0, 0)] * (len(dims) - len(pads))
-    x, pads = _crop(ctx, x, pads)
-    if not any(p or q for p, q in pads):
-        return x
-    dims = ctx.dims(x)
-    if border in ("constant", "ignore"):
-        return _pad_node(ctx, x, pads, "constant", value)
-    if border == "replicate":
-        return _pad_node(ctx, x, pads, "edge")
-    if border not in ("reflect", "reflect-even"):
-        raise ctx.fallback(f"border '{border}' has no ONNX padding form")
-    for k, (p, q) in enumerate(pads):
-        if not (p or q):
-            continue
-        z = dims[k]
-        if z is None:
-            raise ctx.fail(f"border '{border}' needs the static extent of dimension {k}")
-        if border == "reflect" and z == 1:
-            x = _pad_node(ctx, x, [(p, q) if i == k else (0, 0) for i in range(len(dims))], "edge")
-            continue
-        # Beyond the extent the reflections repeat periodically (period 2z - 2, or 2z with
-        # the edge repeated); padding in chunks of z - 1 (z) keeps every new edge on a mirror
-        # point of that periodic extension, so reflecting the grown tensor again continues it
-        chunk = z - 1 if border == "reflect" else z
-        while p or q:
-            pc, qc = min(p, chunk), min(q, chunk)
-            if border == "reflect":
-                x = _pad_node(ctx, x, [(pc, qc) if i == k else (0, 0) for i in range(len(dims))], "reflect")
-            else:
-                x = _mirror_even(ctx, x, k, pc, qc)
-            p, q = p - pc, q - qc
-        dims = ctx.dims(x)
-    return x
-
-
-def _mirror_even(ctx: ExportContext, x: str, k: int, p: int, q: int) -> str:
-    """Pad axis ``k`` by mirroring with the edge repeated (numpy 'symmetric', which Pad
-    lacks): reversed slices of the first ``p`` and last ``q`` elements (both <= extent)."""
-    z = ctx.dims(x)[k]
-    parts = []
-    if p:
-        parts.append(_slice_axis(ctx, x, k, p - 1, nnef_attrs.INT64_MIN, -1, p))
-    parts.append(x)
-    if q:
-        parts.append(_slice_axis(ctx, x, k, z - 1, nnef_attrs.slice_stop(z - 1 - q, -1), -1, q))
-    shape = list(ctx.dims(x))
-    shape[k] = z + p + q
-    return ctx.node("Concat", parts, tuple(shape), axis=k)
-
-
-def _pad_node(ctx: ExportContext, x: str, pads: list[tuple[int, int]], mode: str, value: float = 0.0) -> str:
-    dims = ctx.dims(x)
-    shape = tuple(None if d is None else d + p + q for d, (p, q) in zip(dims, pads, strict=True))
-    inputs = [x, ctx.ints([p for p, _ in pads] + [q for _, q in pads])]
-    if mode == "constant":
-        inputs.append(scalar(ctx, value, ctx.dtype(x)))
-    return ctx.node("Pad", inputs, shape, mode=mode)
-
-
-def _window(ctx: ExportContext, op: Operation, x: Any, n: int, size: list[int], transposed: bool = False
-            ) -> tuple[list[tuple[int, int]], list[int], list[int]]:
-    """Explicit padding, stride and dilation of a windowed op over the last ``n`` dims
-    (:func:`~nnefx.formats._export_attrs.window_padding`); automatic padding needs static
-    extents, fixed padding does not."""
-    return nnef_attrs.window_padding(op, n, size, lambda: _static(ctx, ctx.dims(x)[-n:]),
-                          (lambda: _static(ctx, ctx.dims(out(op))[-n:])) if transposed else None)
-
 
 def _pads_attr(pads: list[tuple[int, int]]) -> list[int]:
     return [p for p, _ in pads] + [q for _, q in pads]
-
-
-def _bias_add(ctx: ExportContext, op: Operation, y: str) -> str:
-    bias = op.inputs.get("bias", 0.0)
-    if _is_zero(ctx, bias):
-        return y
-    dims = ctx.dims(y)
-    return binop(ctx, "Add", y, aligned(ctx, bias, len(dims), ctx.dtype(y)))
 
 
 def _conv_bias(ctx: ExportContext, op: Operation, channels: int | None) -> str | None:
@@ -446,20 +189,20 @@ def _conv(ctx: ExportContext, op: Operation) -> None:
     n = len(xd) - 2
     if n < 1:
         raise ctx.fallback(f"a convolution of a rank-{len(xd)} tensor has no Conv form")
-    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]))
+    pads, stride, dil = window(ctx, op, x, n, list(fs[2:]))
     border = op.attribs.get("border", "constant")
     xin = ctx.ref(x)
     if border != "constant" or any(p < 0 or q < 0 for p, q in pads):
-        xin = explicit_pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
+        xin = pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
         pads = [(0, 0)] * n
     groups = int(op.attribs.get("groups", 1))
     if groups == 0:
-        groups = _static(ctx, xd[1:2])[0]
+        groups = static(ctx, xd[1:2])[0]
     shape = ctx.dims(out(op))
     b = _conv_bias(ctx, op, fs[0])
     y = ctx.node("Conv", [xin, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(xin),
                  kernel_shape=list(fs[2:]), pads=_pads_attr(pads), strides=stride, dilations=dil, group=groups)
-    ctx.bind(out(op), y if b is not None else _bias_add(ctx, op, y))
+    ctx.bind(out(op), y if b is not None else bias_add(ctx, op, y))
 
 
 @exporter("deconv")
@@ -467,12 +210,12 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     x, f = op.inputs["input"], op.inputs["filter"]
     xd, fs = ctx.dims(x), ctx.shape(f)
     n = len(xd) - 2
-    xs = (xd[0], xd[1]) + _static(ctx, xd[2:])
+    xs = (xd[0], xd[1]) + static(ctx, xd[2:])
     if op.attribs.get("border", "constant") != "constant":
         raise ctx.fallback(f"border '{op.attribs.get('border')}' of a deconvolution has no ConvTranspose form")
-    pads, stride, dil = _window(ctx, op, x, n, list(fs[2:]), transposed=True)
+    pads, stride, dil = window(ctx, op, x, n, list(fs[2:]), transposed=True)
     od = ctx.dims(out(op))
-    shape = (od[0],) + _static(ctx, od[1:])
+    shape = (od[0],) + static(ctx, od[1:])
     # output index i is index i + p of the full transposed result (extent F): a negative p
     # puts positions before it (zeros padded on); the end padding is whatever makes the
     # output X long: a crop where X < F - p, else positions past the full extent, which
@@ -488,21 +231,15 @@ def _deconv(ctx: ExportContext, op: Operation) -> None:
     groups = int(op.attribs.get("groups", 1))
     if groups == 0:   # as nnefx decides it: the output_shape's channels, else the input's
         given = list(op.attribs.get("output_shape", []))
-        groups = int(given[1]) if given else _static(ctx, xd[1:2])[0]
+        groups = int(given[1]) if given else static(ctx, xd[1:2])[0]
     b = _conv_bias(ctx, op, shape[1]) if inside else None
     partial = shape if inside else shape[:2] + tuple(want[i] - extra[i] for i in range(n))
     y = ctx.node("ConvTranspose", [x, f] + ([b] if b is not None else []), partial, dtype=ctx.dtype(x),
                  kernel_shape=list(fs[2:]), pads=_pads_attr(pads), strides=stride, dilations=dil, group=groups,
                  output_padding=extra if inside and any(extra) else None)
     if not inside:
-        y = _pad_node(ctx, y, [(0, 0), (0, 0)] + list(zip(lead, extra, strict=True)), "constant")
-    ctx.bind(out(op), y if b is not None else _bias_add(ctx, op, y))
-
-
-def _static(ctx: ExportContext, dims: tuple) -> tuple:
-    if any(d is None for d in dims):
-        raise ctx.fail(f"dims {list(dims)} are not static here; give the input shapes when loading")
-    return tuple(int(d) for d in dims)
+        y = pad_node(ctx, y, [(0, 0), (0, 0)] + list(zip(lead, extra, strict=True)), "constant")
+    ctx.bind(out(op), y if b is not None else bias_add(ctx, op, y))
 
 
 def _split_window(ctx: ExportContext, r: int, size: list[int], pads: list, stride: list[int], dil: list[int],
@@ -560,13 +297,13 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
     size = [int(s) for s in op.attribs["size"]]
     if r < 1:
         raise ctx.fallback("pooling a scalar has no ONNX pooling form")
-    pads, stride, dil = _window(ctx, op, x, r, size)
+    pads, stride, dil = window(ctx, op, x, r, size)
     od = ctx.dims(out(op))
     if op.attribs.get("border", "constant") == "ignore" and any(p or q for p, q in pads):
         # a window with no tap inside the input: nnefx gives 0, ONNX pooling -inf or 0/0
         xs, ys = ctx.dims(x), ctx.dims(out(op))
         for k in (k for k in range(r) if pads[k] != (0, 0)):
-            _static(ctx, (xs[k], ys[k]))
+            static(ctx, (xs[k], ys[k]))
             for i in range(ys[k]):
                 taps = (i * stride[k] - pads[k][0] + j * dil[k] for j in range(size[k]))
                 if not any(0 <= t < xs[k] for t in taps):
@@ -582,27 +319,27 @@ def _pool_window(ctx: ExportContext, op: Operation) -> tuple:
 def _avg_pool(ctx: ExportContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
               border: str, shape: tuple) -> str:
     """Windowed mean with NNEF's border: 'ignore' divides by the in-range count."""
-    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    xin, full = crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
     pads = full[2:]
     if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        xin = explicit_pad(ctx, xin, full, border)
+        xin = pad(ctx, xin, full, border)
         pads = [(0, 0)] * len(size)
     if all(d == 1 for d in dil):
         return ctx.node("AveragePool", [xin], shape, kernel_shape=size, pads=_pads_attr(pads), strides=stride,
                         count_include_pad=0 if border == "ignore" else 1)
     # AveragePool-18 has no dilations: window sums as a depth-wise convolution with a ones
     # kernel, divided by the volume or (under 'ignore') by the same sums of ones
-    channels = _static(ctx, ctx.dims(xin)[1:2])[0]
+    channels = static(ctx, ctx.dims(xin)[1:2])[0]
     dt = ctx.dtype(xin)
     ones = ctx.const(np.ones((channels, 1) + tuple(size), dt))
     attrs = dict(kernel_shape=size, pads=_pads_attr(pads), strides=stride, dilations=dil, group=channels)
     total = ctx.node("Conv", [xin, ones], shape, **attrs)
     if border != "ignore":
-        return binop(ctx, "Div", total, scalar(ctx, float(np.prod(size)), dt))
+        return binop(ctx, "div", total, scalar(ctx, float(np.prod(size)), dt))
     dims = ctx.dims(xin)
     filled = ctx.node("ConstantOfShape", [ctx.node("Shape", [xin], (len(dims),), dtype=I64)], dims, dtype=dt,
                       value=_filled_tensor(1, dt))
-    return binop(ctx, "Div", total, ctx.node("Conv", [filled, ones], shape, **attrs))
+    return binop(ctx, "div", total, ctx.node("Conv", [filled, ones], shape, **attrs))
 
 
 def _filled_tensor(value: float, dtype: Any) -> Any:
@@ -617,10 +354,10 @@ def _max_pool_input(ctx: ExportContext, op: Operation, x: Any, pads: list, size:
     never reads its padding (as 'ignore'), while NNEF 'constant' pads with zeros that take
     part and the other modes with copies, so those are padded explicitly first."""
     border = op.attribs.get("border", "constant")
-    xin, full = _crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    xin, full = crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
     pads = full[2:]
     if border != "ignore" and any(p or q for p, q in pads):
-        xin = explicit_pad(ctx, xin, full, border)
+        xin = pad(ctx, xin, full, border)
         pads = [(0, 0)] * len(size)
     return xin, pads
 
@@ -640,12 +377,12 @@ def _box(ctx: ExportContext, op: Operation) -> None:
     border, normalize = nnef_attrs.box_mode(op)
     xin = ctx.ref(x)
     if op.op == "rms_pool":
-        xin = binop(ctx, "Mul", xin, xin)
+        xin = binop(ctx, "mul", xin, xin)
     y = _avg_pool(ctx, xin, size, pads, stride, dil, border, pooled)
     if op.op == "rms_pool":
-        y = unop(ctx, "Sqrt", y)
+        y = unop(ctx, "sqrt", y)
     elif not normalize:
-        y = binop(ctx, "Mul", y, scalar(ctx, float(np.prod(size)), ctx.dtype(y)))
+        y = binop(ctx, "mul", y, scalar(ctx, float(np.prod(size)), ctx.dtype(y)))
     ctx.bind(out(op), finish(y))
 
 
@@ -662,7 +399,7 @@ def _nearest_downsample(ctx: ExportContext, op: Operation) -> None:
     factor = [int(v) for v in op.attribs["factor"]]
     axes = [2 + i for i, f in enumerate(factor) if f != 1]
     if not axes:
-        ctx.bind(out(op), unop(ctx, "Identity", x))
+        ctx.bind(out(op), unop(ctx, "copy", x))
         return
     steps = [factor[a - 2] for a in axes]
     ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints([0] * len(axes)), ctx.ints([2 ** 62] * len(axes)),
@@ -683,7 +420,7 @@ def _lrn(ctx: ExportContext, op: Operation) -> None:
         if isinstance(op.attribs.get(name, op.inputs.get(name)), str):
             raise ctx.fallback(f"a tensor '{name}' has no LRN form")
     alpha, beta, bias = nnef_attrs.lrn_params(op)
-    ctx.bind(out(op), unop(ctx, "LRN", x, size=size[1], alpha=alpha, beta=beta, bias=bias))
+    ctx.bind(out(op), ctx.node("LRN", [x], ctx.dims(x), size=size[1], alpha=alpha, beta=beta, bias=bias))
 
 
 # --- resizing -------------------------------------------------------------------------------
@@ -704,7 +441,7 @@ def _nearest_upsample(ctx: ExportContext, op: Operation) -> None:
 
 @exporter("multilinear_upsample")
 def _multilinear_upsample(ctx: ExportContext, op: Operation) -> None:
-    # Resize's coordinate transform, as _export_attrs.linear_upsample_transform explains
+    # Resize's coordinate transform, as export.attrs.linear_upsample_transform explains
     method, border, transform = nnef_attrs.linear_upsample_transform(op)
     if transform is None:
         raise ctx.fallback(f"method '{method}' with border '{border}' has no Resize form")
@@ -744,7 +481,7 @@ def _squeeze(ctx: ExportContext, op: Operation) -> None:
     axes = [int(a) for a in op.attribs.get("axes", [])]
     x = ctx.ref(op.inputs["input"])
     if not axes:
-        ctx.bind(out(op), unop(ctx, "Identity", x))
+        ctx.bind(out(op), unop(ctx, "copy", x))
         return
     kind = "Squeeze" if op.op == "squeeze" else "Unsqueeze"
     ctx.bind(out(op), ctx.node(kind, [x, ctx.ints(axes)], ctx.dims(out(op))))
@@ -760,7 +497,7 @@ def _transpose(ctx: ExportContext, op: Operation) -> None:
 @exporter("concat")
 def _concat(ctx: ExportContext, op: Operation) -> None:
     values = list(op.inputs["values"])
-    dt = literal_dtype(ctx, op, values)
+    dt = literal_type(ctx, op, values)
     refs = [ctx.ref(v, dt) for v in values]
     ctx.bind(out(op), ctx.node("Concat", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0]),
                                axis=int(op.attribs["axis"])))
@@ -772,7 +509,7 @@ def _split(ctx: ExportContext, op: Operation) -> None:
     axis = int(op.attribs["axis"])
     names = op.output_names()
     shapes = [ctx.dims(n) for n in names]
-    sizes = _static(ctx, tuple(s[axis] for s in shapes))
+    sizes = static(ctx, tuple(s[axis] for s in shapes))
     refs = ctx.node("Split", [x, ctx.ints(sizes)], outputs=[(s, ctx.dtype(x)) for s in shapes], axis=axis)
     for n, r in zip(names, refs, strict=True):
         ctx.bind(n, r)
@@ -811,7 +548,7 @@ def _slice(ctx: ExportContext, op: Operation) -> None:
         raise ctx.fail(f"slicing needs the static extents of axes {list(op.attribs['axes'])}")
     axes, starts, ends, steps = nnef_attrs.slice_bounds(plan)
     if not axes:
-        ctx.bind(out(op), unop(ctx, "Identity", x))
+        ctx.bind(out(op), unop(ctx, "copy", x))
         return
     ctx.bind(out(op), ctx.node("Slice", [x, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes), ctx.ints(steps)],
                                ctx.dims(out(op))))
@@ -824,7 +561,7 @@ def _pad(ctx: ExportContext, op: Operation) -> None:
     if isinstance(value, str):
         raise ctx.fallback("a tensor padding value has no Pad form")
     pads = [tuple(int(v) for v in p) for p in op.attribs["padding"]]
-    ctx.bind(out(op), explicit_pad(ctx, x, pads, op.attribs.get("border", "constant"), float(value)))
+    ctx.bind(out(op), pad(ctx, x, pads, op.attribs.get("border", "constant"), float(value)))
 
 
 @exporter("tile")
@@ -851,7 +588,7 @@ def reduce(ctx: ExportContext, kind: str, x: Any, axes: list[int]) -> str:
     """An NNEF reduction (reduced axes kept); no axes reduces nothing (ONNX: everything)."""
     ref = ctx.ref(x)
     if not axes:
-        return unop(ctx, "Identity", ref)
+        return unop(ctx, "copy", ref)
     dims = ctx.dims(ref)
     axes = [a % len(dims) for a in axes]
     return ctx.node(kind, [ref, ctx.ints(axes)], nnef_attrs.reduced_shape(dims, axes), keepdims=1)
@@ -864,13 +601,13 @@ def _reduce(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     axes = [int(a) for a in op.attribs["axes"]]
     if not axes:   # nothing reduced (ONNX would reduce everything)
-        ctx.bind(out(op), unop(ctx, "Identity", x))
+        ctx.bind(out(op), unop(ctx, "copy", x))
         return
     if what in ("any", "all"):
         # no logical reductions before opset 20: max/min over 0/1 integers
-        xi = ctx.node("Cast", [x], ctx.dims(x), dtype=np.int32, to=_elem(np.int32))
+        xi = ctx.node("Cast", [x], ctx.dims(x), dtype=np.int32, to=tensor_type(np.int32))
         r = reduce(ctx, kind, xi, axes)
-        ctx.bind(out(op), ctx.node("Cast", [r], ctx.dims(r), dtype=BOOL, to=_elem(BOOL)))
+        ctx.bind(out(op), ctx.node("Cast", [r], ctx.dims(r), dtype=BOOL, to=tensor_type(BOOL)))
         return
     ctx.bind(out(op), reduce(ctx, kind, x, axes))
 
@@ -908,12 +645,12 @@ def _softmax(ctx: ExportContext, op: Operation) -> None:
     r = ctx.rank(x)
     axes = sorted({int(a) % max(r, 1) for a in op.attribs.get("axes", [1])})
     if len(axes) == 1:
-        ctx.bind(out(op), unop(ctx, "Softmax", x, axis=axes[0]))
+        ctx.bind(out(op), ctx.node("Softmax", [x], ctx.dims(x), axis=axes[0]))
         return
     # several axes: the definition, max-shifted as NNEF writes it
     m = reduce(ctx, "ReduceMax", x, axes)
-    e = unop(ctx, "Exp", binop(ctx, "Sub", x, m))
-    ctx.bind(out(op), binop(ctx, "Div", e, reduce(ctx, "ReduceSum", e, axes)))
+    e = unop(ctx, "exp", binop(ctx, "sub", x, m))
+    ctx.bind(out(op), binop(ctx, "div", e, reduce(ctx, "ReduceSum", e, axes)))
 
 
 @exporter("moments")
@@ -921,38 +658,20 @@ def _moments(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     axes = [int(a) for a in op.attribs["axes"]]
     mean = reduce(ctx, "ReduceMean", x, axes)
-    d = binop(ctx, "Sub", x, mean)
+    d = binop(ctx, "sub", x, mean)
     ctx.bind(out(op, 0), mean)
-    ctx.bind(out(op, 1), reduce(ctx, "ReduceMean", binop(ctx, "Mul", d, d), axes))
-
-
-def _channel_vector(ctx: ExportContext, value: Any, channels: int) -> str | None:
-    """A per-channel parameter as a 1-D ``[C]`` value, or None when it is not per-channel."""
-    if isinstance(value, str) and value in ctx.refs:
-        dims = ctx.dims(value)
-        if len(dims) == 2 and dims[0] == 1 and dims[1] == channels:
-            return reshape(ctx, value, (channels,))
-        return None
-    data = ctx.data(value)
-    if data is None:
-        return None
-    arr = np.asarray(data, dtype=F32)
-    if arr.size == 1:
-        return ctx.const(np.full((channels,), float(arr.reshape(-1)[0]), F32))
-    if arr.size == channels and (arr.ndim == 1 or arr.shape[:2] == (1, channels)):
-        return ctx.const(arr.reshape(channels))
-    return None
+    ctx.bind(out(op, 1), reduce(ctx, "ReduceMean", binop(ctx, "mul", d, d), axes))
 
 
 @exporter("batch_normalization")
 def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     dims = ctx.dims(x)
-    eps = attr_scalar(ctx, op, "epsilon")
+    eps = literal(ctx, op, "epsilon")
     names = ("scale", "offset", "mean", "variance")   # BatchNormalization's input order
     vals = nnef_attrs.batch_norm_inputs(op)
     if len(dims) >= 2 and dims[1] is not None:
-        vecs = [_channel_vector(ctx, vals[k], dims[1]) for k in names]
+        vecs = [channel_vector(ctx, vals[k], dims[1], F32) for k in names]
         if all(v is not None for v in vecs):
             ctx.bind(out(op), ctx.node("BatchNormalization", [x] + vecs, dims, epsilon=eps))
             return
@@ -960,24 +679,12 @@ def _batch_norm(ctx: ExportContext, op: Operation) -> None:
     mean, var, off, sc = operands(ctx, op, [op.inputs["input"], vals["mean"], vals["variance"], vals["offset"],
                                             vals["scale"]])[1:]
     xr = aligned(ctx, op.inputs["input"], max(ctx.rank(v) for v in (mean, var, off, sc, x)))
-    den = unop(ctx, "Sqrt", binop(ctx, "Add", var, scalar(ctx, eps)))
-    y = binop(ctx, "Add", off, binop(ctx, "Div", binop(ctx, "Mul", sc, binop(ctx, "Sub", xr, mean)), den))
+    den = unop(ctx, "sqrt", binop(ctx, "add", var, scalar(ctx, eps)))
+    y = binop(ctx, "add", off, binop(ctx, "div", binop(ctx, "mul", sc, binop(ctx, "sub", xr, mean)), den))
     ctx.bind(out(op), y)
 
 
 # --- a few more compounds, written as their definitions -------------------------------------
-
-@exporter("add_n")
-def _add_n(ctx: ExportContext, op: Operation) -> None:
-    values = list(op.inputs["x"])
-    if not values:
-        raise ctx.fallback("no operands")
-    refs = operands(ctx, op, values)
-    y = refs[0]
-    for r in refs[1:]:
-        y = binop(ctx, "Add", y, r)
-    ctx.bind(out(op), y)
-
 
 exporter("copy_n")(export_copy_n)
 
@@ -997,23 +704,23 @@ def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     # 'mod' is C's fmod (Mod with fmod = 1); floor division/modulo and integer powers are not
     kind = str(op.attribs["op"])
     x, y = op.inputs["x"], op.inputs["y"]
-    dt = literal_dtype(ctx, op, [x, y])
+    dt = literal_type(ctx, op, [x, y])
     a, b = ctx.ref(x, dt), ctx.ref(y, dt)
     if op.op == "ir_compare":
         if kind not in _IR_COMPARE:
             raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
         r = binop(ctx, _IR_COMPARE[kind], a, b)
-        ctx.bind(out(op), unop(ctx, "Not", r) if kind == "not_equal" else r)
+        ctx.bind(out(op), unop(ctx, "not", r) if kind == "not_equal" else r)
         return
     integer = ctx.dtype(a).kind in "iu"
     if kind == "squared_difference":
-        d = binop(ctx, "Sub", a, b)
-        ctx.bind(out(op), binop(ctx, "Mul", d, d))
+        d = binop(ctx, "sub", a, b)
+        ctx.bind(out(op), binop(ctx, "mul", d, d))
         return
     if kind not in _IR_ARITH or (integer and kind == "power"):
         raise ctx.fallback(f"'{kind}' on {ctx.dtype(a)} has no exact ONNX node")
     if kind == "mod":
-        r = ctx.node("Mod", [a, b], _dims_broadcast(ctx.dims(a), ctx.dims(b)), dtype=ctx.dtype(a), fmod=1)
+        r = ctx.node("Mod", [a, b], broadcast_dims(ctx.dims(a), ctx.dims(b)), dtype=ctx.dtype(a), fmod=1)
     else:
         r = binop(ctx, _IR_ARITH[kind], a, b)
     ctx.bind(out(op), r)
@@ -1095,7 +802,7 @@ def _sequence_lengths(ctx: ExportContext, value: Any, n: int | None) -> str:
     ref = ctx.ref(value)
     if len(ctx.dims(ref)) != 1:
         raise ctx.fallback(f"run-time sequence lengths of shape {list(ctx.dims(ref))} have no ONNX form")
-    return ctx.node("Cast", [ref], ctx.dims(ref), dtype=np.int32, to=_elem(np.int32))
+    return ctx.node("Cast", [ref], ctx.dims(ref), dtype=np.int32, to=tensor_type(np.int32))
 
 
 @exporter("ir_lstm_sequence", "ir_gru_sequence", "ir_rnn_sequence")
@@ -1103,8 +810,8 @@ def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
     x = op.inputs["input"]
     n, t, _ = ctx.dims(x)
     w, r, b = op.inputs["W"], op.inputs["R"], op.inputs["B"]
-    hs = _static(ctx, ctx.dims(op.inputs["initial_hidden"])[2:3])[0]
-    dirs = _static(ctx, ctx.dims(w)[:1])[0]
+    hs = static(ctx, ctx.dims(op.inputs["initial_hidden"])[2:3])[0]
+    dirs = static(ctx, ctx.dims(w)[:1])[0]
     direction = str(op.attribs.get("direction", "forward"))
     clip = float(op.attribs.get("clip", 0.0))
     attrs: dict[str, Any] = {"hidden_size": hs, "direction": direction, "clip": clip if clip else None}
@@ -1135,8 +842,8 @@ def _ir_sequence(ctx: ExportContext, op: Operation) -> None:
         bref = ctx.ref(b)
         if lbr:
             zeros = ctx.const(np.zeros((dirs, 2 * hs), F32))
-            wb = _slice_axis(ctx, bref, 1, 0, 3 * hs, 1, 3 * hs)
-            rbh = _slice_axis(ctx, bref, 1, 3 * hs, 4 * hs, 1, hs)
+            wb = slice_axis(ctx, bref, 1, 0, 3 * hs, 1, 3 * hs)
+            rbh = slice_axis(ctx, bref, 1, 3 * hs, 4 * hs, 1, hs)
             B = ctx.node("Concat", [wb, zeros, rbh], (dirs, 6 * hs), axis=1)
         else:
             wb = _gate_blocks(ctx, bref, order, hs)
@@ -1180,7 +887,7 @@ def _ir_cumsum(ctx: ExportContext, op: Operation) -> None:
 def _ir_reduce_prod(ctx: ExportContext, op: Operation) -> None:
     axes = [int(a) for a in op.attribs["axes"]]
     x = ctx.ref(op.inputs["input"])
-    ctx.bind(out(op), reduce(ctx, "ReduceProd", x, axes) if axes else unop(ctx, "Identity", x))
+    ctx.bind(out(op), reduce(ctx, "ReduceProd", x, axes) if axes else unop(ctx, "copy", x))
 
 
 @exporter("ir_round")
@@ -1188,13 +895,13 @@ def _ir_round(ctx: ExportContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["x"])
     mode = str(op.attribs.get("mode", "half_to_even"))
     if mode == "half_to_even":
-        ctx.bind(out(op), unop(ctx, "Round", x))
+        ctx.bind(out(op), ctx.node("Round", [x], ctx.dims(x)))
         return
     if mode != "half_away_from_zero":
         raise ctx.fallback(f"mode '{mode}' has no ONNX form")
     # sign(x) * floor(|x| + 0.5), in the same float32 steps as nnefx
-    mag = unop(ctx, "Floor", binop(ctx, "Add", unop(ctx, "Abs", x), scalar(ctx, 0.5, ctx.dtype(x))))
-    ctx.bind(out(op), binop(ctx, "Mul", unop(ctx, "Sign", x), mag))
+    mag = unop(ctx, "floor", binop(ctx, "add", unop(ctx, "abs", x), scalar(ctx, 0.5, ctx.dtype(x))))
+    ctx.bind(out(op), binop(ctx, "mul", unop(ctx, "sign", x), mag))
 
 
 @exporter("ir_einsum")
@@ -1238,7 +945,7 @@ def _origins(ctx: ExportContext, shape: tuple, n: int, k: int, stride: int, shif
     ``n`` dims of an output of ``shape``), as a constant that broadcasts along that dim."""
     rank = len(shape)
     axis = rank - n + k
-    count = _static(ctx, shape[axis:axis + 1])[0]
+    count = static(ctx, shape[axis:axis + 1])[0]
     dims = [1] * rank
     dims[axis] = count
     return ctx.const((np.arange(count, dtype=np.int64) * stride - shift).reshape(dims))
@@ -1252,18 +959,18 @@ def _window_offsets(ctx: ExportContext, flat: str, extents: tuple, size: list[in
     coords: list[str] = []
     for k in reversed(range(n)):
         e = ctx.const(np.asarray(extents[k], np.int64))
-        coords.insert(0, binop(ctx, "Mod", rem, e))
-        rem = binop(ctx, "Div", rem, e)
+        coords.insert(0, binop(ctx, "mod", rem, e))
+        rem = binop(ctx, "div", rem, e)
     index: str | None = None
     for k in range(n):
         origin = _origins(ctx, shape, n, k, stride[k], shifts[k])
-        j = binop(ctx, "Sub", coords[k], origin)
+        j = binop(ctx, "sub", coords[k], origin)
         if dil[k] != 1:
-            j = binop(ctx, "Div", j, ctx.const(np.asarray(dil[k], np.int64)))
+            j = binop(ctx, "div", j, ctx.const(np.asarray(dil[k], np.int64)))
         weight = int(np.prod(size[k + 1:], dtype=np.int64))
         if weight != 1:
-            j = binop(ctx, "Mul", j, ctx.const(np.asarray(weight, np.int64)))
-        index = j if index is None else binop(ctx, "Add", index, j)
+            j = binop(ctx, "mul", j, ctx.const(np.asarray(weight, np.int64)))
+        index = j if index is None else binop(ctx, "add", index, j)
     assert index is not None
     return index
 
@@ -1273,7 +980,7 @@ def _argmax_pool(ctx: ExportContext, op: Operation) -> None:
     x, size, pads, stride, dil, pooled, finish = _pool_window(ctx, op)
     xin, pads = _max_pool_input(ctx, op, x, pads, size)
     shifts = [p for p, _ in pads]   # window origins move by the padding MaxPool itself adds
-    extents = _static(ctx, ctx.dims(xin)[2:])
+    extents = static(ctx, ctx.dims(xin)[2:])
     vals, flat = ctx.node("MaxPool", [xin], outputs=[(pooled, ctx.dtype(xin)), (pooled, I64)], kernel_shape=size,
                           pads=_pads_attr(pads), strides=stride, dilations=dil)
     index = _window_offsets(ctx, flat, extents, size, stride, dil, shifts, pooled)
@@ -1291,7 +998,7 @@ def _spatial_window(ctx: ExportContext, op: Operation, x: Any, transposed: bool 
     tensor (None when the window spans dims 2.. only)."""
     r = ctx.rank(x)
     size = [int(s) for s in op.attribs["size"]]
-    pads, stride, dil = _window(ctx, op, x, r, size, transposed=transposed)
+    pads, stride, dil = window(ctx, op, x, r, size, transposed=transposed)
     return _split_window(ctx, r, size, pads, stride, dil, "form")
 
 
@@ -1303,16 +1010,16 @@ def _flat_positions(ctx: ExportContext, idx: str, size: list[int], stride: list[
     flat: str | None = None
     for k in range(n):
         inner = int(np.prod(size[k + 1:], dtype=np.int64))
-        j = binop(ctx, "Div", idx, ctx.const(np.asarray(inner, np.int64))) if inner != 1 else idx
-        j = binop(ctx, "Mod", j, ctx.const(np.asarray(size[k], np.int64)))
+        j = binop(ctx, "div", idx, ctx.const(np.asarray(inner, np.int64))) if inner != 1 else idx
+        j = binop(ctx, "mod", j, ctx.const(np.asarray(size[k], np.int64)))
         if dil[k] != 1:
-            j = binop(ctx, "Mul", j, ctx.const(np.asarray(dil[k], np.int64)))
+            j = binop(ctx, "mul", j, ctx.const(np.asarray(dil[k], np.int64)))
         origin = _origins(ctx, shape, n, k, stride[k], shifts[k])
-        pos = binop(ctx, "Add", j, origin)
+        pos = binop(ctx, "add", j, origin)
         weight = int(np.prod(extents[k + 1:], dtype=np.int64))
         if weight != 1:
-            pos = binop(ctx, "Mul", pos, ctx.const(np.asarray(weight, np.int64)))
-        flat = pos if flat is None else binop(ctx, "Add", flat, pos)
+            pos = binop(ctx, "mul", pos, ctx.const(np.asarray(weight, np.int64)))
+        flat = pos if flat is None else binop(ctx, "add", flat, pos)
     assert flat is not None
     return flat
 
@@ -1323,9 +1030,9 @@ def _sample(ctx: ExportContext, op: Operation) -> None:
     size, pads, stride, dil, move = _spatial_window(ctx, op, op.inputs["input"])
     x = _to_spatial(ctx, op.inputs["input"], move)
     border = op.attribs.get("border", "constant")
-    xin = explicit_pad(ctx, x, [(0, 0), (0, 0)] + list(pads), "constant" if border == "ignore" else border)
+    xin = pad(ctx, x, [(0, 0), (0, 0)] + list(pads), "constant" if border == "ignore" else border)
     # (a negative padding crops: positions then start at the crop)
-    extents = _static(ctx, ctx.dims(xin)[2:])
+    extents = static(ctx, ctx.dims(xin)[2:])
     final = ctx.dims(out(op))
     idx = _to_spatial(ctx, ctx.ref(op.inputs["index"], I64), move)
     od = ctx.dims(idx)
@@ -1335,7 +1042,7 @@ def _sample(ctx: ExportContext, op: Operation) -> None:
     data = ctx.node("Reshape", [xin, ctx.ints([0, 0, -1])], lead + (volume,))
     where = ctx.node("Reshape", [flat, ctx.ints([0, 0, -1])], lead + (None,))
     got = ctx.node("GatherElements", [data, where], lead + (None,), dtype=ctx.dtype(xin), axis=2)
-    got = ctx.node("Reshape", [got, ctx.ints([0, 0] + [int(d) for d in _static(ctx, od[2:])])], od)
+    got = ctx.node("Reshape", [got, ctx.ints([0, 0] + [int(d) for d in static(ctx, od[2:])])], od)
     ctx.bind(out(op), _from_spatial(ctx, got, final, move))
 
 
@@ -1381,7 +1088,7 @@ def _debox(ctx: ExportContext, op: Operation) -> None:
     size, _, stride, dil, move = _spatial_window(ctx, op, x, transposed=True)
     if move is not None:
         raise ctx.fallback("a window over the batch/channel dimensions has no ConvTranspose form here")
-    channels = _static(ctx, ctx.dims(x)[1:2])[0]
+    channels = static(ctx, ctx.dims(x)[1:2])[0]
     ones = ctx.const(np.ones((channels, 1) + tuple(size), ctx.dtype(x)))
     attribs = {"padding": list(op.attribs.get("padding", []))[2:], "stride": stride, "dilation": dil,
                "groups": channels, "border": "constant"}
@@ -1396,13 +1103,13 @@ def _debox(ctx: ExportContext, op: Operation) -> None:
     if not op.attribs.get("normalize", False):
         ctx.bind(out(op), total)
     elif border == "constant":
-        ctx.bind(out(op), binop(ctx, "Div", total, scalar(ctx, float(np.prod(size)), ctx.dtype(x))))
+        ctx.bind(out(op), binop(ctx, "div", total, scalar(ctx, float(np.prod(size)), ctx.dtype(x))))
     else:
-        count = transposed(binop(ctx, "Add", binop(ctx, "Mul", x, scalar(ctx, 0.0, ctx.dtype(x))),
+        count = transposed(binop(ctx, "add", binop(ctx, "mul", x, scalar(ctx, 0.0, ctx.dtype(x))),
                                  scalar(ctx, 1.0, ctx.dtype(x))))
-        some = binop(ctx, "Greater", count, scalar(ctx, 0.0, ctx.dtype(x)))
+        some = binop(ctx, "gt", count, scalar(ctx, 0.0, ctx.dtype(x)))
         safe = ctx.node("Where", [some, count, scalar(ctx, 1.0, ctx.dtype(x))], ctx.dims(count), dtype=ctx.dtype(x))
-        ctx.bind(out(op), ctx.node("Where", [some, binop(ctx, "Div", total, safe), scalar(ctx, 0.0, ctx.dtype(x))],
+        ctx.bind(out(op), ctx.node("Where", [some, binop(ctx, "div", total, safe), scalar(ctx, 0.0, ctx.dtype(x))],
                                    ctx.dims(total), dtype=ctx.dtype(x)))
 
 
@@ -1424,7 +1131,7 @@ def _ir_convert(ctx: ExportContext, op: Operation) -> None:
     src = ctx.dtype(x)
 
     def cast(v: str, dt: Any) -> str:
-        return ctx.node("Cast", [v], ctx.dims(v), dtype=dt, to=_elem(dt))
+        return ctx.node("Cast", [v], ctx.dims(v), dtype=dt, to=tensor_type(dt))
 
     y = x
     if target.kind in "iu" and src.kind == "f":
@@ -1435,7 +1142,7 @@ def _ir_convert(ctx: ExportContext, op: Operation) -> None:
     if np.dtype(ctx.dtype(y)) != storage:
         y = cast(y, storage)
     if y == x:
-        y = unop(ctx, "Identity", x)
+        y = unop(ctx, "copy", x)
     ctx.bind(out(op), y)
 
 
@@ -1446,7 +1153,7 @@ def _ir_reverse_sequence(ctx: ExportContext, op: Operation) -> None:
     if ctx.rank(x) < 2 or {seq, batch} != {0, 1}:
         raise ctx.fallback(f"sequence axis {seq} / batch axis {batch} have no ReverseSequence form (axes 0 and 1)")
     lens = ctx.ref(op.inputs["lengths"])
-    lens = ctx.node("Cast", [lens], ctx.dims(lens), dtype=I64, to=_elem(I64))
+    lens = ctx.node("Cast", [lens], ctx.dims(lens), dtype=I64, to=tensor_type(I64))
     ctx.bind(out(op), ctx.node("ReverseSequence", [x, lens], ctx.dims(x), batch_axis=batch, time_axis=seq))
 
 
@@ -1462,7 +1169,7 @@ def _gather_axes(ctx: ExportContext, x: str, tables: list[tuple[int, np.ndarray]
         dims = list(ctx.dims(y))
         dims[ax] = len(idx)
         y = ctx.node("Gather", [y, ctx.const(np.asarray(idx, np.int64))], tuple(dims), axis=ax)
-    return y if y != x else unop(ctx, "Identity", x)
+    return y if y != x else unop(ctx, "copy", x)
 
 
 @exporter("ir_interpolate")
@@ -1480,7 +1187,7 @@ def _ir_interpolate(ctx: ExportContext, op: Operation) -> None:
     axes = [int(v) for v in a["axes"]]
     sizes = [int(v) for v in a["sizes"]]
     scales = [float(v) for v in a["scales"]]
-    extents = [_static(ctx, xd[ax:ax + 1])[0] for ax in axes]
+    extents = [static(ctx, xd[ax:ax + 1])[0] for ax in axes]
     attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": coord}
     if mode == "nearest":
         attrs["nearest_mode"] = nearest
@@ -1545,7 +1252,7 @@ def _ir_resample(ctx: ExportContext, op: Operation) -> None:
     if mode == "nearest":   # source = floor(out * in / out_size), in integers
         tables = []
         for ax, n in zip(axes, sizes, strict=True):
-            e = _static(ctx, xd[ax:ax + 1])[0]
+            e = static(ctx, xd[ax:ax + 1])[0]
             tables.append((ax, np.minimum(np.arange(n, dtype=np.int64) * e // n, e - 1)))
         ctx.bind(out(op), _gather_axes(ctx, x, tables, ctx.dims(out(op))))
         return
@@ -1557,3 +1264,8 @@ def _ir_resample(ctx: ExportContext, op: Operation) -> None:
 
 
 from . import export_roi as _export_roi  # noqa: E402,F401  (registers the RoI exporters)
+
+
+def find_exporter(name: str) -> Exporter | None:
+    """The writer of operation ``name`` as ONNX, or None."""
+    return registry.table("onnx").find(name)

@@ -66,8 +66,9 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
-from .export_ops import F32, I64, _elem, binop, exporter, out, scalar, unop
-from .writer import ExportContext
+from ..export.lowering import binop, out, scalar, unop
+from .export_ops import F32, I64, exporter
+from .writer import ExportContext, tensor_type
 
 F64 = np.dtype(np.float64)
 
@@ -87,7 +88,7 @@ def _batch_index(ctx: ExportContext, op: Operation, n: int | None) -> str:
     if ctx.rank(index) != 1:
         index = ctx.node("Reshape", [index, ctx.ints([-1])], (n,))
     if ctx.dtype(index) != I64:
-        index = ctx.node("Cast", [index], (n,), dtype=I64, to=_elem(I64))
+        index = ctx.node("Cast", [index], (n,), dtype=I64, to=tensor_type(I64))
     return index
 
 
@@ -95,7 +96,7 @@ def _columns(ctx: ExportContext, rois: str, m: int, dtype: Any) -> list[tuple[st
     """(start, end) of each spatial axis as (N, 1) values in ``dtype``."""
     n = ctx.dims(rois)[0]
     src = rois if ctx.dtype(rois) == dtype else ctx.node("Cast", [rois], ctx.dims(rois), dtype=dtype,
-                                                         to=_elem(dtype))
+                                                         to=tensor_type(dtype))
 
     def col(k: int) -> str:
         return ctx.node("Gather", [src, ctx.ints([k])], (n, 1), axis=1)
@@ -128,19 +129,19 @@ def _spread(ctx: ExportContext, v: Any, positions: list[int], rank: int) -> Any:
 def _taps(ctx: ExportContext, start: str, end: str, o: int, method: str) -> str:
     """NNEF's sampling coordinates (N, o) of RoIs [start, end) (N, 1), in float64 and in the
     order of operations of :func:`nnefx.ops.roi.resample_taps`, so they are its values."""
-    r = binop(ctx, "Sub", end, start)
+    r = binop(ctx, "sub", end, start)
     i = np.arange(o, dtype=np.float64).reshape(1, o)
     if method == "symmetric":      # start + (i + 0.5) * r / o - 0.5
-        step = binop(ctx, "Div", binop(ctx, "Mul", ctx.const(i + 0.5), r), ctx.const(np.asarray(o, F64)))
-        return binop(ctx, "Sub", binop(ctx, "Add", start, step), ctx.const(np.asarray(0.5, F64)))
+        step = binop(ctx, "div", binop(ctx, "mul", ctx.const(i + 0.5), r), ctx.const(np.asarray(o, F64)))
+        return binop(ctx, "sub", binop(ctx, "add", start, step), ctx.const(np.asarray(0.5, F64)))
     if method == "asymmetric":     # start + i * r / o
-        step = binop(ctx, "Div", binop(ctx, "Mul", ctx.const(i), r), ctx.const(np.asarray(o, F64)))
-        return binop(ctx, "Add", start, step)
+        step = binop(ctx, "div", binop(ctx, "mul", ctx.const(i), r), ctx.const(np.asarray(o, F64)))
+        return binop(ctx, "add", start, step)
     if o == 1:                     # 'aligned': start + i * (r - 1) / (o - 1), start when o = 1
         return start
-    span = binop(ctx, "Sub", r, ctx.const(np.asarray(1.0, F64)))
-    step = binop(ctx, "Div", binop(ctx, "Mul", ctx.const(i), span), ctx.const(np.asarray(o - 1, F64)))
-    return binop(ctx, "Add", start, step)
+    span = binop(ctx, "sub", r, ctx.const(np.asarray(1.0, F64)))
+    step = binop(ctx, "div", binop(ctx, "mul", ctx.const(i), span), ctx.const(np.asarray(o - 1, F64)))
+    return binop(ctx, "add", start, step)
 
 
 def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) -> str:
@@ -172,14 +173,14 @@ def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) ->
     lows, highs, weights = [], [], []
     for k, (start, end) in enumerate(_columns(ctx, rois, m, F64)):
         coord = _taps(ctx, start, end, size[k], method)
-        floor = unop(ctx, "Floor", coord)
-        frac = binop(ctx, "Sub", coord, floor)
-        j = ctx.node("Cast", [floor], ctx.dims(floor), dtype=I64, to=_elem(I64))
-        hi = binop(ctx, "Add", j, ctx.const(np.asarray(1, np.int64)))
+        floor = unop(ctx, "floor", coord)
+        frac = binop(ctx, "sub", coord, floor)
+        j = ctx.node("Cast", [floor], ctx.dims(floor), dtype=I64, to=tensor_type(I64))
+        hi = binop(ctx, "add", j, ctx.const(np.asarray(1, np.int64)))
         bounds = [ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(extents[k] - 1, np.int64))]
         lows.append(_spread(ctx, ctx.node("Clip", [j] + bounds, ctx.dims(j)), [0, 1 + k], 1 + m))
         highs.append(_spread(ctx, ctx.node("Clip", [hi] + bounds, ctx.dims(hi)), [0, 1 + k], 1 + m))
-        weights.append((_spread(ctx, binop(ctx, "Sub", ctx.const(np.asarray(1.0, F64)), frac), [0, 1 + k], 1 + m),
+        weights.append((_spread(ctx, binop(ctx, "sub", ctx.const(np.asarray(1.0, F64)), frac), [0, 1 + k], 1 + m),
                         _spread(ctx, frac, [0, 1 + k], 1 + m)))
     base: str = ctx.node("Reshape", [index, ctx.ints([-1] + [1] * m)], (n,) + (1,) * m)
     out_dims = (n,) + tuple(size)
@@ -187,18 +188,18 @@ def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) ->
     for corner in np.ndindex(*(2,) * m):
         flat, weight = base, None
         for k in range(m):
-            flat = binop(ctx, "Add", binop(ctx, "Mul", flat, ctx.const(np.asarray(extents[k], np.int64))),
+            flat = binop(ctx, "add", binop(ctx, "mul", flat, ctx.const(np.asarray(extents[k], np.int64))),
                          highs[k] if corner[k] else lows[k])
             w = weights[k][corner[k]]
-            weight = w if weight is None else binop(ctx, "Mul", weight, w)
+            weight = w if weight is None else binop(ctx, "mul", weight, w)
         assert weight is not None
         value = ctx.node("Gather", [rows, flat], out_dims + (c,), axis=0)
-        value = ctx.node("Cast", [value], out_dims + (c,), dtype=F64, to=_elem(F64))
+        value = ctx.node("Cast", [value], out_dims + (c,), dtype=F64, to=tensor_type(F64))
         wc = ctx.node("Unsqueeze", [weight, ctx.ints([m + 1])], ctx.dims(weight) + (1,))
-        term = binop(ctx, "Mul", wc, value)
-        total = term if total is None else binop(ctx, "Add", total, term)
+        term = binop(ctx, "mul", wc, value)
+        total = term if total is None else binop(ctx, "add", total, term)
     assert total is not None
-    y = ctx.node("Cast", [total], out_dims + (c,), dtype=F32, to=_elem(F32))
+    y = ctx.node("Cast", [total], out_dims + (c,), dtype=F32, to=tensor_type(F32))
     back = [0, m + 1] + list(range(1, m + 1))
     return ctx.node("Transpose", [y], (n, c) + tuple(size), perm=back)
 
@@ -275,31 +276,31 @@ def _roi_align(ctx: ExportContext, op: Operation) -> None:
 
 def _rounded(ctx: ExportContext, v: str) -> str:
     """NNEF's round, floor(v + 0.5), of float64 RoI coordinates, as int64."""
-    r = unop(ctx, "Floor", binop(ctx, "Add", v, ctx.const(np.asarray(0.5, F64))))
-    return ctx.node("Cast", [r], ctx.dims(r), dtype=I64, to=_elem(I64))
+    r = unop(ctx, "floor", binop(ctx, "add", v, ctx.const(np.asarray(0.5, F64))))
+    return ctx.node("Cast", [r], ctx.dims(r), dtype=I64, to=tensor_type(I64))
 
 
 def _cells(ctx: ExportContext, start: str, end: str, p: int, extent: int) -> tuple[str, str, str, str]:
     """Masks (N, p, X) of NNEF's cells over one axis, whether each cell reaches outside the
     input (N, p), the cell size (N, 1) and whether the RoI is non-empty (N, 1)."""
-    r = binop(ctx, "Sub", end, start)
-    stride = binop(ctx, "Div", r, ctx.const(np.asarray(p, np.int64)))                    # r > 0: floor
-    size = binop(ctx, "Div", binop(ctx, "Add", r, ctx.const(np.asarray(p - 1, np.int64))),
+    r = binop(ctx, "sub", end, start)
+    stride = binop(ctx, "div", r, ctx.const(np.asarray(p, np.int64)))                    # r > 0: floor
+    size = binop(ctx, "div", binop(ctx, "add", r, ctx.const(np.asarray(p - 1, np.int64))),
                  ctx.const(np.asarray(p, np.int64)))                                   # r > 0: ceil
-    lo = binop(ctx, "Add", start, binop(ctx, "Mul", stride, ctx.const(np.arange(p, dtype=np.int64).reshape(1, p))))
-    hi = binop(ctx, "Add", lo, size)
+    lo = binop(ctx, "add", start, binop(ctx, "mul", stride, ctx.const(np.arange(p, dtype=np.int64).reshape(1, p))))
+    hi = binop(ctx, "add", lo, size)
     pos = ctx.const(np.arange(extent, dtype=np.int64).reshape(1, 1, extent))
     lo3 = ctx.node("Unsqueeze", [lo, ctx.ints([2])], ctx.dims(lo) + (1,))
     hi3 = ctx.node("Unsqueeze", [hi, ctx.ints([2])], ctx.dims(hi) + (1,))
-    mask = binop(ctx, "And", binop(ctx, "GreaterOrEqual", pos, lo3), binop(ctx, "Less", pos, hi3))
-    outside = binop(ctx, "Or", binop(ctx, "Less", lo, ctx.const(np.asarray(0, np.int64))),
-                    binop(ctx, "Greater", hi, ctx.const(np.asarray(extent, np.int64))))
-    nonempty = binop(ctx, "Greater", r, ctx.const(np.asarray(0, np.int64)))
+    mask = binop(ctx, "and", binop(ctx, "ge", pos, lo3), binop(ctx, "lt", pos, hi3))
+    outside = binop(ctx, "or", binop(ctx, "lt", lo, ctx.const(np.asarray(0, np.int64))),
+                    binop(ctx, "gt", hi, ctx.const(np.asarray(extent, np.int64))))
+    nonempty = binop(ctx, "gt", r, ctx.const(np.asarray(0, np.int64)))
     return mask, outside, size, nonempty
 
 
 def _as_float(ctx: ExportContext, v: str) -> str:
-    return ctx.node("Cast", [v], ctx.dims(v), dtype=F32, to=_elem(F32))
+    return ctx.node("Cast", [v], ctx.dims(v), dtype=F32, to=tensor_type(F32))
 
 
 @exporter("avg_roi_pool", "max_roi_pool")
@@ -346,9 +347,9 @@ def _roi_pool(ctx: ExportContext, op: Operation) -> None:
         # divided by the whole cell area: the zeros outside the input count (empty RoIs: 0 below)
         area: Any = None
         for cell in cells:
-            area = cell[2] if area is None else binop(ctx, "Mul", area, cell[2])
-        area = binop(ctx, "Max", area, ctx.const(np.asarray(1, np.int64)))
-        y = binop(ctx, "Div", y, _spread(ctx, _as_float(ctx, area), [0, 1], rank))
+            area = cell[2] if area is None else binop(ctx, "mul", area, cell[2])
+        area = binop(ctx, "max", area, ctx.const(np.asarray(1, np.int64)))
+        y = binop(ctx, "div", y, _spread(ctx, _as_float(ctx, area), [0, 1], rank))
     else:
         # masked maxima over each RoI's own batch item, one spatial axis at a time (last first)
         lowest = scalar(ctx, -np.inf)
@@ -364,10 +365,10 @@ def _roi_pool(ctx: ExportContext, op: Operation) -> None:
         reach: Any = None
         for k, cell in enumerate(cells):
             o = _spread(ctx, cell[1], [0, 2 + k], rank)
-            reach = o if reach is None else binop(ctx, "Or", reach, o)
-        y = ctx.node("Where", [reach, binop(ctx, "Max", y, zero), y], tuple(dims), dtype=F32)
+            reach = o if reach is None else binop(ctx, "or", reach, o)
+        y = ctx.node("Where", [reach, binop(ctx, "max", y, zero), y], tuple(dims), dtype=F32)
     valid: Any = None
     for cell in cells:
-        valid = cell[3] if valid is None else binop(ctx, "And", valid, cell[3])
+        valid = cell[3] if valid is None else binop(ctx, "and", valid, cell[3])
     valid = _spread(ctx, valid, [0, 1], rank)
     ctx.bind(out(op), ctx.node("Where", [valid, y, zero], tuple(dims), dtype=F32))

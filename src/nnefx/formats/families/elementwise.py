@@ -1,0 +1,99 @@
+"""Element-wise operations (NNEF operators §4.2, ``add_n`` §4.9.6; the ``ir_arith`` /
+``ir_compare`` / ``ir_erf`` / ``ir_round`` extensions) in the formats.
+
+Writing
+-------
+NNEF broadcasting is aligned (:func:`~nnefx.formats.export.lowering.operands`) and each
+operation is named by its NNEF name: a format spells it as one node/layer where it has an
+exact one, and the lowering writes the NNEF definition otherwise (``rcp`` is ``1 / x`` in IR,
+``Reciprocal`` in ONNX; ``silu`` is ``Swish`` in IR, ``x * sigmoid(x)`` in ONNX).  So one
+writer serves both formats here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...graph import Operation
+from ..export import attrs as nnef_attrs
+from ..export.lowering import (
+    BINARY,
+    aligned,
+    binop,
+    broadcast_dims,
+    first_input,
+    literal,
+    literal_type,
+    operands,
+    out,
+    unop,
+)
+from ..export.registry import for_all
+
+# === Writing ====================================================================================
+
+#: Unary element-wise operations every format writes by name (its own form or the definition).
+UNARY = ("abs", "neg", "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+         "asinh", "acosh", "atanh", "sqrt", "floor", "ceil", "sign", "not", "sigmoid", "relu", "ir_erf",
+         "copy", "rcp", "sqr", "rsqrt", "rsqr", "log2", "round", "softplus", "gelu", "silu")
+
+
+@for_all(*(k for k in BINARY if k != "mod"))
+def write_binary(ctx: Any, op: Operation) -> None:
+    a, b = operands(ctx, op, [op.inputs["x"], op.inputs["y"]])
+    ctx.bind(out(op), binop(ctx, op.op, a, b))
+
+
+@for_all(*UNARY)
+def write_unary(ctx: Any, op: Operation) -> None:
+    ctx.bind(out(op), unop(ctx, op.op, first_input(op, "x", "input")))
+
+
+@for_all("softabs")
+def write_softabs(ctx: Any, op: Operation) -> None:
+    # sqrt(x^2 + epsilon)
+    ctx.bind(out(op), unop(ctx, "softabs", op.inputs["x"], epsilon=literal(ctx, op, "epsilon")))
+
+
+@for_all("elu")
+def write_elu(ctx: Any, op: Operation) -> None:
+    # select(x < 0, alpha * (exp(x) - 1), x): Elu in both formats
+    ctx.bind(out(op), unop(ctx, "elu", op.inputs["x"], alpha=literal(ctx, op, "alpha", 1.0)))
+
+
+@for_all("clamp")
+def write_clamp(ctx: Any, op: Operation) -> None:
+    # max(min(x, b), a); the format's clamp only where it means the same (literal a <= b)
+    x, a, b = op.inputs["x"], op.inputs["a"], op.inputs["b"]
+    bounds = nnef_attrs.literal_bounds(a, b)
+    if bounds is not None:
+        ctx.bind(out(op), unop(ctx, "clamp", x, min=bounds[0], max=bounds[1]))
+        return
+    xr, ar, br = operands(ctx, op, [x, a, b])
+    ctx.bind(out(op), binop(ctx, "max", binop(ctx, "min", xr, br), ar))
+
+
+@for_all("select")
+def write_select(ctx: Any, op: Operation) -> None:
+    c, t, f = op.inputs["condition"], op.inputs["true_value"], op.inputs["false_value"]
+    rank = max((len(ctx.dims(v)) if isinstance(v, str) else 0) for v in (c, t, f))
+    et = literal_type(ctx, op, [t, f])
+    refs = [aligned(ctx, c, rank, ctx.LOGICAL), aligned(ctx, t, rank, et), aligned(ctx, f, rank, et)]
+    shape = broadcast_dims(broadcast_dims(ctx.dims(refs[0]), ctx.dims(refs[1])), ctx.dims(refs[2]))
+    ctx.bind(out(op), ctx.spell("select", refs, shape, ctx.type_of(refs[1])))
+
+
+@for_all("add_n")
+def write_add_n(ctx: Any, op: Operation) -> None:
+    values = list(op.inputs["x"])
+    if not values:   # the definition's end of recursion: constant(shape = [1], value = [0.0])
+        ctx.bind(out(op), ctx.const(np.zeros((1,)), ctx.nnef_type("scalar")))
+        return
+    refs = operands(ctx, op, values)
+    y = refs[0]
+    for r in refs[1:]:
+        y = binop(ctx, "add", y, r)
+    ctx.bind(out(op), y)
+
