@@ -692,10 +692,11 @@ exporter("copy_n")(export_copy_n)
 # --- IR/ONNX-import extension operations back to their ONNX nodes ----------------------------
 # (an ONNX file read by nnefx keeps a few operations NNEF has no exact counterpart for)
 
-_IR_ARITH = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "maximum": "Max",
-             "minimum": "Min", "power": "Pow", "mod": "Mod"}
-_IR_COMPARE = {"equal": "Equal", "not_equal": "Equal", "less": "Less", "less_equal": "LessOrEqual",
-               "greater": "Greater", "greater_equal": "GreaterOrEqual"}
+#: ir_arith / ir_compare kind -> the NNEF element-wise operation ONNX writes it as
+_IR_ARITH = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "maximum": "max",
+             "minimum": "min", "power": "pow", "mod": "mod"}
+_IR_COMPARE = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
+               "greater_equal": "ge"}
 
 
 @exporter("ir_arith", "ir_compare")
@@ -709,8 +710,7 @@ def _ir_arith(ctx: ExportContext, op: Operation) -> None:
     if op.op == "ir_compare":
         if kind not in _IR_COMPARE:
             raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
-        r = binop(ctx, _IR_COMPARE[kind], a, b)
-        ctx.bind(out(op), unop(ctx, "not", r) if kind == "not_equal" else r)
+        ctx.bind(out(op), binop(ctx, _IR_COMPARE[kind], a, b))   # ne: not(eq), the definition
         return
     integer = ctx.dtype(a).kind in "iu"
     if kind == "squared_difference":
