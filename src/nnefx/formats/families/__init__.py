@@ -1,6 +1,37 @@
-"""Format code grouped by operator family, mirroring :mod:`nnefx.ops`."""
+"""Format code grouped by operator family, mirroring :mod:`nnefx.ops`.
 
-from ..ir import export_ops as _ir_export_ops  # noqa: F401
-from ..onnx import export_ops as _onnx_export_ops  # noqa: F401
-from ..onnx import export_roi as _onnx_export_roi  # noqa: F401
-from . import elementwise  # noqa: F401
+One module per family holds, per operator, how it leaves each format's writer (its
+"Writing" section): ``*_to_ir`` / ``*_to_onnx`` functions registered in
+:mod:`nnefx.formats.export.registry`, or one writer ``for_all`` formats where the neutral
+lowering (:mod:`nnefx.formats.export.lowering`) says everything.  The format packages
+(``formats/ir``, ``formats/onnx``) keep only their spelling and never import each other;
+importing this package fills the registry.
+
+The rules every writer follows:
+
+* **Exact or refused.**  Where NNEF and the format differ (border modes, broadcasting,
+  padding, rounding, window shapes), the writer reproduces NNEF's result exactly (extra
+  nodes/layers where needed) or raises ``ctx.fallback`` (a compound is then written through
+  its NNEF definition) / ``ctx.fail`` — never an approximation.
+* **NNEF broadcasting.**  NNEF aligns shapes from dimension 0 while both formats align from
+  the right, so lower-rank operands get trailing unit dims (``lowering.aligned``).
+* **Shapes.**  IR ports carry static dims; ONNX values may keep unknown dims as long as an
+  operation does not need them (``lowering.static`` refuses where it does).
+* **One reading of NNEF.**  What an operation's attributes mean comes from
+  :mod:`nnefx.formats.export.attrs`, so both formats compute the same thing.
+"""
+
+from . import (  # noqa: F401
+    activation,
+    detection,
+    elementwise,
+    gather,
+    linalg,
+    normalization,
+    quantization,
+    recurrent,
+    reduce,
+    resize,
+    shape,
+    sliding,
+)

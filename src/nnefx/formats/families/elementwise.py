@@ -28,9 +28,13 @@ from ..export.lowering import (
     literal_type,
     operands,
     out,
+    scalar,
     unop,
 )
-from ..export.registry import for_all
+from ..export.registry import for_all, to_ir, to_onnx
+from ..ir.spelling import out_shape
+from ..ir.writer import ExportContext as IRContext
+from ..onnx.writer import ExportContext as OnnxContext
 
 # === Writing ====================================================================================
 
@@ -97,3 +101,87 @@ def write_add_n(ctx: Any, op: Operation) -> None:
         y = binop(ctx, "add", y, r)
     ctx.bind(out(op), y)
 
+
+# --- IR v11 helpers --------------------------------------------------------------------------
+
+_ARITH = {"add": "Add", "subtract": "Subtract", "multiply": "Multiply", "divide": "Divide",
+          "pythondiv": "Divide", "maximum": "Maximum", "minimum": "Minimum", "power": "Power",
+          "squared_difference": "SquaredDifference", "floor_mod": "FloorMod", "mod": "Mod"}
+
+
+_IR_COMPARE_ir = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "less_equal": "LessEqual",
+               "greater": "Greater", "greater_equal": "GreaterEqual"}
+
+
+# --- ONNX helpers ----------------------------------------------------------------------------
+
+#: ir_arith / ir_compare kind -> the NNEF element-wise operation ONNX writes it as
+_IR_ARITH = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "maximum": "max",
+             "minimum": "min", "power": "pow", "mod": "mod"}
+
+
+_IR_COMPARE_onnx = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
+               "greater_equal": "ge"}
+
+
+# --- the ir_arith / ir_compare / ir_round extensions: each format's own --------------------------------------------------------------------------------------
+
+@to_ir("ir_arith", "ir_compare")
+def ir_arith_to_ir(ctx: IRContext, op: Operation) -> None:
+    # numpy broadcasting and OpenVINO's integer semantics already: the layer itself
+    kind = str(op.attribs["op"])
+    table = _ARITH if op.op == "ir_arith" else _IR_COMPARE_ir
+    if kind not in table:
+        raise ctx.fail(f"op '{kind}' has no opset layer")
+    et = literal_type(ctx, op, [op.inputs["x"], op.inputs["y"]])
+    x, y = ctx.ref(op.inputs["x"], et), ctx.ref(op.inputs["y"], et)
+    attrs = {"m_pythondiv": kind == "pythondiv"} if table[kind] == "Divide" else None
+    out_et = "boolean" if op.op == "ir_compare" else ctx.etype(x)
+    ctx.bind(out(op), ctx.layer(table[kind], [x, y], out_shape(ctx, op), etype=out_et, attrs=attrs))
+
+
+@to_onnx("ir_arith", "ir_compare")
+def ir_arith_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # numpy broadcasting already; integer division truncates in both (Div on integers),
+    # 'mod' is C's fmod (Mod with fmod = 1); floor division/modulo and integer powers are not
+    kind = str(op.attribs["op"])
+    x, y = op.inputs["x"], op.inputs["y"]
+    dt = literal_type(ctx, op, [x, y])
+    a, b = ctx.ref(x, dt), ctx.ref(y, dt)
+    if op.op == "ir_compare":
+        if kind not in _IR_COMPARE_onnx:
+            raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
+        ctx.bind(out(op), binop(ctx, _IR_COMPARE_onnx[kind], a, b))   # ne: not(eq), the definition
+        return
+    integer = ctx.dtype(a).kind in "iu"
+    if kind == "squared_difference":
+        d = binop(ctx, "sub", a, b)
+        ctx.bind(out(op), binop(ctx, "mul", d, d))
+        return
+    if kind not in _IR_ARITH or (integer and kind == "power"):
+        raise ctx.fallback(f"'{kind}' on {ctx.dtype(a)} has no exact ONNX node")
+    if kind == "mod":
+        r = ctx.node("Mod", [a, b], broadcast_dims(ctx.dims(a), ctx.dims(b)), dtype=ctx.dtype(a), fmod=1)
+    else:
+        r = binop(ctx, _IR_ARITH[kind], a, b)
+    ctx.bind(out(op), r)
+
+
+@to_ir("ir_round")
+def ir_round_to_ir(ctx: IRContext, op: Operation) -> None:
+    mode = str(op.attribs.get("mode", "half_to_even"))
+    ctx.bind(out(op), ctx.layer("Round", [op.inputs["x"]], out_shape(ctx, op), attrs={"mode": mode}, version="opset5"))
+
+
+@to_onnx("ir_round")
+def ir_round_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    mode = str(op.attribs.get("mode", "half_to_even"))
+    if mode == "half_to_even":
+        ctx.bind(out(op), ctx.node("Round", [x], ctx.dims(x)))
+        return
+    if mode != "half_away_from_zero":
+        raise ctx.fallback(f"mode '{mode}' has no ONNX form")
+    # sign(x) * floor(|x| + 0.5), in the same float32 steps as nnefx
+    mag = unop(ctx, "floor", binop(ctx, "add", unop(ctx, "abs", x), scalar(ctx, 0.5, ctx.dtype(x))))
+    ctx.bind(out(op), binop(ctx, "mul", unop(ctx, "sign", x), mag))

@@ -12,6 +12,16 @@ from typing import Any
 import numpy as np
 
 from ..export import attrs as nnef_attrs
+from ..export.lowering import (
+    binop,
+    crop,
+    pad,
+    scalar,
+    static,
+    unop,
+)
+from .writer import NUMPY
+from .writer import ExportContext as OnnxContext
 
 
 def padded(ctx: Any, x: str, pads: list[tuple[int, int]], border: str, value: float = 0.0) -> str:
@@ -78,3 +88,59 @@ def pad_node(ctx: Any, x: str, pads: list[tuple[int, int]], mode: str, value: fl
     if mode == "constant":
         inputs.append(ctx.const(np.asarray(value), ctx.dtype(x)))
     return ctx.node("Pad", inputs, shape, mode=mode)
+
+
+F32 = NUMPY["scalar"]
+
+
+I64 = NUMPY["integer"]
+
+
+_LOGICAL_NODES = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal", "And", "Or", "Not"}
+
+
+def pads_attr(pads: list[tuple[int, int]]) -> list[int]:
+    return [p for p, _ in pads] + [q for _, q in pads]
+
+
+def avg_pool_onnx(ctx: OnnxContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
+              border: str, shape: tuple) -> str:
+    """Windowed mean with NNEF's border: 'ignore' divides by the in-range count."""
+    xin, full = crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
+    pads = full[2:]
+    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
+        xin = pad(ctx, xin, full, border)
+        pads = [(0, 0)] * len(size)
+    if all(d == 1 for d in dil):
+        return ctx.node("AveragePool", [xin], shape, kernel_shape=size, pads=pads_attr(pads), strides=stride,
+                        count_include_pad=0 if border == "ignore" else 1)
+    # AveragePool-18 has no dilations: window sums as a depth-wise convolution with a ones
+    # kernel, divided by the volume or (under 'ignore') by the same sums of ones
+    channels = static(ctx, ctx.dims(xin)[1:2])[0]
+    dt = ctx.dtype(xin)
+    ones = ctx.const(np.ones((channels, 1) + tuple(size), dt))
+    attrs = dict(kernel_shape=size, pads=pads_attr(pads), strides=stride, dilations=dil, group=channels)
+    total = ctx.node("Conv", [xin, ones], shape, **attrs)
+    if border != "ignore":
+        return binop(ctx, "div", total, scalar(ctx, float(np.prod(size)), dt))
+    dims = ctx.dims(xin)
+    filled = ctx.node("ConstantOfShape", [ctx.node("Shape", [xin], (len(dims),), dtype=I64)], dims, dtype=dt,
+                      value=filled_tensor(1, dt))
+    return binop(ctx, "div", total, ctx.node("Conv", [filled, ones], shape, **attrs))
+
+
+def filled_tensor(value: float, dtype: Any) -> Any:
+    """ConstantOfShape's ``value``: a one-item tensor of ``dtype``."""
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.full((1,), value, dtype=dtype))
+
+
+def reduce(ctx: OnnxContext, kind: str, x: Any, axes: list[int]) -> str:
+    """An NNEF reduction (reduced axes kept); no axes reduces nothing (ONNX: everything)."""
+    ref = ctx.ref(x)
+    if not axes:
+        return unop(ctx, "copy", ref)
+    dims = ctx.dims(ref)
+    axes = [a % len(dims) for a in axes]
+    return ctx.node(kind, [ref, ctx.ints(axes)], nnef_attrs.reduced_shape(dims, axes), keepdims=1)

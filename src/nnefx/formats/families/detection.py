@@ -1,62 +1,11 @@
-"""ONNX exporters of NNEF's region-of-interest operations (NNEF 1.0.5 §4.6).
+"""Detection and region-of-interest operations (NNEF operators §4.9 RoI (``avg_roi_pool``, ``roi_resample``, ...) and the OpenVINO opset detection layers kept as ``ir_*`` extensions) in the formats.
 
-nnefx's kernels (:mod:`nnefx.ops.roi`) are the definition these exporters reproduce.  ONNX
-has three RoI nodes, and none of them computes NNEF's result in general:
-
-* ``RoiAlign`` (opset 16, ``coordinate_transformation_mode = 'half_pixel'``, ``mode =
-  'avg'``, ``sampling_ratio = s``) samples exactly where ``avg_roi_align`` with
-  ``resize_method = 'symmetric'`` does (``y0 - 0.5 + (i + 0.5) * r / (o * s)``) and averages
-  the same bilinear values, but a sample more than one pixel outside the input reads 0 in
-  onnxruntime (``y < -1 or y > H``) while NNEF clamps it to the edge.  It is therefore
-  written only when the RoIs are load-time data whose every sample lies inside that range
-  (checked here), and only with one sampling rate for both axes (``sampling_ratio`` is one
-  integer).  Its ``'max'`` mode takes, per sample, the largest of the four *weighted corner
-  terms* ``w_k * v_k`` instead of the interpolated value (onnxruntime warns about it), so it
-  never stands for ``max_roi_align``.  The ``'output_half_pixel'`` transform adds no
-  ``-0.5`` and stretches RoIs narrower than one pixel to one: neither 'asymmetric' nor
-  'aligned' matches it.
-* ``MaxRoiPool`` (opset 1, Caffe's RoI pooling in onnxruntime) treats the rounded end as
-  inclusive (extent ``r' = max(end - start + 1, 1)``, NNEF: ``r = end - start``, empty when
-  not positive), places bin ``i`` at ``start + [floor(i * r' / p), ceil((i + 1) * r' / p))``
-  instead of NNEF's ``start + i * floor(r / p)`` with size ``ceil(r / p)``, clips bins to the
-  input (NNEF's cells read zeros outside it, and the zeros take part in the maximum), and
-  rounds half away from zero (NNEF: ``floor(x + 0.5)``).  It is never written; NNEF has no
-  inclusive-end pooling it could stand for.
-
-``GridSample`` (opset 16, bilinear, ``padding_mode = 'border'``) would sample NNEF's
-coordinates with NNEF's clamping, but only in 2-D, only through coordinates normalised to
-[-1, 1] and recomputed in float32 (errors grow with the extent), and with one grid per
-batch item.  So every RoI operation is written as a short composition that is exact
-whatever the RoIs:
-
-* ``roi_resample``: NNEF's sampling coordinates computed in float64 in the kernel's order
-  of operations, floor and fraction, indices clamped into the input, and for each of the
-  2^M corners of the interpolation cell one ``Gather`` from the input laid out as rows of
-  channels (batch item and position flattened into the row), weighted and summed in
-  float64 as :func:`nnefx.ops.roi._roi_resample_formal` does: bit-identical to the formal
-  kernel, any number of spatial dimensions, memory 2^M output-sized values plus one
-  transposed copy of the input.
-* ``avg_roi_align`` / ``max_roi_align``: ``RoiAlign`` where exact (above), else their NNEF
-  definition written directly: the resampling above to ``output_size * sampling_rate``, then
-  ``AveragePool`` / ``MaxPool`` with window = stride = sampling rate and no padding (the
-  resampled extent is a multiple of the window, so NNEF's automatic padding is none); over
-  more than 3 spatial dims (onnxruntime's pools stop there) a ``Reshape`` into (output,
-  window) axis pairs and ``ReduceMean`` / ``ReduceMax`` over the window axes.  Written
-  directly rather than through the generic definition fallback, so the batch size and the
-  number of RoIs may stay unknown (symbolic dims).
-* ``avg_roi_pool`` / ``max_roi_pool``: NNEF's integer cell bounds computed in int64 from
-  the RoIs rounded in double precision (``floor(x + 0.5)`` of a float32 is exact there, not
-  in float32), turned into per-axis cell masks (N, p, X); then one spatial axis at a time
-  (last first): the average as a ``MatMul`` with the masks (the first on every batch item
-  at once, each RoI then keeping its own item, where that is smaller than a copy of each
-  RoI's item), divided by the whole cell area (outside zeros count); the maximum as a
-  masked ``ReduceMax`` over each RoI's own batch item (memory RoIs x channels x extents x
-  p), raised to 0 where a cell reaches outside the input.  Empty RoIs give 0.
-
-Inputs whose spatial extents are not static are refused (the index arithmetic and the
-masks need them) with the operation's position; the batch size, the channel count and the
-number of RoIs may be unknown.  Results agree with nnefx for finite inputs (the RoI kernels
-refuse non-finite RoIs and out-of-range batch indices; ONNX leaves those undefined).
+Writing
+-------
+One writer per operation and format, side by side (``*_to_ir`` writes IR v11 opset layers,
+``*_to_onnx`` ONNX opset-18 nodes); what NNEF means (broadcasting, padding, borders,
+rounding) comes from :mod:`nnefx.formats.export.lowering` and :mod:`~nnefx.formats.export.attrs`,
+so the two differ only in how they spell it.
 """
 
 from __future__ import annotations
@@ -66,14 +15,49 @@ from typing import Any
 import numpy as np
 
 from ...graph import Operation
-from ..export.lowering import binop, out, scalar, unop
-from .export_ops import F32, I64, exporter
-from .writer import ExportContext, tensor_type
+from ..export.lowering import (
+    binop,
+    out,
+    reshape,
+    scalar,
+    unop,
+)
+from ..export.registry import to_ir, to_onnx
+from ..ir.spelling import out_shape
+from ..ir.writer import ExportContext as IRContext
+from ..onnx.spelling import F32, I64
+from ..onnx.writer import ExportContext as OnnxContext
+from ..onnx.writer import tensor_type
+
+# === Writing =====================================================================================
+
+# --- IR v11 helpers --------------------------------------------------------------------------
+
+def _proposal_layer_attrs(a: dict) -> dict:
+    return {"base_size": int(a["base_size"]), "pre_nms_topn": int(a["pre_nms_topn"]),
+            "post_nms_topn": int(a["post_nms_topn"]), "nms_thresh": float(a["nms_thresh"]),
+            "feat_stride": int(a["feat_stride"]), "min_size": int(a["min_size"]),
+            "ratio": [float(v) for v in a["ratio"]], "scale": [float(v) for v in a["scale"]],
+            "clip_before_nms": bool(a.get("clip_before_nms", True)),
+            "clip_after_nms": bool(a.get("clip_after_nms", False)), "normalize": bool(a.get("normalize", False)),
+            "box_size_scale": float(a.get("box_size_scale", 1.0)),
+            "box_coordinate_scale": float(a.get("box_coordinate_scale", 1.0)), "framework": ""}
+
+
+def _proposal_inputs(ctx: IRContext, op: Operation) -> list:
+    info = op.inputs["im_info"]
+    n = int(np.prod(ctx.shape(info), dtype=np.int64))
+    if ctx.shape(op.inputs["cls_prob"])[0] != 1 or n not in (3, 4):
+        raise ctx.fail("only batch 1 with a 3- or 4-item image info has a Proposal form")
+    return [op.inputs["cls_prob"], op.inputs["bbox_pred"], reshape(ctx, info, (n,))]
+
+
+# --- ONNX helpers ----------------------------------------------------------------------------
 
 F64 = np.dtype(np.float64)
 
 
-def _extents(ctx: ExportContext, xd: tuple) -> tuple[int, ...]:
+def _extents(ctx: OnnxContext, xd: tuple) -> tuple[int, ...]:
     """The input's spatial extents, which must be static: the row index arithmetic of the
     resampling and the cell masks of the pooling span them."""
     if any(d is None for d in xd[2:]):
@@ -82,7 +66,7 @@ def _extents(ctx: ExportContext, xd: tuple) -> tuple[int, ...]:
     return tuple(int(d) for d in xd[2:])
 
 
-def _batch_index(ctx: ExportContext, op: Operation, n: int | None) -> str:
+def _batch_index(ctx: OnnxContext, op: Operation, n: int | None) -> str:
     """The batch index as an int64 (N,) value (NNEF allows (N,) and (N, 1))."""
     index = ctx.ref(op.inputs["batch_index"], I64)
     if ctx.rank(index) != 1:
@@ -92,7 +76,7 @@ def _batch_index(ctx: ExportContext, op: Operation, n: int | None) -> str:
     return index
 
 
-def _columns(ctx: ExportContext, rois: str, m: int, dtype: Any) -> list[tuple[str, str]]:
+def _columns(ctx: OnnxContext, rois: str, m: int, dtype: Any) -> list[tuple[str, str]]:
     """(start, end) of each spatial axis as (N, 1) values in ``dtype``."""
     n = ctx.dims(rois)[0]
     src = rois if ctx.dtype(rois) == dtype else ctx.node("Cast", [rois], ctx.dims(rois), dtype=dtype,
@@ -104,14 +88,14 @@ def _columns(ctx: ExportContext, rois: str, m: int, dtype: Any) -> list[tuple[st
     return [(col(k), col(m + k)) for k in range(m)]
 
 
-def _pick_items(ctx: ExportContext, per_item: str, index: str, shape: tuple) -> str:
+def _pick_items(ctx: OnnxContext, per_item: str, index: str, shape: tuple) -> str:
     """``per_item[n, index[n]]`` for a value of shape (N, B, ...): each RoI's own batch item."""
     n = ctx.dims(index)[0]
     idx = ctx.node("Unsqueeze", [index, ctx.ints([1])], (n, 1))
     return ctx.node("GatherND", [per_item, idx], shape, batch_dims=1)
 
 
-def _spread(ctx: ExportContext, v: Any, positions: list[int], rank: int) -> Any:
+def _spread(ctx: OnnxContext, v: Any, positions: list[int], rank: int) -> Any:
     """``v`` with unit axes inserted so that its axes land at ``positions`` of a rank-``rank``
     value (broadcasting against it)."""
     axes = [a for a in range(rank) if a not in positions]
@@ -124,9 +108,7 @@ def _spread(ctx: ExportContext, v: Any, positions: list[int], rank: int) -> Any:
     return ctx.node("Unsqueeze", [v, ctx.ints(axes)], tuple(dims))
 
 
-# --- roi_resample ------------------------------------------------------------------------------
-
-def _taps(ctx: ExportContext, start: str, end: str, o: int, method: str) -> str:
+def _taps(ctx: OnnxContext, start: str, end: str, o: int, method: str) -> str:
     """NNEF's sampling coordinates (N, o) of RoIs [start, end) (N, 1), in float64 and in the
     order of operations of :func:`nnefx.ops.roi.resample_taps`, so they are its values."""
     r = binop(ctx, "sub", end, start)
@@ -144,7 +126,7 @@ def _taps(ctx: ExportContext, start: str, end: str, o: int, method: str) -> str:
     return binop(ctx, "add", start, step)
 
 
-def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) -> str:
+def resample(ctx: OnnxContext, op: Operation, size: list[int], method: str) -> str:
     """The RoIs of ``op``'s input resampled to ``size`` by ``method`` (N, C, size...).
 
     Every output element is NNEF's sum over the 2^M corners of the interpolation cell of
@@ -204,15 +186,7 @@ def resample(ctx: ExportContext, op: Operation, size: list[int], method: str) ->
     return ctx.node("Transpose", [y], (n, c) + tuple(size), perm=back)
 
 
-@exporter("roi_resample")
-def _roi_resample(ctx: ExportContext, op: Operation) -> None:
-    ctx.bind(out(op), resample(ctx, op, [int(s) for s in op.attribs["output_size"]],
-                               str(op.attribs.get("method", "symmetric"))))
-
-
-# --- avg_roi_align as RoiAlign -------------------------------------------------------------------
-
-def _roi_align_exact(ctx: ExportContext, op: Operation) -> str | None:
+def _roi_align_exact(ctx: OnnxContext, op: Operation) -> str | None:
     """Why ``op`` cannot be one RoiAlign node, or None when it can (see the module text)."""
     from ...ops.roi import resample_taps
 
@@ -237,7 +211,7 @@ def _roi_align_exact(ctx: ExportContext, op: Operation) -> str | None:
     return None
 
 
-def _roi_align_node(ctx: ExportContext, op: Operation) -> None:
+def _roi_align_node(ctx: OnnxContext, op: Operation) -> None:
     boxes = np.asarray(ctx.data(op.inputs["rois"]), np.float32).reshape(-1, 4)
     x, index = ctx.ref(op.inputs["input"]), _batch_index(ctx, op, boxes.shape[0])
     xyxy = ctx.const(boxes[:, [1, 0, 3, 2]])   # NNEF rows (y0, x0, y1, x1) -> ONNX (x1, y1, x2, y2)
@@ -247,8 +221,147 @@ def _roi_align_node(ctx: ExportContext, op: Operation) -> None:
                                spatial_scale=1.0, coordinate_transformation_mode="half_pixel"))
 
 
-@exporter("avg_roi_align", "max_roi_align")
-def _roi_align(ctx: ExportContext, op: Operation) -> None:
+def _rounded(ctx: OnnxContext, v: str) -> str:
+    """NNEF's round, floor(v + 0.5), of float64 RoI coordinates, as int64."""
+    r = unop(ctx, "floor", binop(ctx, "add", v, ctx.const(np.asarray(0.5, F64))))
+    return ctx.node("Cast", [r], ctx.dims(r), dtype=I64, to=tensor_type(I64))
+
+
+def _cells(ctx: OnnxContext, start: str, end: str, p: int, extent: int) -> tuple[str, str, str, str]:
+    """Masks (N, p, X) of NNEF's cells over one axis, whether each cell reaches outside the
+    input (N, p), the cell size (N, 1) and whether the RoI is non-empty (N, 1)."""
+    r = binop(ctx, "sub", end, start)
+    stride = binop(ctx, "div", r, ctx.const(np.asarray(p, np.int64)))                    # r > 0: floor
+    size = binop(ctx, "div", binop(ctx, "add", r, ctx.const(np.asarray(p - 1, np.int64))),
+                 ctx.const(np.asarray(p, np.int64)))                                   # r > 0: ceil
+    lo = binop(ctx, "add", start, binop(ctx, "mul", stride, ctx.const(np.arange(p, dtype=np.int64).reshape(1, p))))
+    hi = binop(ctx, "add", lo, size)
+    pos = ctx.const(np.arange(extent, dtype=np.int64).reshape(1, 1, extent))
+    lo3 = ctx.node("Unsqueeze", [lo, ctx.ints([2])], ctx.dims(lo) + (1,))
+    hi3 = ctx.node("Unsqueeze", [hi, ctx.ints([2])], ctx.dims(hi) + (1,))
+    mask = binop(ctx, "and", binop(ctx, "ge", pos, lo3), binop(ctx, "lt", pos, hi3))
+    outside = binop(ctx, "or", binop(ctx, "lt", lo, ctx.const(np.asarray(0, np.int64))),
+                    binop(ctx, "gt", hi, ctx.const(np.asarray(extent, np.int64))))
+    nonempty = binop(ctx, "gt", r, ctx.const(np.asarray(0, np.int64)))
+    return mask, outside, size, nonempty
+
+
+def _as_float(ctx: OnnxContext, v: str) -> str:
+    return ctx.node("Cast", [v], ctx.dims(v), dtype=F32, to=tensor_type(F32))
+
+
+# --- writers --------------------------------------------------------------------------------------
+
+@to_ir("ir_prior_box")
+def ir_prior_box_to_ir(ctx: IRContext, op: Operation) -> None:
+    # PriorBox-8 takes the feature map and image sizes as 1-D [H, W] inputs (not tensors) and
+    # returns [2, 4 * priors]; the legacy layer's result has a leading unit dimension
+    fs, ims = ctx.shape(op.inputs["input"]), ctx.shape(op.inputs["image"])
+    a = op.attribs
+    attrs = {"min_size": [float(v) for v in a["min_size"]], "max_size": [float(v) for v in a.get("max_size", [])],
+             "aspect_ratio": [float(v) for v in a.get("aspect_ratio", [])], "flip": bool(a.get("flip", False)),
+             "clip": bool(a.get("clip", False)), "step": float(a.get("step", 0.0)),
+             "offset": float(a.get("offset", 0.5)), "variance": [float(v) for v in a.get("variance", [])],
+             "scale_all_sizes": bool(a.get("scale_all_sizes", True)), "min_max_aspect_ratios_order": True,
+             "density": [], "fixed_ratio": [], "fixed_size": []}
+    shape = out_shape(ctx, op)
+    y = ctx.layer("PriorBox", [ctx.ints(fs[2:4]), ctx.ints(ims[2:4])], shape[1:], etype="f32", attrs=attrs,
+                  version="opset8")
+    ctx.bind(out(op), reshape(ctx, y, shape))
+
+
+@to_ir("ir_detection_output")
+def ir_detection_output_to_ir(ctx: IRContext, op: Operation) -> None:
+    a = op.attribs
+    code = str(a.get("code_type", "CORNER"))
+    keep = int(a.get("keep_top_k", -1))
+    attrs = {"num_classes": int(a["num_classes"]), "background_label_id": int(a.get("background_label_id", 0)),
+             "top_k": int(a.get("top_k", -1)), "variance_encoded_in_target": bool(a.get("variance_encoded_in_target",
+                                                                                          False)),
+             "keep_top_k": [keep], "code_type": f"caffe.PriorBoxParameter.{code}",
+             "share_location": bool(a.get("share_location", True)), "nms_threshold": float(a["nms_threshold"]),
+             "confidence_threshold": float(a.get("confidence_threshold", 0.0)),
+             "clip_after_nms": bool(a.get("clip_after_nms", False)),
+             "clip_before_nms": bool(a.get("clip_before_nms", False)), "decrease_label_id": False,
+             "normalized": True, "input_height": 1, "input_width": 1, "objectness_score": 0.0}
+    ctx.bind(out(op), ctx.layer("DetectionOutput", [op.inputs["loc"], op.inputs["conf"], op.inputs["prior"]],
+                                out_shape(ctx, op), attrs=attrs))
+
+
+@to_ir("ir_proposal")
+def ir_proposal_to_ir(ctx: IRContext, op: Operation) -> None:
+    ctx.bind(out(op), ctx.layer("Proposal", _proposal_inputs(ctx, op), out_shape(ctx, op),
+                                attrs=_proposal_layer_attrs(op.attribs)))
+
+
+@to_ir("ir_proposal_scored")
+def ir_proposal_scored_to_ir(ctx: IRContext, op: Operation) -> None:
+    rois, scores = ctx.layer("Proposal", _proposal_inputs(ctx, op),
+                             outputs=[(out_shape(ctx, op, 0), "f32"), (out_shape(ctx, op, 1), "f32")],
+                             attrs=_proposal_layer_attrs(op.attribs), version="opset4")
+    ctx.bind(out(op, 0), rois)
+    ctx.bind(out(op, 1), scores)
+
+
+@to_ir("ir_region_yolo")
+def ir_region_yolo_to_ir(ctx: IRContext, op: Operation) -> None:
+    a = op.attribs
+    attrs = {"coords": int(a.get("coords", 4)), "classes": int(a["classes"]), "num": int(a["num"]),
+             "do_softmax": bool(a.get("do_softmax", True)), "mask": [int(v) for v in a.get("mask", [])],
+             "axis": int(a.get("axis", 1)), "end_axis": int(a.get("end_axis", 3)), "anchors": []}
+    ctx.bind(out(op), ctx.layer("RegionYolo", [op.inputs["input"]], out_shape(ctx, op), attrs=attrs))
+
+
+@to_ir("ir_reorg_yolo")
+def ir_reorg_yolo_to_ir(ctx: IRContext, op: Operation) -> None:
+    s = int(op.attribs["stride"])
+    ctx.bind(out(op), ctx.layer("ReorgYolo", [op.inputs["input"]], out_shape(ctx, op), attrs={"stride": s},
+                                version="opset2"))
+
+
+@to_ir("ir_roi_pooling")
+def ir_roi_pooling_to_ir(ctx: IRContext, op: Operation) -> None:
+    a = op.attribs
+    attrs = {"pooled_h": int(a["pooled_h"]), "pooled_w": int(a["pooled_w"]),
+             "spatial_scale": float(a.get("spatial_scale", 1.0)), "method": str(a.get("method", "max"))}
+    ctx.bind(out(op), ctx.layer("ROIPooling", [op.inputs["input"], op.inputs["rois"]], out_shape(ctx, op),
+                                attrs=attrs))
+
+
+@to_ir("ir_psroi_pooling")
+def ir_psroi_pooling_to_ir(ctx: IRContext, op: Operation) -> None:
+    a = op.attribs
+    attrs = {"output_dim": int(a["output_dim"]), "group_size": int(a.get("group_size", 1)),
+             "spatial_scale": float(a.get("spatial_scale", 1.0)), "mode": str(a.get("mode", "average")),
+             "spatial_bins_x": int(a.get("spatial_bins_x", 1)), "spatial_bins_y": int(a.get("spatial_bins_y", 1))}
+    ctx.bind(out(op), ctx.layer("PSROIPooling", [op.inputs["input"], op.inputs["rois"]], out_shape(ctx, op),
+                                attrs=attrs))
+
+
+@to_ir("ir_prior_box_clustered")
+def ir_prior_box_clustered_to_ir(ctx: IRContext, op: Operation) -> None:
+    a = op.attribs
+    if int(a.get("img_w", 0)) or int(a.get("img_h", 0)):
+        raise ctx.fail("img_w/img_h overrides have no PriorBoxClustered-1 form")
+    fs, ims = ctx.shape(op.inputs["input"]), ctx.shape(op.inputs["image"])
+    attrs = {"width": [float(v) for v in a["width"]], "height": [float(v) for v in a["height"]],
+             "clip": bool(a.get("clip", False)), "step": float(a.get("step", 0.0)),
+             "step_w": float(a.get("step_w", 0.0)), "step_h": float(a.get("step_h", 0.0)),
+             "offset": float(a.get("offset", 0.5)), "variance": [float(v) for v in a.get("variance", [])]}
+    shape = out_shape(ctx, op)
+    y = ctx.layer("PriorBoxClustered", [ctx.ints(fs[2:4]), ctx.ints(ims[2:4])], shape[1:], etype="f32",
+                  attrs=attrs)
+    ctx.bind(out(op), reshape(ctx, y, shape))
+
+
+@to_onnx("roi_resample")
+def roi_resample_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    ctx.bind(out(op), resample(ctx, op, [int(s) for s in op.attribs["output_size"]],
+                               str(op.attribs.get("method", "symmetric"))))
+
+
+@to_onnx("avg_roi_align", "max_roi_align")
+def roi_align_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # one RoiAlign node where exact, else NNEF's definition: roi_resample to output_size *
     # sampling_rate, then a pool with window = stride = sampling_rate (no padding: the
     # resampled extent is a multiple of the window), written directly (any batch / RoI count)
@@ -272,39 +385,8 @@ def _roi_align(ctx: ExportContext, op: Operation) -> None:
                                keepdims=0))
 
 
-# --- avg_roi_pool / max_roi_pool -----------------------------------------------------------------
-
-def _rounded(ctx: ExportContext, v: str) -> str:
-    """NNEF's round, floor(v + 0.5), of float64 RoI coordinates, as int64."""
-    r = unop(ctx, "floor", binop(ctx, "add", v, ctx.const(np.asarray(0.5, F64))))
-    return ctx.node("Cast", [r], ctx.dims(r), dtype=I64, to=tensor_type(I64))
-
-
-def _cells(ctx: ExportContext, start: str, end: str, p: int, extent: int) -> tuple[str, str, str, str]:
-    """Masks (N, p, X) of NNEF's cells over one axis, whether each cell reaches outside the
-    input (N, p), the cell size (N, 1) and whether the RoI is non-empty (N, 1)."""
-    r = binop(ctx, "sub", end, start)
-    stride = binop(ctx, "div", r, ctx.const(np.asarray(p, np.int64)))                    # r > 0: floor
-    size = binop(ctx, "div", binop(ctx, "add", r, ctx.const(np.asarray(p - 1, np.int64))),
-                 ctx.const(np.asarray(p, np.int64)))                                   # r > 0: ceil
-    lo = binop(ctx, "add", start, binop(ctx, "mul", stride, ctx.const(np.arange(p, dtype=np.int64).reshape(1, p))))
-    hi = binop(ctx, "add", lo, size)
-    pos = ctx.const(np.arange(extent, dtype=np.int64).reshape(1, 1, extent))
-    lo3 = ctx.node("Unsqueeze", [lo, ctx.ints([2])], ctx.dims(lo) + (1,))
-    hi3 = ctx.node("Unsqueeze", [hi, ctx.ints([2])], ctx.dims(hi) + (1,))
-    mask = binop(ctx, "and", binop(ctx, "ge", pos, lo3), binop(ctx, "lt", pos, hi3))
-    outside = binop(ctx, "or", binop(ctx, "lt", lo, ctx.const(np.asarray(0, np.int64))),
-                    binop(ctx, "gt", hi, ctx.const(np.asarray(extent, np.int64))))
-    nonempty = binop(ctx, "gt", r, ctx.const(np.asarray(0, np.int64)))
-    return mask, outside, size, nonempty
-
-
-def _as_float(ctx: ExportContext, v: str) -> str:
-    return ctx.node("Cast", [v], ctx.dims(v), dtype=F32, to=tensor_type(F32))
-
-
-@exporter("avg_roi_pool", "max_roi_pool")
-def _roi_pool(ctx: ExportContext, op: Operation) -> None:
+@to_onnx("avg_roi_pool", "max_roi_pool")
+def roi_pool_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     xd = ctx.dims(x)
     m = len(xd) - 2

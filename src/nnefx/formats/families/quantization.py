@@ -1,0 +1,29 @@
+"""Quantization (the opset ``FakeQuantize`` layer (``ir_fake_quantize``)) in the formats.
+
+Writing
+-------
+One writer per operation and format, side by side (``*_to_ir`` writes IR v11 opset layers,
+``*_to_onnx`` ONNX opset-18 nodes); what NNEF means (broadcasting, padding, borders,
+rounding) comes from :mod:`nnefx.formats.export.lowering` and :mod:`~nnefx.formats.export.attrs`,
+so the two differ only in how they spell it.
+"""
+
+from __future__ import annotations
+
+from ...graph import Operation
+from ..export.lowering import (
+    out,
+)
+from ..export.registry import to_ir
+from ..ir.spelling import out_shape
+from ..ir.writer import ExportContext as IRContext
+
+# === Writing =====================================================================================
+
+# --- writers --------------------------------------------------------------------------------------
+
+@to_ir("ir_fake_quantize")
+def ir_fake_quantize_to_ir(ctx: IRContext, op: Operation) -> None:
+    # the limits broadcast numpy-style already (as in the IR layer it came from)
+    refs = [op.inputs[k] for k in ("input", "input_low", "input_high", "output_low", "output_high")]
+    ctx.bind(out(op), ctx.layer("FakeQuantize", refs, out_shape(ctx, op), attrs={"levels": int(op.attribs["levels"])}))
