@@ -29,8 +29,8 @@ Everything a writer does beyond that interface is its spelling of one operation 
 convolution's attributes, a layer's version), kept in the family modules
 (:mod:`nnefx.formats.families`).  Decisions made here, for every format:
 
-* **Negative padding** crops (NNEF operators §4.3, ``pad``/windowed operations: a negative
-  padding removes elements): :func:`pad` slices the input first, then pads the rest.
+* **Negative padding** crops (NNEF operators §4.5 ``pad``, §4.3 windowed operations: a
+  negative padding removes elements): :func:`pad` slices the input first, then pads the rest.
 * **Rounding** is ``floor(x) + (x - floor(x) >= 0.5)`` (NNEF ``round``: ties upwards), exact
   where ``floor(x + 0.5)`` is not (``x + 0.5`` itself may round).
 * **Casts** of floating values to integers floor first (nnefx's ``cast`` rounds scalars
@@ -193,7 +193,7 @@ def _c(ctx: Any, x: Any, v: float) -> Any:
     return scalar(ctx, v, ctx.type_of(x))
 
 
-#: NNEF compounds as their definitions (NNEF operators §4.2 element-wise, §4.8 activations),
+#: NNEF compounds as their definitions (NNEF operators §4.2 element-wise, §4.9.1 activations),
 #: for the formats that have no single form of them.
 DEFINITIONS: dict[str, Callable[..., Any]] = {
     "rcp": lambda ctx, x: binop(ctx, "div", _c(ctx, x, 1.0), x),
@@ -260,6 +260,21 @@ def pad(ctx: Any, x: Any, pads: Sequence[tuple[int, int]], border: str, value: f
     if not any(p or q for p, q in pads):
         return x
     return ctx.pad_value(x, pads, "constant" if border == "ignore" else border, value)
+
+
+def window_input(ctx: Any, x: Any, pads: Sequence[tuple[int, int]], border: str, implicit: Sequence[str]
+                 ) -> tuple[Any, list[tuple[int, int]]]:
+    """The input of a windowed operation over dims 2.. and the spatial padding left to the
+    format's own window: negative padding crops (a slice, NNEF's meaning in every format);
+    padding in a border the format's window does not reproduce (``implicit`` lists those it
+    does: a convolution's or average pool's zeros are 'constant'/'ignore', a max pool never
+    reads its padding: 'ignore' only) is written explicitly first."""
+    full = [(0, 0), (0, 0)] + [(int(p), int(q)) for p, q in pads]
+    xin, full = crop(ctx, ctx.ref(x), full)
+    spatial = full[2:]
+    if border not in implicit and any(p or q for p, q in spatial):
+        return pad(ctx, xin, full, border), [(0, 0)] * len(spatial)
+    return xin, spatial
 
 
 def window(ctx: Any, op: Operation, x: Any, n: int, size: list[int], transposed: bool = False

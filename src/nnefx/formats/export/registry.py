@@ -48,3 +48,9 @@ def table(fmt: str) -> ExporterTable[Writer]:
         importlib.import_module("nnefx.formats.families")
         _loaded = True
     return TABLES[fmt]
+
+
+def exportable_ops(fmt: str) -> list[str]:
+    """Names of the operations format ``fmt`` ('ir', 'onnx') has a writer for (compounds
+    without one may still be written through their NNEF definitions)."""
+    return table(fmt).names()

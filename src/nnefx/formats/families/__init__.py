@@ -19,6 +19,18 @@ The rules every writer follows:
   operation does not need them (``lowering.static`` refuses where it does).
 * **One reading of NNEF.**  What an operation's attributes mean comes from
   :mod:`nnefx.formats.export.attrs`, so both formats compute the same thing.
+
+The IR traps that matter when mapping back (legacy/modern): Gather takes (data, indices, axis);
+Slice-8 takes (data, start, stop, step, axes) and is not the legacy ``Slice`` (a split);
+BatchNormInference-5 takes (data, gamma, beta, mean, variance) — version 1 put data third;
+PriorBox-8 takes 1-D ``[H, W]`` sizes; float constants may sit behind ``Convert`` (f16).
+
+The ONNX traps that matter (all checked by ``tests/test_onnx_export*.py`` against nnefx):
+NNEF ``round`` is floor(x + 0.5) while ONNX Round goes half to even; NNEF ``cast`` of
+scalars to integers floors while ONNX Cast truncates; ONNX reductions drop the reduced
+axes unless ``keepdims=1``; ``Pad`` has no 'symmetric' (NNEF 'reflect-even') mode and its
+'reflect' needs the padding below the extent; pooling 'constant' borders pad with zeros
+that take part in a maximum, while ONNX MaxPool never reads its padding.
 """
 
 from . import (  # noqa: F401

@@ -1,11 +1,68 @@
-"""Detection and region-of-interest operations (NNEF operators §4.9 RoI (``avg_roi_pool``, ``roi_resample``, ...) and the OpenVINO opset detection layers kept as ``ir_*`` extensions) in the formats.
+"""Detection and region-of-interest operations in the formats.
 
-Writing
--------
-One writer per operation and format, side by side (``*_to_ir`` writes IR v11 opset layers,
-``*_to_onnx`` ONNX opset-18 nodes); what NNEF means (broadcasting, padding, borders,
-rounding) comes from :mod:`nnefx.formats.export.lowering` and :mod:`~nnefx.formats.export.attrs`,
-so the two differ only in how they spell it.
+Covers NNEF operators §4.6 RoI (``avg_roi_pool``, ``roi_resample``, ...) and the OpenVINO opset detection layers kept as ``ir_*`` extensions.
+
+Writing: per operation its IR v11 writer (``*_to_ir``) beside its ONNX writer (``*_to_onnx``),
+under the rules of :mod:`nnefx.formats.families`.
+
+The NNEF RoI operations in ONNX (NNEF operators §4.6; nnefx's kernels in :mod:`nnefx.ops.roi`
+are the definition the writers reproduce).  nnefx's kernels (:mod:`nnefx.ops.roi`) are the definition these exporters reproduce.  ONNX
+has three RoI nodes, and none of them computes NNEF's result in general:
+
+* ``RoiAlign`` (opset 16, ``coordinate_transformation_mode = 'half_pixel'``, ``mode =
+  'avg'``, ``sampling_ratio = s``) samples exactly where ``avg_roi_align`` with
+  ``resize_method = 'symmetric'`` does (``y0 - 0.5 + (i + 0.5) * r / (o * s)``) and averages
+  the same bilinear values, but a sample more than one pixel outside the input reads 0 in
+  onnxruntime (``y < -1 or y > H``) while NNEF clamps it to the edge.  It is therefore
+  written only when the RoIs are load-time data whose every sample lies inside that range
+  (checked here), and only with one sampling rate for both axes (``sampling_ratio`` is one
+  integer).  Its ``'max'`` mode takes, per sample, the largest of the four *weighted corner
+  terms* ``w_k * v_k`` instead of the interpolated value (onnxruntime warns about it), so it
+  never stands for ``max_roi_align``.  The ``'output_half_pixel'`` transform adds no
+  ``-0.5`` and stretches RoIs narrower than one pixel to one: neither 'asymmetric' nor
+  'aligned' matches it.
+* ``MaxRoiPool`` (opset 1, Caffe's RoI pooling in onnxruntime) treats the rounded end as
+  inclusive (extent ``r' = max(end - start + 1, 1)``, NNEF: ``r = end - start``, empty when
+  not positive), places bin ``i`` at ``start + [floor(i * r' / p), ceil((i + 1) * r' / p))``
+  instead of NNEF's ``start + i * floor(r / p)`` with size ``ceil(r / p)``, clips bins to the
+  input (NNEF's cells read zeros outside it, and the zeros take part in the maximum), and
+  rounds half away from zero (NNEF: ``floor(x + 0.5)``).  It is never written; NNEF has no
+  inclusive-end pooling it could stand for.
+
+``GridSample`` (opset 16, bilinear, ``padding_mode = 'border'``) would sample NNEF's
+coordinates with NNEF's clamping, but only in 2-D, only through coordinates normalised to
+[-1, 1] and recomputed in float32 (errors grow with the extent), and with one grid per
+batch item.  So every RoI operation is written as a short composition that is exact
+whatever the RoIs:
+
+* ``roi_resample``: NNEF's sampling coordinates computed in float64 in the kernel's order
+  of operations, floor and fraction, indices clamped into the input, and for each of the
+  2^M corners of the interpolation cell one ``Gather`` from the input laid out as rows of
+  channels (batch item and position flattened into the row), weighted and summed in
+  float64 as :func:`nnefx.ops.roi._roi_resample_formal` does: bit-identical to the formal
+  kernel, any number of spatial dimensions, memory 2^M output-sized values plus one
+  transposed copy of the input.
+* ``avg_roi_align`` / ``max_roi_align``: ``RoiAlign`` where exact (above), else their NNEF
+  definition written directly: the resampling above to ``output_size * sampling_rate``, then
+  ``AveragePool`` / ``MaxPool`` with window = stride = sampling rate and no padding (the
+  resampled extent is a multiple of the window, so NNEF's automatic padding is none); over
+  more than 3 spatial dims (onnxruntime's pools stop there) a ``Reshape`` into (output,
+  window) axis pairs and ``ReduceMean`` / ``ReduceMax`` over the window axes.  Written
+  directly rather than through the generic definition fallback, so the batch size and the
+  number of RoIs may stay unknown (symbolic dims).
+* ``avg_roi_pool`` / ``max_roi_pool``: NNEF's integer cell bounds computed in int64 from
+  the RoIs rounded in double precision (``floor(x + 0.5)`` of a float32 is exact there, not
+  in float32), turned into per-axis cell masks (N, p, X); then one spatial axis at a time
+  (last first): the average as a ``MatMul`` with the masks (the first on every batch item
+  at once, each RoI then keeping its own item, where that is smaller than a copy of each
+  RoI's item), divided by the whole cell area (outside zeros count); the maximum as a
+  masked ``ReduceMax`` over each RoI's own batch item (memory RoIs x channels x extents x
+  p), raised to 0 where a cell reaches outside the input.  Empty RoIs give 0.
+
+Inputs whose spatial extents are not static are refused (the index arithmetic and the
+masks need them) with the operation's position; the batch size, the channel count and the
+number of RoIs may be unknown.  Results agree with nnefx for finite inputs (the RoI kernels
+refuse non-finite RoIs and out-of-range batch indices; ONNX leaves those undefined).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Reductions (NNEF operators §4.5 and the ``ir_reduce_prod`` / ``ir_cumsum`` / ``ir_top_k`` / ``ir_argmax`` extensions) in the formats.
+"""Reductions in the formats.
 
-Writing
--------
-One writer per operation and format, side by side (``*_to_ir`` writes IR v11 opset layers,
-``*_to_onnx`` ONNX opset-18 nodes); what NNEF means (broadcasting, padding, borders,
-rounding) comes from :mod:`nnefx.formats.export.lowering` and :mod:`~nnefx.formats.export.attrs`,
-so the two differ only in how they spell it.
+Covers NNEF operators §4.4 and the ``ir_reduce_prod`` / ``ir_cumsum`` / ``ir_top_k`` / ``ir_argmax`` extensions.
+
+Writing: per operation its IR v11 writer (``*_to_ir``) beside its ONNX writer (``*_to_onnx``),
+under the rules of :mod:`nnefx.formats.families`.
 """
 
 from __future__ import annotations

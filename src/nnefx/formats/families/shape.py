@@ -1,11 +1,9 @@
-"""Shape operations (NNEF operators §4.6 (reshape, transpose, concat, split, pad, tile, cast, ...) and the shape-computing ``ir_*`` extensions) in the formats.
+"""Shape operations in the formats.
 
-Writing
--------
-One writer per operation and format, side by side (``*_to_ir`` writes IR v11 opset layers,
-``*_to_onnx`` ONNX opset-18 nodes); what NNEF means (broadcasting, padding, borders,
-rounding) comes from :mod:`nnefx.formats.export.lowering` and :mod:`~nnefx.formats.export.attrs`,
-so the two differ only in how they spell it.
+Covers NNEF operators §4.5 (reshape, transpose, concat, split, pad, tile, cast, ...) and the shape-computing ``ir_*`` extensions.
+
+Writing: per operation its IR v11 writer (``*_to_ir``) beside its ONNX writer (``*_to_onnx``),
+under the rules of :mod:`nnefx.formats.families`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Sliding-window operations (NNEF operators §4.3 (convolutions, pools, box filters, ``sample``/``desample``) and ``ir_binary_convolution``) in the formats.
+"""Sliding-window operations in the formats.
 
-Writing
--------
-One writer per operation and format, side by side (``*_to_ir`` writes IR v11 opset layers,
-``*_to_onnx`` ONNX opset-18 nodes); what NNEF means (broadcasting, padding, borders,
-rounding) comes from :mod:`nnefx.formats.export.lowering` and :mod:`~nnefx.formats.export.attrs`,
-so the two differ only in how they spell it.
+Covers NNEF operators §4.3 and §4.9.3 (convolutions, pools, box filters, ``sample``/``desample``) and ``ir_binary_convolution``.
+
+Writing: per operation its IR v11 writer (``*_to_ir``) beside its ONNX writer (``*_to_onnx``),
+under the rules of :mod:`nnefx.formats.families`.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from ..export import attrs as nnef_attrs
 from ..export.lowering import (
     bias_add,
     binop,
-    crop,
     out,
     pad,
     reshape,
@@ -28,6 +25,7 @@ from ..export.lowering import (
     static,
     unop,
     window,
+    window_input,
 )
 from ..export.registry import to_ir, to_onnx
 from ..ir.spelling import out_shape
@@ -44,9 +42,6 @@ def _pool_window_ir(ctx: IRContext, op: Operation) -> tuple:
     xs = ctx.shape(x)
     size = list(op.attribs["size"])
     pads, stride, dil = window(ctx, op, x, len(xs), size)
-    if any(p < 0 or q < 0 for p, q in pads):   # negative padding crops (lowering.crop)
-        x, pads = crop(ctx, ctx.ref(x), pads)
-        xs = ctx.shape(x)
     if size[:2] != [1, 1] or stride[:2] != [1, 1] or any(pads[:2][k] != (0, 0) for k in range(min(2, len(pads)))):
         raise ctx.fail(f"pooling over the batch/channel dimensions (size {size}, stride {stride}, padding {pads}) "
                        "has no opset form")
@@ -188,19 +183,6 @@ def _pool_window_onnx(ctx: OnnxContext, op: Operation) -> tuple:
     return t, size, pads, stride, dil, pooled, lambda y: _from_spatial(ctx, y, od, move)
 
 
-def _max_pool_input(ctx: OnnxContext, op: Operation, x: Any, pads: list, size: list[int]) -> tuple[str, list]:
-    """MaxPool's input and padding for NNEF's border: negative padding cropped off; MaxPool
-    never reads its padding (as 'ignore'), while NNEF 'constant' pads with zeros that take
-    part and the other modes with copies, so those are padded explicitly first."""
-    border = op.attribs.get("border", "constant")
-    xin, full = crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
-    pads = full[2:]
-    if border != "ignore" and any(p or q for p, q in pads):
-        xin = pad(ctx, xin, full, border)
-        pads = [(0, 0)] * len(size)
-    return xin, pads
-
-
 def _origins(ctx: OnnxContext, shape: tuple, n: int, k: int, stride: int, shift: int) -> str:
     """``o * stride - shift`` for the output positions ``o`` of windowed dim ``k`` (of the last
     ``n`` dims of an output of ``shape``), as a constant that broadcasts along that dim."""
@@ -277,11 +259,7 @@ def conv_to_ir(ctx: IRContext, op: Operation) -> None:
     n = len(xs) - 2
     pads, stride, dil = window(ctx, op, x, n, list(fs[2:]))
     border = op.attribs.get("border", "constant")
-    xin: Any = x
-    if (border not in ("constant", "ignore") and any(p or q for p, q in pads)) or \
-            any(p < 0 or q < 0 for p, q in pads):   # negative padding crops (lowering.pad)
-        xin = pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
-        pads = [(0, 0)] * n
+    xin, pads = window_input(ctx, x, pads, border, ("constant", "ignore"))
     groups = int(op.attribs.get("groups", 1)) or xs[1]
     attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
              "pads_end": [q for _, q in pads], "auto_pad": "explicit"}
@@ -303,10 +281,7 @@ def conv_to_onnx(ctx: OnnxContext, op: Operation) -> None:
         raise ctx.fallback(f"a convolution of a rank-{len(xd)} tensor has no Conv form")
     pads, stride, dil = window(ctx, op, x, n, list(fs[2:]))
     border = op.attribs.get("border", "constant")
-    xin = ctx.ref(x)
-    if border != "constant" or any(p < 0 or q < 0 for p, q in pads):
-        xin = pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
-        pads = [(0, 0)] * n
+    xin, pads = window_input(ctx, x, pads, border, ("constant", "ignore"))
     groups = int(op.attribs.get("groups", 1))
     if groups == 0:
         groups = static(ctx, xd[1:2])[0]
@@ -388,12 +363,9 @@ def deconv_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 @to_ir("max_pool")
 def max_pool_to_ir(ctx: IRContext, op: Operation) -> None:
     x, size, pads, stride, dil = _pool_window_ir(ctx, op)
-    border = op.attribs.get("border", "constant")
-    if border != "ignore" and any(p or q for p, q in pads):
-        # OpenVINO never reads its padding; NNEF 'constant' pads with 0 (and the other modes
-        # with copies), so pad explicitly first
-        x = pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
-        pads = [(0, 0)] * len(pads)
+    # MaxPool never reads its padding; NNEF 'constant' pads with 0 (and the other modes with
+    # copies), so only 'ignore' is left to it
+    x, pads = window_input(ctx, x, pads, op.attribs.get("border", "constant"), ("ignore",))
     attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
              "pads_end": [q for _, q in pads], "kernel": size, "rounding_type": "floor", "auto_pad": "explicit",
              "index_element_type": "i64", "axis": 0}
@@ -405,7 +377,8 @@ def max_pool_to_ir(ctx: IRContext, op: Operation) -> None:
 @to_onnx("max_pool")
 def max_pool_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x, size, pads, stride, dil, pooled, finish = _pool_window_onnx(ctx, op)
-    xin, pads = _max_pool_input(ctx, op, x, pads, size)
+    # as in IR: MaxPool never reads its padding, so only 'ignore' is left to it
+    xin, pads = window_input(ctx, x, pads, op.attribs.get("border", "constant"), ("ignore",))
     ctx.bind(out(op), finish(ctx.node("MaxPool", [xin], pooled, kernel_shape=size, pads=pads_attr(pads),
                                       strides=stride, dilations=dil)))
 
@@ -420,9 +393,7 @@ def avg_pool_to_ir(ctx: IRContext, op: Operation) -> None:
         x, size, pads, stride, _ = _pool_window_ir(ctx, op)
         border = op.attribs.get("border", "constant")
     exclude = border == "ignore"
-    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        x = pad(ctx, x, [(0, 0), (0, 0)] + pads, border)
-        pads = [(0, 0)] * len(pads)
+    x, pads = window_input(ctx, x, pads, border, ("constant", "ignore"))
     attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
              "kernel": size, "exclude-pad": exclude, "rounding_type": "floor", "auto_pad": "explicit"}
     ctx.bind(out(op), ctx.layer("AvgPool", [x], out_shape(ctx, op), attrs=attrs))
@@ -526,9 +497,7 @@ def box_to_ir(ctx: IRContext, op: Operation) -> None:
     xin = ctx.ref(x)
     if op.op == "rms_pool":
         xin = binop(ctx, "mul", xin, xin)
-    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        xin = pad(ctx, xin, [(0, 0), (0, 0)] + pads, border)
-        pads = [(0, 0)] * len(pads)
+    xin, pads = window_input(ctx, xin, pads, border, ("constant", "ignore"))
     attrs = {"strides": stride, "pads_begin": [p for p, _ in pads], "pads_end": [q for _, q in pads],
              "kernel": size, "exclude-pad": border == "ignore", "rounding_type": "floor", "auto_pad": "explicit"}
     y = ctx.layer("AvgPool", [xin], out_shape(ctx, op), attrs=attrs)
@@ -567,7 +536,8 @@ def separable_conv_to_ir(ctx: IRContext, op: Operation) -> None:
 @to_onnx("argmax_pool", "max_pool_with_index")
 def argmax_pool_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x, size, pads, stride, dil, pooled, finish = _pool_window_onnx(ctx, op)
-    xin, pads = _max_pool_input(ctx, op, x, pads, size)
+    # as in IR: MaxPool never reads its padding, so only 'ignore' is left to it
+    xin, pads = window_input(ctx, x, pads, op.attribs.get("border", "constant"), ("ignore",))
     shifts = [p for p, _ in pads]   # window origins move by the padding MaxPool itself adds
     extents = static(ctx, ctx.dims(xin)[2:])
     vals, flat = ctx.node("MaxPool", [xin], outputs=[(pooled, ctx.dtype(xin)), (pooled, I64)], kernel_shape=size,

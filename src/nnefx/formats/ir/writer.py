@@ -12,8 +12,10 @@ The writer is two layers:
   ``Result`` layers, port ``names`` so input and output names survive, and the ``.bin``
   with every constant aligned to 8 bytes.  ``compress_to_fp16=True`` stores float constants
   as f16 behind a ``Convert`` layer, the form ``openvino.save_model`` writes.
-* :mod:`.export_ops` knows the operations: one function per nnefx operation that emits
-  opset layers through :class:`ExportContext`.  An operation with no exporter, or with
+* The operations are known by their families (:mod:`nnefx.formats.families`): one function
+  per nnefx operation that emits opset layers through :class:`ExportContext`, found through
+  :mod:`nnefx.formats.export.registry`; :class:`ExportContext` also spells what the neutral
+  lowering (:mod:`nnefx.formats.export.lowering`) asks of IR.  An operation with no exporter, or with
   attributes that have no *exact* opset form, raises an :class:`NNEFXError` naming the
   operation and where it came from — nothing is dropped or approximated.
 

@@ -4,7 +4,7 @@ The file is parsed with the optional ``onnx`` package (``pip install nnefx[onnx]
 from it is executed.  Nodes are translated one by one onto nnefx registry operations, mostly
 by re-expressing each ONNX node as the equivalent OpenVINO IR opset layer and reusing the IR
 importer's mappings (the two opsets are close relatives), see :mod:`.reader`.  Writing goes
-the other way, one exporter per nnefx operation, see :mod:`.writer` and :mod:`.export_ops`.
+the other way, one writer per nnefx operation, see :mod:`.writer` and :mod:`nnefx.formats.families`.
 """
 
 from __future__ import annotations

@@ -14,11 +14,10 @@ import numpy as np
 from ..export import attrs as nnef_attrs
 from ..export.lowering import (
     binop,
-    crop,
-    pad,
     scalar,
     static,
     unop,
+    window_input,
 )
 from .writer import NUMPY
 from .writer import ExportContext as OnnxContext
@@ -106,11 +105,7 @@ def pads_attr(pads: list[tuple[int, int]]) -> list[int]:
 def avg_pool_onnx(ctx: OnnxContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
               border: str, shape: tuple) -> str:
     """Windowed mean with NNEF's border: 'ignore' divides by the in-range count."""
-    xin, full = crop(ctx, ctx.ref(x), [(0, 0), (0, 0)] + list(pads))
-    pads = full[2:]
-    if border not in ("constant", "ignore") and any(p or q for p, q in pads):
-        xin = pad(ctx, xin, full, border)
-        pads = [(0, 0)] * len(size)
+    xin, pads = window_input(ctx, x, pads, border, ("constant", "ignore"))
     if all(d == 1 for d in dil):
         return ctx.node("AveragePool", [xin], shape, kernel_shape=size, pads=pads_attr(pads), strides=stride,
                         count_include_pad=0 if border == "ignore" else 1)

@@ -8,8 +8,10 @@ The design mirrors the IR v11 writer (:mod:`nnefx.formats.ir.writer`):
 
 * :class:`Emitter` (this module) knows the format: nodes, initializers, unique value and
   node names, the (possibly symbolic) shape and element type of every value it made.
-* :mod:`.export_ops` knows the operations: one function per nnefx operation that emits
-  ONNX nodes through :class:`ExportContext`.  Exporters are *exact or refused*: where NNEF
+* The operations are known by their families (:mod:`nnefx.formats.families`): one function
+  per nnefx operation that emits ONNX nodes through :class:`ExportContext` (which also
+  spells what the neutral lowering, :mod:`nnefx.formats.export.lowering`, asks of ONNX),
+  found through :mod:`nnefx.formats.export.registry`.  Writers are *exact or refused*: where NNEF
   and ONNX differ (broadcasting aligned from the left, automatic padding, border modes,
   round-half-up, integer casts that floor), extra nodes reproduce NNEF's result; where no
   exact form exists the exporter raises :class:`Fallback`, and a compound operation is then
