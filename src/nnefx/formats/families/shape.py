@@ -288,24 +288,15 @@ def ir_broadcast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("Expand", [x, ctx.ref(op.inputs["shape"], I64)], ctx.dims(out(op))))
 
 
-@to_ir("stack")
-def stack_to_ir(ctx: IRContext, op: Operation) -> None:
-    axis = int(op.attribs["axis"])
-    parts = []
-    for v in op.inputs["values"]:
-        s = ctx.shape(v)
-        parts.append(ctx.layer("Unsqueeze", [v, ctx.ints([axis])], s[:axis] + (1,) + s[axis:]))
-    ctx.bind(out(op), ctx.layer("Concat", parts, out_shape(ctx, op), attrs={"axis": axis}))
-
-
-@to_onnx("stack")
-def stack_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+@for_all("stack")
+def write_stack(ctx: Any, op: Operation) -> None:
+    # concat of the values, each with a unit dim inserted at axis
     axis = int(op.attribs["axis"])
     parts = []
     for v in op.inputs["values"]:
         d = ctx.dims(v)
-        parts.append(ctx.node("Unsqueeze", [v, ctx.ints([axis])], d[:axis] + (1,) + d[axis:]))
-    ctx.bind(out(op), ctx.node("Concat", parts, ctx.dims(out(op)), axis=axis))
+        parts.append(ctx.unsqueeze(ctx.ref(v), [axis], d[:axis] + (1,) + d[axis:]))
+    ctx.bind(out(op), ctx.concat(parts, axis, ctx.dims(out(op))))
 
 
 @to_ir("unstack")

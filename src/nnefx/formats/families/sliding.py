@@ -59,6 +59,16 @@ def _pool_window_ir(ctx: IRContext, op: Operation) -> tuple:
     return x, size[2:], trimmed, stride[2:], dil[2:]
 
 
+def _grouped_ir(ctx: IRContext, layer: str, x: Any, f: Any, groups: int, shape: tuple, attrs: dict) -> Any:
+    """``layer`` (Convolution, ConvolutionBackpropData) or, with groups, its Group form, whose
+    filter has the groups split off as a leading dimension."""
+    if groups == 1:
+        return ctx.layer(layer, [x, f], shape, attrs=attrs)
+    fs = ctx.shape(f)
+    wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
+    return ctx.layer("Group" + layer, [x, wf], shape, attrs=attrs)
+
+
 def _pad_correction(ctx: IRContext, bits: np.ndarray, in_spatial: tuple, out_spatial: tuple,
                     pads: list[tuple[int, int]], stride: list[int], dil: list[int], pad_value: float) -> np.ndarray:
     """``(pad_value - 1) * S`` (float32, shape ``[O, out spatial...]``): what turns the layer's
@@ -264,12 +274,7 @@ def conv_to_ir(ctx: IRContext, op: Operation) -> None:
     attrs = {"strides": stride, "dilations": dil, "pads_begin": [p for p, _ in pads],
              "pads_end": [q for _, q in pads], "auto_pad": "explicit"}
     shape = out_shape(ctx, op)
-    if groups == 1:
-        y = ctx.layer("Convolution", [xin, f], shape, attrs=attrs)
-    else:
-        wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
-        y = ctx.layer("GroupConvolution", [xin, wf], shape, attrs=attrs)
-    ctx.bind(out(op), bias_add(ctx, op, y))
+    ctx.bind(out(op), bias_add(ctx, op, _grouped_ir(ctx, "Convolution", xin, f, groups, shape, attrs)))
 
 
 @to_onnx("conv")
@@ -315,11 +320,7 @@ def deconv_to_ir(ctx: IRContext, op: Operation) -> None:
     groups = int(op.attribs.get("groups", 1))
     if groups == 0:
         groups = shape[1]
-    if groups == 1:
-        y = ctx.layer("ConvolutionBackpropData", [x, f], shape, attrs=attrs)
-    else:
-        wf = reshape(ctx, f, (groups, fs[0] // groups) + tuple(fs[1:]))
-        y = ctx.layer("GroupConvolutionBackpropData", [x, wf], shape, attrs=attrs)
+    y = _grouped_ir(ctx, "ConvolutionBackpropData", x, f, groups, shape, attrs)
     ctx.bind(out(op), bias_add(ctx, op, y))
 
 

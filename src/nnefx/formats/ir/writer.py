@@ -360,6 +360,9 @@ class ExportContext(_export.ExportContextBase[Ref]):
     def unsqueeze(self, ref: Ref, axes: list[int], shape: tuple) -> Ref:
         return self.layer("Unsqueeze", [ref, self.ints(axes)], shape)
 
+    def concat(self, refs: list[Any], axis: int, shape: tuple) -> Ref:
+        return self.layer("Concat", refs, shape, attrs={"axis": axis})
+
     def slice_value(self, ref: Ref, starts: list[int], ends: list[int], axes: list[int], shape: tuple,
                     steps: list[int] | None = None) -> Ref:
         steps = steps if steps is not None else [1] * len(axes)

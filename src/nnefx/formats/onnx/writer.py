@@ -343,6 +343,9 @@ class ExportContext(_export.ExportContextBase[str]):
     def unsqueeze(self, ref: str, axes: list[int], shape: tuple) -> str:
         return self.node("Unsqueeze", [ref, self.ints(axes)], shape)
 
+    def concat(self, refs: list[Any], axis: int, shape: tuple) -> str:
+        return self.node("Concat", refs, shape, axis=axis)
+
     def slice_value(self, ref: str, starts: list[int], ends: list[int], axes: list[int], shape: tuple,
                     steps: list[int] | None = None) -> str:
         inputs = [ref, self.ints(starts), self.ints(ends), self.ints(axes)]
