@@ -34,16 +34,15 @@ that take part in a maximum, while ONNX MaxPool never reads its padding.
 """
 
 from . import (  # noqa: F401
-    activation,
     detection,
     elementwise,
-    gather,
-    linalg,
+    matmul,
     normalization,
     quantization,
     recurrent,
     reduce,
     resize,
     shape,
+    slicing,
     sliding,
 )

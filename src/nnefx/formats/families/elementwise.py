@@ -1,5 +1,8 @@
-"""Element-wise operations (NNEF operators §4.2, ``add_n`` §4.9.6; the ``ir_arith`` /
-``ir_compare`` / ``ir_erf`` / ``ir_round`` extensions) in the formats.
+"""Element-wise operations and activations in the formats.
+
+Covers NNEF operators §4.2, the activations (§4.9.1; ``softmax`` is with the normalizations),
+``add_n`` (§4.9.6), ``cast``, and the ``ir_arith`` / ``ir_compare`` / ``ir_erf`` / ``ir_round`` /
+``ir_convert`` extensions.
 
 Writing
 -------
@@ -7,7 +10,8 @@ NNEF broadcasting is aligned (:func:`~nnefx.formats.export.lowering.operands`) a
 operation is named by its NNEF name: a format spells it as one node/layer where it has an
 exact one, and the lowering writes the NNEF definition otherwise (``rcp`` is ``1 / x`` in IR,
 ``Reciprocal`` in ONNX; ``silu`` is ``Swish`` in IR, ``x * sigmoid(x)`` in ONNX).  So one
-writer serves both formats here.
+writer serves both formats for those; the rest (``prelu``, ``selu``, the extensions, ``cast``)
+are each format's writer (``*_to_ir`` beside ``*_to_onnx``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..export.lowering import (
     aligned,
     binop,
     broadcast_dims,
+    cast,
     first_input,
     literal,
     literal_type,
@@ -33,7 +38,10 @@ from ..export.lowering import (
 )
 from ..export.registry import for_all, to_ir, to_onnx
 from ..ir.spelling import out_shape
+from ..ir.writer import ETYPE
 from ..ir.writer import ExportContext as IRContext
+from ..onnx.spelling import F32, I64
+from ..onnx.writer import NUMPY, tensor_type
 from ..onnx.writer import ExportContext as OnnxContext
 
 # === Writing ====================================================================================
@@ -185,3 +193,107 @@ def ir_round_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # sign(x) * floor(|x| + 0.5), in the same float32 steps as nnefx
     mag = unop(ctx, "floor", binop(ctx, "add", unop(ctx, "abs", x), scalar(ctx, 0.5, ctx.dtype(x))))
     ctx.bind(out(op), binop(ctx, "mul", unop(ctx, "sign", x), mag))
+
+
+# --- activations (NNEF operators §4.9.1): each format's own ---
+
+@to_ir("leaky_relu", "prelu")
+def prelu_to_ir(ctx: IRContext, op: Operation) -> None:
+    x = ctx.ref(first_input(op, "x"))
+    alpha = op.attribs.get("alpha", op.inputs.get("alpha"))
+    rank = len(ctx.shape(x))
+    if not isinstance(alpha, str):
+        slope = ctx.const(np.asarray([float(alpha)]), ctx.etype(x))
+    else:
+        # aligned to x's rank, the slope broadcasts numpy-style (PRelu's 1-D channel rule
+        # then only applies to rank-1 x, where it is element-wise anyway)
+        slope = aligned(ctx, alpha, rank)
+    ctx.bind(out(op), ctx.layer("PRelu", [x, slope], ctx.shape(x)))
+
+
+@to_onnx("leaky_relu")
+def leaky_relu_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # select(x < 0, alpha * x, x)
+    x = ctx.ref(op.inputs["x"])
+    ctx.bind(out(op), ctx.node("LeakyRelu", [x], ctx.dims(x), alpha=literal(ctx, op, "alpha")))
+
+
+@to_onnx("prelu")
+def prelu_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # select(x < 0, alpha * x, x) with NNEF broadcasting (PRelu's slope may only broadcast
+    # towards x; the definition broadcasts both ways)
+    x, alpha = op.inputs["x"], op.inputs["alpha"]
+    xr, ar = operands(ctx, op, [x, alpha])
+    dt = ctx.dtype(xr)
+    neg = binop(ctx, "lt", xr, scalar(ctx, 0.0, dt))
+    prod = binop(ctx, "mul", ar, xr)
+    shape = broadcast_dims(ctx.dims(neg), ctx.dims(prod))
+    ctx.bind(out(op), ctx.node("Where", [neg, prod, xr], shape, dtype=dt))
+
+
+@to_ir("selu")
+def selu_to_ir(ctx: IRContext, op: Operation) -> None:
+    x = ctx.ref(first_input(op, "x"))
+    et = ctx.etype(x)
+    alpha = float(op.attribs.get("alpha", 1.67326319))
+    lam = float(op.attribs.get("lambda", 1.05070102))
+    ctx.bind(out(op), ctx.layer("Selu", [x, ctx.const([alpha], et), ctx.const([lam], et)], ctx.shape(x)))
+
+
+@to_onnx("selu")
+def selu_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # lambda * select(x < 0, alpha * (exp(x) - 1), x)
+    x = ctx.ref(op.inputs["x"])
+    ctx.bind(out(op), ctx.node("Selu", [x], ctx.dims(x), alpha=literal(ctx, op, "alpha", 1.67326319),
+                               gamma=literal(ctx, op, "lambda", 1.05070102)))
+
+
+# --- casts (NNEF cast, the ir_convert extension) ---
+
+_CONVERT = {"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
+            "u64": np.uint64, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8, "boolean": np.bool_}
+
+
+@to_ir("cast", "ir_convert")
+def cast_to_ir(ctx: IRContext, op: Operation) -> None:
+    # ir_convert is Convert itself; NNEF cast floors scalars first (lowering.cast)
+    target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
+    ctx.bind(out(op), cast(ctx, first_input(op, "input"), target, floor=op.op == "cast"))
+
+
+@to_onnx("cast")
+def cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    target = NUMPY.get(op.dtype or "scalar", F32)
+    x = ctx.ref(op.inputs["input"])
+    src = ctx.dtype(x)
+    # Identity where nothing changes; NNEF cast floors scalars first (lowering.cast)
+    ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
+
+
+@to_onnx("ir_convert")
+def ir_convert_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # OpenVINO Convert: float -> integer truncates (into 32 or 64 bits, then the low bits of
+    # the target width), integers wrap, anything -> boolean is != 0; the result is held in
+    # nnefx's storage (float32 / int64 / bool) with the target's rounding and range.  Cast
+    # does each step the same way for the values nnefx accepts.
+    dest = str(op.attribs["destination_type"])
+    if dest not in _CONVERT:
+        raise ctx.fallback(f"destination type '{dest}' has no exact ONNX Cast chain here")
+    target = np.dtype(_CONVERT[dest])
+    x = ctx.ref(op.inputs["input"])
+    src = ctx.dtype(x)
+
+    def cast(v: str, dt: Any) -> str:
+        return ctx.node("Cast", [v], ctx.dims(v), dtype=dt, to=tensor_type(dt))
+
+    y = x
+    if target.kind in "iu" and src.kind == "f":
+        y = cast(y, np.int64 if target.itemsize == 8 else np.int32)
+    if np.dtype(ctx.dtype(y)) != target:
+        y = cast(y, target)
+    storage = NUMPY["logical"] if target.kind == "b" else (F32 if target.kind == "f" else I64)
+    if np.dtype(ctx.dtype(y)) != storage:
+        y = cast(y, storage)
+    if y == x:
+        y = unop(ctx, "copy", x)
+    ctx.bind(out(op), y)

@@ -23,7 +23,7 @@ from ..export.lowering import (
 from ..export.registry import to_ir, to_onnx
 from ..ir.spelling import reduce_layer
 from ..ir.writer import ExportContext as IRContext
-from ..onnx.spelling import F32
+from ..onnx.spelling import F32, reduce
 from ..onnx.writer import ExportContext as OnnxContext
 
 # === Writing =====================================================================================
@@ -121,3 +121,34 @@ def lp_norm_to_ir(ctx: IRContext, op: Operation) -> None:
     sigma = binop(ctx, "add", unop(ctx, "sqrt", s) if l2 else s, scalar(ctx, float(op.attribs.get("bias", 0.0))))
     den = binop(ctx, "max", sigma, scalar(ctx, float(op.attribs.get("epsilon", 0.0))))
     ctx.bind(out(op), binop(ctx, "div", x, den))
+
+
+# --- softmax (NNEF operators §4.9.1) ---
+
+@to_ir("softmax")
+def softmax_to_ir(ctx: IRContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    shape = ctx.shape(x)
+    axes = [int(a) % max(len(shape), 1) for a in op.attribs.get("axes", [1])]
+    if len(axes) == 1:
+        ctx.bind(out(op), ctx.layer("Softmax", [x], shape, attrs={"axis": axes[0]}, version="opset8"))
+        return
+    # several axes: the definition, max-shifted as NNEF writes it
+    m = reduce_layer(ctx, "ReduceMax", x, axes, shape)
+    e = unop(ctx, "exp", binop(ctx, "sub", x, m))
+    s = reduce_layer(ctx, "ReduceSum", e, axes, shape)
+    ctx.bind(out(op), binop(ctx, "div", e, s))
+
+
+@to_onnx("softmax")
+def softmax_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    r = ctx.rank(x)
+    axes = sorted({int(a) % max(r, 1) for a in op.attribs.get("axes", [1])})
+    if len(axes) == 1:
+        ctx.bind(out(op), ctx.node("Softmax", [x], ctx.dims(x), axis=axes[0]))
+        return
+    # several axes: the definition, max-shifted as NNEF writes it
+    m = reduce(ctx, "ReduceMax", x, axes)
+    e = unop(ctx, "exp", binop(ctx, "sub", x, m))
+    ctx.bind(out(op), binop(ctx, "div", e, reduce(ctx, "ReduceSum", e, axes)))

@@ -16,8 +16,6 @@ from ...graph import Operation
 from ..export import attrs as nnef_attrs
 from ..export.context import export_copy_n
 from ..export.lowering import (
-    cast,
-    first_input,
     literal_type,
     out,
     pad,
@@ -30,62 +28,15 @@ from ..ir.spelling import out_shape
 from ..ir.writer import ETYPE
 from ..ir.writer import ExportContext as IRContext
 from ..onnx.spelling import F32, I64
-from ..onnx.writer import NUMPY, tensor_type
+from ..onnx.writer import NUMPY
 from ..onnx.writer import ExportContext as OnnxContext
 
 # === Writing =====================================================================================
 
 # --- ONNX helpers ----------------------------------------------------------------------------
 
-_CONVERT = {"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
-            "u64": np.uint64, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8, "boolean": np.bool_}
-
 
 # --- writers --------------------------------------------------------------------------------------
-
-@to_ir("cast", "ir_convert")
-def cast_to_ir(ctx: IRContext, op: Operation) -> None:
-    # ir_convert is Convert itself; NNEF cast floors scalars first (lowering.cast)
-    target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
-    ctx.bind(out(op), cast(ctx, first_input(op, "input"), target, floor=op.op == "cast"))
-
-
-@to_onnx("cast")
-def cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
-    target = NUMPY.get(op.dtype or "scalar", F32)
-    x = ctx.ref(op.inputs["input"])
-    src = ctx.dtype(x)
-    # Identity where nothing changes; NNEF cast floors scalars first (lowering.cast)
-    ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
-
-
-@to_onnx("ir_convert")
-def ir_convert_to_onnx(ctx: OnnxContext, op: Operation) -> None:
-    # OpenVINO Convert: float -> integer truncates (into 32 or 64 bits, then the low bits of
-    # the target width), integers wrap, anything -> boolean is != 0; the result is held in
-    # nnefx's storage (float32 / int64 / bool) with the target's rounding and range.  Cast
-    # does each step the same way for the values nnefx accepts.
-    dest = str(op.attribs["destination_type"])
-    if dest not in _CONVERT:
-        raise ctx.fallback(f"destination type '{dest}' has no exact ONNX Cast chain here")
-    target = np.dtype(_CONVERT[dest])
-    x = ctx.ref(op.inputs["input"])
-    src = ctx.dtype(x)
-
-    def cast(v: str, dt: Any) -> str:
-        return ctx.node("Cast", [v], ctx.dims(v), dtype=dt, to=tensor_type(dt))
-
-    y = x
-    if target.kind in "iu" and src.kind == "f":
-        y = cast(y, np.int64 if target.itemsize == 8 else np.int32)
-    if np.dtype(ctx.dtype(y)) != target:
-        y = cast(y, target)
-    storage = NUMPY["logical"] if target.kind == "b" else (F32 if target.kind == "f" else I64)
-    if np.dtype(ctx.dtype(y)) != storage:
-        y = cast(y, storage)
-    if y == x:
-        y = unop(ctx, "copy", x)
-    ctx.bind(out(op), y)
 
 
 @to_ir("reshape", "ir_reshape")
