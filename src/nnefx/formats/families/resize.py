@@ -22,7 +22,7 @@ from ..export.lowering import (
 from ..export.registry import to_ir, to_onnx
 from ..ir.spelling import out_shape, slice_layer
 from ..ir.writer import ExportContext as IRContext
-from ..onnx.spelling import avg_pool_onnx
+from ..onnx.spelling import average_pool
 from ..onnx.writer import ExportContext as OnnxContext
 
 # === Writing =====================================================================================
@@ -248,5 +248,5 @@ def ir_interpolate_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 @to_onnx("area_downsample")
 def area_downsample_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     factor = [int(v) for v in op.attribs["factor"]]
-    ctx.bind(out(op), avg_pool_onnx(ctx, op.inputs["input"], factor, [(0, 0)] * len(factor), factor,
+    ctx.bind(out(op), average_pool(ctx, op.inputs["input"], factor, [(0, 0)] * len(factor), factor,
                                 [1] * len(factor), "constant", ctx.dims(out(op))))

@@ -30,7 +30,7 @@ from ..export.lowering import (
 from ..export.registry import to_ir, to_onnx
 from ..ir.spelling import out_shape
 from ..ir.writer import ExportContext as IRContext
-from ..onnx.spelling import F32, I64, avg_pool_onnx, filled_tensor, pad_node, pads_attr
+from ..onnx.spelling import F32, I64, average_pool, filled_tensor, pad_node, pads_attr
 from ..onnx.writer import ExportContext as OnnxContext
 
 # === Writing =====================================================================================
@@ -408,7 +408,7 @@ def box_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     xin = ctx.ref(x)
     if op.op == "rms_pool":
         xin = binop(ctx, "mul", xin, xin)
-    y = avg_pool_onnx(ctx, xin, size, pads, stride, dil, border, pooled)
+    y = average_pool(ctx, xin, size, pads, stride, dil, border, pooled)
     if op.op == "rms_pool":
         y = unop(ctx, "sqrt", y)
     elif not normalize:

@@ -7,9 +7,7 @@ from typing import Any
 
 from ...graph import Operation
 from ..export import attrs as nnef_attrs
-from ..export.lowering import (
-    out,
-)
+from ..export.lowering import out
 from .writer import ExportContext as IRContext
 
 

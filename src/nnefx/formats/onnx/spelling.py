@@ -95,15 +95,12 @@ F32 = NUMPY["scalar"]
 I64 = NUMPY["integer"]
 
 
-_LOGICAL_NODES = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal", "And", "Or", "Not"}
-
-
 def pads_attr(pads: list[tuple[int, int]]) -> list[int]:
     return [p for p, _ in pads] + [q for _, q in pads]
 
 
-def avg_pool_onnx(ctx: OnnxContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
-              border: str, shape: tuple) -> str:
+def average_pool(ctx: OnnxContext, x: Any, size: list[int], pads: list, stride: list[int], dil: list[int],
+                 border: str, shape: tuple) -> str:
     """Windowed mean with NNEF's border: 'ignore' divides by the in-range count."""
     xin, pads = window_input(ctx, x, pads, border, ("constant", "ignore"))
     if all(d == 1 for d in dil):
