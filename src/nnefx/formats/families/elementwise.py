@@ -44,7 +44,9 @@ from ..onnx.spelling import F32, I64
 from ..onnx.writer import NUMPY, tensor_type
 from ..onnx.writer import ExportContext as OnnxContext
 
-# === Writing ====================================================================================
+# ================================================================================================
+# Writing
+# ================================================================================================
 
 #: Unary element-wise operations every format writes by name (its own form or the definition).
 UNARY = ("abs", "neg", "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",

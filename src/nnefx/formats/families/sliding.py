@@ -33,7 +33,9 @@ from ..ir.writer import ExportContext as IRContext
 from ..onnx.spelling import F32, I64, average_pool, filled_tensor, pad_node, pads_attr
 from ..onnx.writer import ExportContext as OnnxContext
 
-# === Writing =====================================================================================
+# ================================================================================================
+# Writing
+# ================================================================================================
 
 # --- IR v11 helpers --------------------------------------------------------------------------
 
