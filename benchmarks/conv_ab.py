@@ -16,14 +16,17 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import nnefx  # noqa: E402, I001  (before numpy: see nnefx/_blas.py)
+from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/blas.py)
+
+configure("auto")
 
 import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import nnefx.ops.sliding as sliding  # noqa: E402
+import nnefx  # noqa: E402
+import nnefx.ops.sliding_pool as sliding  # noqa: E402
 from nnefx.ops import winograd  # noqa: E402
 
 

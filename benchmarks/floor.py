@@ -33,7 +33,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("NUMBA_THREADING_LAYER", "omp")
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-import nnefx  # noqa: E402, I001  (before numpy: see nnefx/_blas.py)
+from nnefx.blas import configure  # noqa: E402, I001  (before numpy: see nnefx/blas.py)
+
+configure("auto")
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
@@ -44,6 +46,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+import nnefx  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import prepare  # noqa: E402

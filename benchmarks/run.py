@@ -22,9 +22,17 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
 
-# nnefx before numpy: nnefx picks OpenBLAS's kernels on CPUs OpenBLAS may misdetect, which
-# only works before numpy loads the library (see nnefx/_blas.py).
-import nnefx  # noqa: E402, F401, I001  (must come first)
+# Before numpy: name OpenBLAS's kernels on CPUs OpenBLAS may misdetect, which only works
+# before numpy loads the library (see nnefx/blas.py; `import nnefx` alone chooses nothing).
+try:
+    from nnefx.blas import configure  # noqa: E402, I001  (must come first)
+except ImportError:  # an older nnefx (A/B runs with PYTHONPATH=old/src) chose at import
+    import nnefx  # noqa: F401
+
+    def configure(coretype: str = "auto") -> None:
+        return None
+
+configure("auto")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -203,7 +211,7 @@ def main() -> None:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="nnefx-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        from nnefx._blas import describe
+        from nnefx.blas import describe
     except ImportError:  # an older nnefx (A/B runs with PYTHONPATH=old/src)
         from threadpoolctl import threadpool_info
 

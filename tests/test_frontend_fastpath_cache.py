@@ -31,13 +31,13 @@ def _strict_and_cold(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def _count_compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
-    original = fastpath._Compiler.compile_template
+    original = fastpath.Compiler.compile_template
 
     def counting(self: Any, *args: Any, **kw: Any) -> Any:
         calls[0] += 1
         return original(self, *args, **kw)
 
-    monkeypatch.setattr(fastpath._Compiler, "compile_template", counting)
+    monkeypatch.setattr(fastpath.Compiler, "compile_template", counting)
     return calls
 
 

@@ -61,7 +61,7 @@ def check(tmp_path, build, feeds: dict, *, dynamic: dict | None = None, rtol=1e-
 
 
 def _runtime_reads_untyped_tensor_params() -> bool:
-    """The runtime must read ``input: tensor<>`` (NNEF ``cast``, ``ir_convert``) as a tensor."""
+    """The runtime must read ``input: tensor<>`` (NNEF ``cast``, ``convert_element_type``) as a tensor."""
     from nnefx.runtime.signature import tensor_params
 
     params = tensor_params("fragment cast<?>( input: tensor<> ) -> ( output: tensor<?> );") or ()

@@ -43,7 +43,7 @@ def test_gather(shape, data):
     bd = data.draw(st.integers(0, axis))
     ishape = shape[:bd] + tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
     idx = rng.randint(-shape[axis], shape[axis], size=ishape)
-    same(*both("ir_gather", x, idx, axis=axis, batch_dims=bd), exact=True)
+    same(*both("gather_axis", x, idx, axis=axis, batch_dims=bd), exact=True)
 
 
 @SETTINGS
@@ -53,17 +53,17 @@ def test_gather_elements_top_k_cumsum_prod(shape, data):
     x = np.round(rng.randn(*shape), 1).astype(np.float32)  # ties for top_k
     axis = data.draw(st.integers(0, len(shape) - 1))
     idx = rng.randint(-shape[axis], shape[axis], size=shape)
-    same(*both("ir_gather_elements", x, idx, axis=axis), exact=True)
+    same(*both("gather_elements", x, idx, axis=axis), exact=True)
     k = data.draw(st.integers(1, shape[axis]))
     for mode in ("max", "min"):
         for sort in ("value", "index"):
-            same(both("ir_top_k", x, k=k, axis=axis, mode=mode, sort=sort)[0],
-                 both("ir_top_k", x, k=k, axis=axis, mode=mode, sort=sort)[1], exact=True)
+            same(both("top_k", x, k=k, axis=axis, mode=mode, sort=sort)[0],
+                 both("top_k", x, k=k, axis=axis, mode=mode, sort=sort)[1], exact=True)
     for exclusive in (False, True):
         for reverse in (False, True):
-            same(*both("ir_cumsum", x, axis=axis, exclusive=exclusive, reverse=reverse))
+            same(*both("cumulative_sum", x, axis=axis, exclusive=exclusive, reverse=reverse))
     axes = sorted(set(data.draw(st.lists(st.integers(0, len(shape) - 1), max_size=2))))
-    same(*both("ir_reduce_prod", x, axes=axes))
+    same(*both("prod_reduce", x, axes=axes))
 
 
 @SETTINGS
@@ -71,8 +71,8 @@ def test_gather_elements_top_k_cumsum_prod(shape, data):
 def test_round(values):
     x = np.array(values, np.float32)
     for mode in ("half_to_even", "half_away_from_zero"):
-        same(*both("ir_round", x, mode=mode), exact=True)
-    np.testing.assert_array_equal(registry.get("ir_round").kernel("formal")(np.array([0.5, 1.5, -2.5], np.float32)),
+        same(*both("round_with_mode", x, mode=mode), exact=True)
+    np.testing.assert_array_equal(registry.get("round_with_mode").kernel("formal")(np.array([0.5, 1.5, -2.5], np.float32)),
                                   [0.0, 2.0, -2.0])
 
 
@@ -84,12 +84,12 @@ def test_interpolate(data):
     x = rng.randn(1, 2, h, w).astype(np.float32)
     sizes = [data.draw(st.integers(1, 7)), data.draw(st.integers(1, 7))]
     scales = [sizes[0] / h, sizes[1] / w]
-    from nnefx.ops.ir_opset import COORD_MODES, INTERP_MODES, NEAREST_MODES
+    from nnefx.ops.ext import COORD_MODES, INTERP_MODES, NEAREST_MODES
 
     attrs = dict(axes=[2, 3], sizes=sizes, scales=scales, mode=data.draw(st.sampled_from(INTERP_MODES)),
                  coordinate_transformation_mode=data.draw(st.sampled_from(COORD_MODES)),
                  nearest_mode=data.draw(st.sampled_from(NEAREST_MODES)))
-    same(*both("ir_interpolate", x, **attrs))
+    same(*both("interpolate", x, **attrs))
 
 
 @SETTINGS
@@ -98,18 +98,18 @@ def test_one_hot_and_einsum(data):
     rng = np.random.RandomState(data.draw(st.integers(0, 1000)))
     idx = rng.randint(-1, 5, size=(2, 3))
     axis = data.draw(st.integers(0, 2))
-    same(*both("ir_one_hot", idx, np.float32(2.0), np.float32(-1.0), depth=4, axis=axis), exact=True)
+    same(*both("one_hot", idx, np.float32(2.0), np.float32(-1.0), depth=4, axis=axis), exact=True)
     a, b = rng.randn(2, 3, 4).astype(np.float32), rng.randn(2, 4, 2).astype(np.float32)
     eq = data.draw(st.sampled_from(["bij,bjk->bik", "bij,bjk->ik", "bij,bjk->b"]))
-    same(*both("ir_einsum", [a, b], equation=eq))
+    same(*both("einsum", [a, b], equation=eq))
 
 
 def test_erf_formal_and_fast():
     x = np.linspace(-6, 6, 2001).astype(np.float32)
-    same(*both("ir_erf", x))
+    same(*both("erf", x))
 
 
 def test_gather_index_out_of_range_in_both():
     for backend in ("formal", "fast"):
         with pytest.raises(NNEFXError):
-            registry.get("ir_gather").kernel(backend)(np.zeros(3, np.float32), np.array([3]), axis=0, batch_dims=0)
+            registry.get("gather_axis").kernel(backend)(np.zeros(3, np.float32), np.array([3]), axis=0, batch_dims=0)

@@ -213,7 +213,7 @@ def test_dynamic_dims_and_shapes_option(tmp_path):
     model = nnefx.load(path, shapes={"x": (5, 3)})
     assert model.graph.tensors["x"].shape == (5, 3)
     assert "does not fit" in error_of(path, shapes={"x": (5, 4)}).message
-    assert "unknown inputs" in error_of(path, shapes={"nope": (5, 3)}).message
+    assert "a shape is given for 'nope', which is not an input" in error_of(path, shapes={"nope": (5, 3)}).message
     assert "unknown option" in error_of(path, colour="red").message
 
 

@@ -50,7 +50,7 @@ def test_run_random_inputs_both_backends(ir_model, capsys):
 
 
 def test_convert_to_nnef_then_check_and_run(ir_model, tmp_path, capsys):
-    folder = str(tmp_path / "model.nnef.d")
+    folder = str(tmp_path / "model_nnef")
     assert main(["convert", ir_model, folder]) == 0
     assert main(["check", folder]) == 0
     text = open(os.path.join(folder, "graph.nnef")).read()

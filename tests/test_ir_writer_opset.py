@@ -114,7 +114,7 @@ def test_integer_arithmetic_and_comparisons(tmp_path):
     b = np.array([2, 3, -4], np.int64)
     xml = rewrite(tmp_path, lambda a, b: [o.divide(a, b), o.floor_mod(a, b), o.mod(a, b), o.maximum(a, b),
                                           o.subtract(a, b), o.less(a, b)], {"a": a, "b": b})
-    assert "ir_arith" in ops_of(xml) and "ir_compare" in ops_of(xml)
+    assert "integer_arith" in ops_of(xml) and "integer_compare" in ops_of(xml)
 
 
 def test_deconvolution_with_output_padding(tmp_path):

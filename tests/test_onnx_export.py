@@ -332,10 +332,10 @@ def test_unknown_save_option(tmp_path):
 
 # --- recurrent sequences from IR / ONNX imports ------------------------------------------------
 
-SEQUENCES = [("ir_lstm_sequence", "forward", False), ("ir_lstm_sequence", "reverse", False),
-             ("ir_lstm_sequence", "bidirectional", False), ("ir_gru_sequence", "forward", False),
-             ("ir_gru_sequence", "reverse", True), ("ir_gru_sequence", "bidirectional", True),
-             ("ir_rnn_sequence", "forward", False), ("ir_rnn_sequence", "bidirectional", False)]
+SEQUENCES = [("lstm_sequence", "forward", False), ("lstm_sequence", "reverse", False),
+             ("lstm_sequence", "bidirectional", False), ("gru_sequence", "forward", False),
+             ("gru_sequence", "reverse", True), ("gru_sequence", "bidirectional", True),
+             ("rnn_sequence", "forward", False), ("rnn_sequence", "bidirectional", False)]
 
 
 @pytest.mark.parametrize("kind, direction, lbr", SEQUENCES)
@@ -346,10 +346,10 @@ def test_recurrent_sequences(tmp_path, kind, direction, lbr, weights):
     linear_before_reset bias and run-time weights all agree with nnefx."""
     n, t, i, h = 3, 5, 4, 3
     d = 2 if direction == "bidirectional" else 1
-    gates = {"ir_lstm_sequence": 4, "ir_gru_sequence": 3, "ir_rnn_sequence": 1}[kind]
+    gates = {"lstm_sequence": 4, "gru_sequence": 3, "rnn_sequence": 1}[kind]
     params = {"W": rand(d, gates * h, i), "R": rand(d, gates * h, h), "B": rand(d, (gates + lbr) * h)}
     data = {"x": rand(n, t, i), "h": rand(n, d, h)}
-    if kind == "ir_lstm_sequence":
+    if kind == "lstm_sequence":
         data["c"] = rand(n, d, h)
     lens = np.array([5, 3, 1], np.int64)
     lines = [f"{k} = external<scalar>(shape = {list(v.shape)});" for k, v in data.items()]
@@ -358,36 +358,37 @@ def test_recurrent_sequences(tmp_path, kind, direction, lbr, weights):
         lines.append(f"{k} = external<scalar>(shape = {list(v.shape)});" if weights == "inputs" else
                      f"{k} = variable<scalar>(shape = {list(v.shape)}, label = '{k}');")
     args = ", ".join(list(data) + ["lens", "W", "R", "B"])
-    extra = {"ir_lstm_sequence": "", "ir_gru_sequence": f", linear_before_reset = {'true' if lbr else 'false'}",
-             "ir_rnn_sequence": ", activation = 'relu'" if direction == "forward" else ""}[kind]
+    extra = {"lstm_sequence": "", "gru_sequence": f", linear_before_reset = {'true' if lbr else 'false'}",
+             "rnn_sequence": ", activation = 'relu'" if direction == "forward" else ""}[kind]
     clip = 1.5 if direction == "reverse" else 0.0
-    outs = ["y", "yh", "yc"][: 3 if kind == "ir_lstm_sequence" else 2]
+    outs = ["y", "yh", "yc"][: 3 if kind == "lstm_sequence" else 2]
     lines.append(f"{', '.join(outs)} = {kind}({args}, direction = '{direction}', clip = {clip}{extra});")
     feeds = dict(data) | (params if weights == "inputs" else {})
-    text = (f"version 1.0;\nextension nnefx_ir;\ngraph G({', '.join(feeds)}) -> ({', '.join(outs)})\n{{\n"
+    text = (f"version 1.0;\nextension nnefx_ir;\nextension nnefx_ops;\ngraph G({', '.join(feeds)}) -> ({', '.join(outs)})\n{{\n"
             + "\n".join(lines) + "\n}\n")
     graph = compile_document(text, file="seq.nnef")
     for op, tensor in graph.variables():
         tensor.data = lens if op.attribs["label"] == "lens" else params[op.attribs["label"]]
     path = check(nnefx.Model(graph), feeds, tmp_path)
     kinds = {n.op_type for n in onnx.load(path).graph.node}
-    assert {"ir_lstm_sequence": "LSTM", "ir_gru_sequence": "GRU", "ir_rnn_sequence": "RNN"}[kind] in kinds
+    assert {"lstm_sequence": "LSTM", "gru_sequence": "GRU", "rnn_sequence": "RNN"}[kind] in kinds
 
 
 def test_extension_operations_without_an_onnx_reader_form(tmp_path):
-    """ir_top_k (ties keep the lower index), ir_gather_nd, ir_range, ir_round away from zero:
-    written from NNEF text with the nnefx_ir extension, checked against nnefx."""
+    """top_k (ties keep the lower index), gather_nd, arange, round_with_mode away from zero:
+    written from NNEF text with the nnefx_ops extension, checked against nnefx."""
     text = """version 1.0;
 extension nnefx_ir;
+extension nnefx_ops;
 graph G( a, idx ) -> ( tv, ti, sv, si, nd, rg, rz )
 {
     a = external<scalar>(shape = [3, 4]);
     idx = external<integer>(shape = [2, 2]);
-    tv, ti = ir_top_k(a, k = 2, axis = 1);
-    sv, si = ir_top_k(a, k = 1, axis = 0, mode = 'min', sort = 'index');
-    nd = ir_gather_nd<scalar>(a, idx);
-    rg = ir_range<scalar>(0.5, 3.0, 0.75);
-    rz = ir_round(a, mode = 'half_away_from_zero');
+    tv, ti = top_k(a, k = 2, axis = 1);
+    sv, si = top_k(a, k = 1, axis = 0, mode = 'min', sort = 'index');
+    nd = gather_nd<scalar>(a, idx);
+    rg = arange<scalar>(0.5, 3.0, 0.75);
+    rz = round_with_mode(a, mode = 'half_away_from_zero');
 }
 """
     graph = compile_document(text, file="ext.nnef")
@@ -452,22 +453,23 @@ INTERPOLATIONS = [(m, c, nm, sc) for m in ("nearest", "linear_onnx", "cubic")
 
 @pytest.mark.parametrize("mode, coord, nearest, scales", INTERPOLATIONS)
 def test_interpolate_convert_reverse_sequence(tmp_path, mode, coord, nearest, scales):
-    """ir_interpolate (Resize with the given scales), ir_convert (Cast chains with OpenVINO's
+    """interpolate (Resize with the given scales), convert_element_type (Cast chains with OpenVINO's
     truncation and wrap-around), ir_reverse_sequence, against nnefx."""
     h, w = 6, 8
     sizes = [int(np.floor(h * scales[0])), int(np.floor(w * scales[1]))]
     text = f"""version 1.0;
 extension nnefx_ir;
+extension nnefx_ops;
 graph G( x, lens ) -> ( y, u8, f16, b, i32, rs )
 {{
     x = external<scalar>(shape = [2, 3, {h}, {w}]);
     lens = external<scalar>(shape = [3]);
-    y = ir_interpolate(x, axes = [2, 3], sizes = {sizes}, scales = {list(scales)}, mode = '{mode}',
+    y = interpolate(x, axes = [2, 3], sizes = {sizes}, scales = {list(scales)}, mode = '{mode}',
                        coordinate_transformation_mode = '{coord}', nearest_mode = '{nearest}');
-    u8 = ir_convert<integer>(x, destination_type = 'u8');
-    f16 = ir_convert<scalar>(x, destination_type = 'f16');
-    b = ir_convert<logical>(x, destination_type = 'boolean');
-    i32 = ir_convert<integer>(u8, destination_type = 'i8');
+    u8 = convert_element_type<integer>(x, destination_type = 'u8');
+    f16 = convert_element_type<scalar>(x, destination_type = 'f16');
+    b = convert_element_type<logical>(x, destination_type = 'boolean');
+    i32 = convert_element_type<integer>(u8, destination_type = 'i8');
     rs = ir_reverse_sequence(x, lens, seq_axis = 0, batch_axis = 1);
 }}
 """

@@ -61,10 +61,13 @@ def test_random_inputs_are_seeded_and_profile_is_printed(tmp_path, capsys, backe
     assert kinds == {"add", "mul", "relu"}
 
 
-def test_run_errors(tmp_path):
-    with pytest.raises(NNEFXError, match="--input expects NAME=FILE.npy"):
-        run(["--input", "x"])
-    with pytest.raises(NNEFXError, match=r"'z' is not an input of the model \(inputs: x\)"):
+def test_run_errors(tmp_path, capsys):
+    for bad in (["--input", "x"], ["--steps", "0"], ["--seed", "-1"], ["--steps", "two"]):
+        with pytest.raises(SystemExit) as info:  # malformed options: usage errors, found while parsing
+            run(bad)
+        assert info.value.code == 2
+    assert "argument --steps: expects a whole number, got 'two'" in capsys.readouterr().err
+    with pytest.raises(NNEFXError, match=r"--input names 'z', which is not an input of the model \(inputs: x\)"):
         run(["--input", f"z={tmp_path / 'z.npy'}"])
     with pytest.raises(NNEFXError) as info:
         run(["--input", f"x={tmp_path / 'missing.npy'}"])
@@ -72,14 +75,24 @@ def test_run_errors(tmp_path):
     (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
     with pytest.raises(NNEFXError, match="not a readable .npy array"):
         run(["--input", f"x={tmp_path / 'bad.npy'}"])
+    (tmp_path / "text.npy").write_text("1 2 3\n")
+    with pytest.raises(NNEFXError, match=r"not a \.npy file \(it starts with b'1 2 3\\n'.*numpy.save") as info:
+        run(["--input", f"x={tmp_path / 'text.npy'}"])
+    assert "pickle" not in str(info.value)
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(NNEFXError, match="not a readable .npy array"):
+    with pytest.raises(NNEFXError, match="holds Python objects .* never unpickles"):
         load_npy(str(tmp_path / "obj.npy"))  # never unpickled
-    np.save(tmp_path / "wrong.npy", np.zeros((3, 1), np.float32))
-    with pytest.raises(NNEFXError, match=r"input 'x' must have shape \[1, 3\], got \[3, 1\]"):
+    np.savez(tmp_path / "two.npz", a=np.zeros(3))
+    with pytest.raises(NNEFXError, match="an .npz archive"):
+        load_npy(str(tmp_path / "two.npz"))
+    np.save(tmp_path / "rank.npy", np.zeros((3,), np.float32))
+    with pytest.raises(NNEFXError, match=r"input 'x' must have shape \[1, 3\], got \[3\]"):
+        run(["--input", f"x={tmp_path / 'rank.npy'}"])
+    np.save(tmp_path / "wrong.npy", np.zeros((4, 3), np.float32))  # another batch size: say how to run it
+    with pytest.raises(NNEFXError, match=r"has shape \[4, 3\] but the model takes \[1, 3\]; .* --shape x=4,3"):
         run(["--input", f"x={tmp_path / 'wrong.npy'}"])
-    with pytest.raises(NNEFXError, match="--steps must be at least 1"):
-        run(["--steps", "0"])
+    with pytest.raises(NNEFXError, match="--quantize: no activation of this model has a graph.quant entry"):
+        run(["--quantize"])
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(NNEFXError) as info:
         run(["--output", str(tmp_path / "file")])

@@ -59,7 +59,7 @@ def test_nnefx_run_on_the_model_folder(tmp_path, capsys):
     probs = np.load(tmp_path / "out" / "probabilities.npy")
     assert probs.shape == (1, 10) and abs(float(probs.sum()) - 1.0) < 1e-5
     assert main(["run", MODEL, "-i", f"nope={tmp_path / 'image.npy'}"]) == 1
-    assert "error: 'nope' is not an input of the model" in capsys.readouterr().err
+    assert "error: --input names 'nope', which is not an input of the model" in capsys.readouterr().err
 
 
 def test_demo_prints_accuracy_throughput_and_profile(capsys):

@@ -247,7 +247,7 @@ def test_fused_kernel_falls_back_only_when_the_skip_needs_broadcasting():
 def test_wide_row_convolution_matches_the_classic_path_and_formal(batch, cin, cout, h, w, fh, fw, dil, pads,
                                                                   groups, bias, relu, stride):
     """The 'wide rows' im2col (phases for strides) against the classic gather (forced either way) and formal."""
-    import nnefx.ops.sliding as sliding
+    import nnefx.ops.sliding_conv as sliding
     from nnefx.ops import registry
 
     if groups == "depthwise":
@@ -297,7 +297,7 @@ def assert_same_sum(a, b, x, f, bias, conv, attrs, err_msg="", extra=0.0):
 @pytest.mark.parametrize("filt", [(3, 3), (2, 3), (7, 7)])
 def test_wide_rows_every_phase_and_padding(stride, filt):
     """Exhaustive over paddings 0..2 on each side: every phase/offset mapping is exercised."""
-    import nnefx.ops.sliding as sliding
+    import nnefx.ops.sliding_conv as sliding
     from nnefx.ops import registry
 
     conv = registry.get("conv").fast_kernel
@@ -324,7 +324,7 @@ def test_wide_rows_every_phase_and_padding(stride, filt):
 def test_grouped_batch_items_match_item_by_item_and_formal(batch, cin, cout, h, w, k, stride, pad, depthwise,
                                                           relu, border):
     """Small images: several batch items share one product (forced on and off)."""
-    import nnefx.ops.sliding as sliding
+    import nnefx.ops.sliding_conv as sliding
     from nnefx.ops import registry
 
     if depthwise:

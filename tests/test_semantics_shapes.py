@@ -37,7 +37,7 @@ def test_given_shapes_are_checked_then():
     assert "rank" in info.value.message
     with pytest.raises(NNEFXError) as info:
         infer_shapes(g, {"nope": (1,)})
-    assert "not an external input" in info.value.message
+    assert "which is not an input of graph" in info.value.message
 
 
 def test_input_shapes_through_compile_document():

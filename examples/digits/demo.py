@@ -36,7 +36,6 @@ def main() -> int:
     from tqdm import tqdm
 
     model_dir = os.path.relpath(os.path.join(HERE, "model"))
-    print(f"$ nnefx check {model_dir}")
     status = nnefx_main(["check", model_dir])
     if status != 0:
         return status

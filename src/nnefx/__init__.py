@@ -3,35 +3,38 @@
 The pipeline (see ARCHITECTURE.md): text → tokens → AST → checked & expanded graph →
 shaped graph → plan → execution, with formats (NNEF, IR, CVM, ONNX) at the edges and one
 operator registry (:mod:`nnefx.ops`) in the middle.
+
+``import nnefx`` only defines names: it changes nothing in the process environment and
+does not import numpy, so that :func:`nnefx.blas.configure` can still choose OpenBLAS's
+kernels afterwards.  The public names load their modules on first use.
 """
 
 from __future__ import annotations
 
-# Before anything imports numpy: pick OpenBLAS kernels on CPUs it misdetects (see _blas.py).
-from ._blas import select as _select_blas
+from typing import Any
 
-_select_blas()
-
-from typing import Any  # noqa: E402
-
-from .api import load, save  # noqa: E402
-from .diagnostics import Location, NNEFXError  # noqa: E402
-from .graph import Graph, Model, Operation, Tensor  # noqa: E402
+from .diagnostics import Location, NNEFXError
 
 __version__ = "0.1.0"
 
 __all__ = ["Graph", "Location", "Model", "NNEFXError", "Operation", "Session", "Tensor", "load", "query",
            "save", "__version__"]
 
+#: Public name -> module that defines it (imported on first access).
+_LAZY = {"load": ".api", "save": ".api", "Graph": ".graph", "Model": ".graph", "Operation": ".graph",
+         "Tensor": ".graph", "Session": ".runtime.session", "query": ".engines.query"}
+
 
 def __getattr__(name: str) -> Any:
-    # The runtime pulls in every operator family; import it only when asked for.
-    if name == "Session":
-        from .runtime.session import Session
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nnefx' has no attribute {name!r}")
+    import importlib
 
-        return Session
-    if name == "query":
-        from .engines.query import query
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
-        return query
-    raise AttributeError(f"module 'nnefx' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

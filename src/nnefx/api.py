@@ -3,7 +3,7 @@
 Formats sit at the edges (seed design): each is a module that turns a file into a
 :class:`~nnefx.graph.Model` or back.  This module only decides *which* one, from the path,
 and imports it lazily so that ``import nnefx`` stays cheap and optional dependencies
-(defusedxml, onnx) are needed only by the formats that use them.
+(onnx) are needed only by the formats that use them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import Any
 
-from .diagnostics import NNEFXError
+from .diagnostics import Location, NNEFXError
 from .graph import Model
 
 # (format name, module, loader function, saver function or None)
@@ -31,41 +31,65 @@ FORMAT_ALIASES = {"folder": "nnef-folder", "archive": "nnef-archive", "file": "n
                   "json": "cvm"}
 
 
+#: One path suffix -> format table, for :func:`load` and :func:`save` alike (longest suffix
+#: first).  A path without a known suffix is an NNEF model folder when it is one (or, for
+#: ``save``, has no suffix at all); anything else is refused with this list.
+SUFFIXES: dict[str, str] = {
+    ".tar.gz": "nnef-archive",
+    ".tgz": "nnef-archive",
+    ".tar": "nnef-archive",
+    ".nnef": "nnef-file",
+    ".xml": "ir",
+    ".json": "cvm",
+    ".onnx": "onnx",
+}
+
+#: Extra suffixes only ``load`` accepts: a ``.quant`` file names its document's model.
+_LOAD_ONLY_SUFFIXES = {".quant": "nnef-file"}
+
+
+def _known_suffixes() -> str:
+    return "a folder (no suffix), " + ", ".join(SUFFIXES)
+
+
+def _format_of_suffix(path: str, table: dict[str, str]) -> str | None:
+    lower = path.lower().rstrip("/\\")
+    for suffix, fmt in table.items():
+        if lower.endswith(suffix):
+            return fmt
+    return None
+
+
 def detect_format(path: str) -> str:
-    """Guess a model's format from its path (and, for folders, their content)."""
-    lower = path.lower().rstrip("/")
+    """A model's format from its path (a folder is an NNEF model folder)."""
     if os.path.isdir(path):
         return "nnef-folder"
-    if lower.endswith((".tgz", ".tar.gz", ".tar")):
-        return "nnef-archive"
-    if lower.endswith(".nnef") or lower.endswith(".quant"):
-        return "nnef-file"
-    if lower.endswith(".xml"):
-        return "ir"
-    if lower.endswith(".json"):
-        return "cvm"
-    if lower.endswith(".onnx"):
-        return "onnx"
+    fmt = _format_of_suffix(path, {**SUFFIXES, **_LOAD_ONLY_SUFFIXES})
+    if fmt is not None:
+        return fmt
     if not os.path.exists(path):
         raise NNEFXError(f"no such file or folder: {path}")
-    raise NNEFXError(f"cannot tell the format of '{path}' (expected a model folder, .nnef, .tgz/.tar, "
-                     ".xml, .json or .onnx)")
+    raise NNEFXError(f"cannot tell the format of '{path}' from its name; known: {_known_suffixes()} "
+                     "(or name the format with --format)")
 
 
 def save_format_for(path: str) -> str:
-    """The format ``save`` writes to ``path`` when none is named."""
-    lower = path.lower().rstrip("/")
-    if lower.endswith((".tgz", ".tar.gz", ".tar")):
-        return "nnef-archive"
-    if lower.endswith(".nnef") and not lower.endswith("/"):
-        return "nnef-file"
-    if lower.endswith(".xml"):
-        return "ir"
-    if lower.endswith(".onnx"):
-        return "onnx"
-    if lower.endswith(".json"):
-        return "cvm"
-    return "nnef-folder"
+    """The format ``save`` writes to ``path`` when none is named: by its suffix, a folder
+    when it has none (or ends in a path separator, or is an existing folder)."""
+    if path.endswith(("/", os.sep)) or os.path.isdir(path):
+        return "nnef-folder"
+    fmt = _format_of_suffix(path, SUFFIXES)
+    if fmt is not None:
+        return fmt
+    suffix = os.path.splitext(os.path.basename(path))[1]
+    if not suffix:
+        return "nnef-folder"
+    raise NNEFXError(f"cannot tell which format to write from the suffix '{suffix}'; known: "
+                     f"{_known_suffixes()} (or name the format with format= / --to)", Location(path))
+
+
+#: The extra that brings a format's optional dependency (named when it is missing).
+_EXTRAS = {"onnx": "onnx"}
 
 
 def _entry(fmt: str, which: int) -> Any:
@@ -76,8 +100,10 @@ def _entry(fmt: str, which: int) -> Any:
     try:
         mod = importlib.import_module(module)
         return getattr(mod, name)
-    except (ImportError, AttributeError) as exc:
-        raise NNEFXError(f"the '{fmt}' format is not available in this installation ({exc})") from None
+    except ImportError as exc:
+        hint = f"; install it with: pip install 'nnefx[{_EXTRAS[fmt]}]'" if fmt in _EXTRAS else ""
+        raise NNEFXError(f"the '{fmt}' format needs the package '{exc.name or exc}', which is not "
+                         f"installed{hint}") from None
 
 
 def load(path: str | os.PathLike, **options: Any) -> Model:
@@ -87,6 +113,9 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     ``dialect=`` for NNEF documents, ``format=`` to force a format.
     """
     path = os.fspath(path)
+    if not os.path.exists(path) and options.get("json_text") is None:  # (CVM: content given in memory)
+        # before anything else, e.g. before an optional package the format would need
+        raise NNEFXError("no such file or folder", Location(path))
     if not options.get("format"):
         from .engines.compiled import is_compiled, load_compiled
 
@@ -101,7 +130,7 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     fmt = options.pop("format", None) or detect_format(path)
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt not in _FORMATS:
-        raise NNEFXError(f"unknown format '{fmt}'")
+        raise NNEFXError(f"unknown format '{fmt}' (known: {', '.join(sorted(FORMAT_ALIASES))})")
     if fmt == "ir" and "input_shapes" in options:
         # One spelling for every format: the IR reader calls the same thing ``shapes``.
         options["shapes"] = options.pop("input_shapes")
@@ -120,7 +149,7 @@ def save(model: Model, path: str | os.PathLike, format: str | None = None, **opt
     path = os.fspath(path)
     fmt = FORMAT_ALIASES.get(format, format) if format else save_format_for(path)
     if fmt not in _FORMATS:
-        raise NNEFXError(f"unknown format '{format}'")
+        raise NNEFXError(f"unknown format '{format}' (known: {', '.join(sorted(FORMAT_ALIASES))})")
     if fmt.startswith("nnef") and model.format in ("ir", "onnx"):
         # IR and ONNX tensor names (e.g. "/att/Reshape_output_0", "input.1") are not NNEF identifiers
         from .formats.ir.names import with_nnef_identifiers

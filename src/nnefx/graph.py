@@ -2,7 +2,7 @@
 
 Front-ends (NNEF text, IR XML, CVM JSON, ONNX) produce a :class:`Graph`; the shape pass
 fills in shapes; the runtime plans and executes it; exporters print it.  The model mirrors
-NNEF's own notion of a flat graph (seed 000 §2.1): data nodes (:class:`Tensor`) and
+NNEF's own notion of a flat graph (NNEF 1.0 §2.1): data nodes (:class:`Tensor`) and
 operation nodes (:class:`Operation`), where tensor *introduction* (``external``,
 ``variable``, ``constant``) is itself an operation, exactly as in an NNEF document.
 

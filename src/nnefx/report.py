@@ -24,7 +24,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def graph_json(graph: Graph) -> dict[str, Any]:
-    """The flat graph as the JSON ``nnefx inspect --json`` prints (issue 2 §9)."""
+    """The flat graph as the JSON ``nnefx inspect --json`` prints."""
     return {
         "name": graph.name,
         "inputs": list(graph.inputs),

@@ -29,6 +29,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _column(text: str) -> str:
+    """``--column INPUT=COLUMN``, checked while parsing so a malformed one is a usage error."""
+    from ..cli import name_value
+
+    name_value(text, "INPUT=COLUMN")
+    return text
+
+
 def add_parser(sub: Any, add_load_options: Any) -> None:
     p = sub.add_parser(
         "batch", help="run a model over a data set, in shards, resumable (in process or on Ray)",
@@ -50,7 +58,7 @@ def add_parser(sub: Any, add_load_options: Any) -> None:
                         "an engine one thread each)")
     p.add_argument("--output-format", dest="output_format", choices=["npy", "parquet"], default="npy",
                    help="shard files: .npy arrays per output, or one Parquet file per shard")
-    p.add_argument("--column", action="append", default=[], metavar="INPUT=COLUMN",
+    p.add_argument("--column", action="append", default=[], metavar="INPUT=COLUMN", type=_column,
                    help="Parquet: the column that feeds a model input (default: the input's name)")
     p.add_argument("--preprocess", metavar="SPEC",
                    help="images: 'size=W,H;mode=RGB|L;scale=S;mean=..;std=..;layout=nchw|nhwc'")

@@ -31,7 +31,6 @@ import os
 import re
 import stat
 import struct
-import tempfile
 from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any, BinaryIO
@@ -39,6 +38,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..diagnostics import Location, NNEFXError
+from . import files
 
 HEADER_SIZE = 128
 MAX_RANK = 8
@@ -661,25 +661,12 @@ def write_tensor(target: str | os.PathLike | BinaryIO, array: Any, *, item_type:
 
 
 def write_atomic(path: str, chunks: Iterable[bytes | memoryview]) -> None:
-    """Write ``chunks`` to ``path`` through a temporary file in the same folder + rename."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """Write ``chunks`` to ``path`` through a temporary file in the same folder + rename
+    (the file gets the umask's permissions, or the replaced file's: :mod:`nnefx.io.files`)."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+        files.write_atomic(path, chunks)
     except OSError as exc:
-        raise _err(f"cannot write: {exc.strerror}", path, "file") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise _err(f"cannot write: {exc.strerror or exc}", path, "file") from None
-        raise
+        raise _err(f"cannot write: {exc.strerror or exc}", path, "file") from None
 
 
 # --------------------------------------------------------------------------------------------

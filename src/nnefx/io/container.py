@@ -46,6 +46,7 @@ import numpy as np
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Model
 from . import binary
+from .files import set_final_mode
 
 GRAPH_FILE = "graph.nnef"
 QUANT_FILE = "graph.quant"
@@ -528,6 +529,7 @@ def _guarded(target: str, is_dir: bool, write: Callable[[str], None]) -> None:
     tmp = _temp_beside(target, is_dir)
     try:
         write(tmp)
+        set_final_mode(tmp, target, is_dir)   # not mkstemp's/mkdtemp's private 0600/0700
         _install(tmp, target, is_dir)
     except BaseException as exc:
         _remove(tmp)

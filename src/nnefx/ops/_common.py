@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
-from .signature import signature
 
 DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}
 
@@ -309,168 +308,25 @@ def pad_array(x: np.ndarray, pads: Sequence[tuple[int, int]], border: str, value
     return np.pad(x, widths, mode=_NP_MODES[border])
 
 
-# --- attribute type guard ----------------------------------------------------------------------
-
-def _param_types(declaration: str) -> dict[str, str]:
-    """Non-tensor parameter name -> declared type text (read by :mod:`nnefx.ops.signature`,
-    the one reader of declaration headers)."""
-    sig = signature(declaration)
-    return {} if sig is None else sig.attribute_types
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _fits(value: Any, typ: str) -> bool:
-    if typ.endswith("[]"):
-        if isinstance(value, np.ndarray):
-            value = value.tolist() if value.ndim else None
-        return isinstance(value, (list, tuple)) and all(_fits(v, typ[:-2]) for v in value)
-    if typ.startswith("("):
-        items = typ[1:-1].split(",")
-        if isinstance(value, np.ndarray):
-            value = value.tolist() if value.ndim else None
-        return isinstance(value, (list, tuple)) and len(value) == len(items) and \
-            all(_fits(v, t) for v, t in zip(value, items, strict=True))
-    if typ == "integer":
-        return _is_int(value)
-    if typ == "scalar":
-        return _is_int(value) or (isinstance(value, (float, np.floating)))
-    if typ == "logical":
-        return isinstance(value, (bool, np.bool_))
-    if typ == "string":
-        return isinstance(value, str)
-    return True  # generic '?'
-
-
-_PASSED_LIMIT = 4096
-#: Exact types :func:`_frozen` keys as ``(type, value)`` without further tests.
-_ATOMS = frozenset({str, int, float, bool, type(None)})
-
-
-def _frozen(value: Any) -> Any:
-    """A hashable, type-exact copy of an attribute value (``TypeError`` if it has none).
-
-    Types are kept next to values because ``1``, ``1.0`` and ``True`` hash alike but are
-    different NNEF types to the attribute check.
-    """
-    t = type(value)
-    if t in _ATOMS:  # the common exact types first (same result as the general rules below)
-        return (t, value)
-    if t is list or t is tuple:
-        return (t, *[_frozen(v) for v in value])
-    if isinstance(value, (list, tuple)):
-        return (type(value),) + tuple(_frozen(v) for v in value)
-    if value is None or isinstance(value, (str, int, float, bool, np.generic)):
-        return (type(value), value)
-    raise TypeError("unhashable attribute")
-
-
-def _check_key(args: tuple, kwargs: dict, is_shape_rule: bool) -> Any:
-    """What the attribute check and shape precheck depend on, or ``None`` if not hashable.
-
-    Both checks are pure functions of the attribute values and the argument shapes, so a
-    plan that calls the same operation with the same shapes every run pays for them once
-    (they cost more than the kernel itself for small tensors).
-    """
-    try:
-        attrs = tuple([(k, _frozen(v)) for k, v in kwargs.items()])
-    except TypeError:
-        return None
-    if is_shape_rule:
-        return attrs
-    shapes = tuple(tuple(np.shape(v) for v in a) if isinstance(a, list) else np.shape(a) for a in args)
-    return shapes, attrs
-
+# --- the operator contract ---------------------------------------------------------------------
+# The attribute guard lives in :mod:`nnefx.ops.contract` and is installed by ``define()`` on
+# every operation; these names stay for family modules written before that.
 
 def guard_attributes(op: Any) -> None:
-    """Wrap ``op``'s shape rule and kernels so an attribute of the wrong type (a bare int
-    where ``integer[]`` is declared, a string for a ``scalar``, ...) is an :class:`NNEFXError`
-    naming the operation, the attribute and its value, before any arithmetic sees it."""
-    types = _param_types(op.declaration)
-    names = {"dtype"} | set(types)
+    """Install the contract on ``op``'s rule and kernels (``define()`` already does; idempotent)."""
+    from .contract import guard
 
-    def check(kwargs: dict) -> None:
-        for key, value in kwargs.items():
-            if key not in names:
-                raise op_error(op.name, f"has no attribute '{key}'")
-            typ = types.get(key)
-            if typ is not None and not _fits(value, typ):
-                raise attr_error(op.name, key, value, f"is not of the declared type {typ}")
-
-    def wrap(fn: Any, is_shape_rule: bool = False) -> Any:
-        if fn is None or getattr(fn, "_guarded", False):
-            return fn
-
-        passed: dict = {}  # frozen (shapes, attributes) that already passed both checks
-
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            key = _check_key(args, kwargs, is_shape_rule)
-            if key is None or key not in passed:
-                check(kwargs)
-                if not is_shape_rule and op.shape_rule is not None:
-                    _precheck(args, kwargs)
-                if key is not None:
-                    if len(passed) >= _PASSED_LIMIT:
-                        passed.clear()
-                    passed[key] = None
-            try:
-                return fn(*args, **kwargs)
-            except (OverflowError, MemoryError) as exc:
-                raise op_error(op.name, f"the result is too large to compute ({type(exc).__name__}: {exc})") from None
-            except NNEFXError as exc:
-                # A compound reports through the primitives of its body: say whose body.
-                if f"'{op.name}'" not in exc.message:
-                    exc.message = f"operation '{op.name}': {exc.message}"
-                    exc.args = (exc.message,)
-                raise
-        guarded._guarded = True  # type: ignore[attr-defined]
-        guarded.__wrapped__ = fn  # type: ignore[attr-defined]
-        guarded.__doc__ = fn.__doc__
-        guarded.__name__ = getattr(fn, "__name__", op.name)
-        return guarded
-
-    def _precheck(args: tuple, kwargs: dict) -> None:
-        """Run the (guarded) shape rule first: bad shapes and oversized results are refused
-        before the kernel allocates anything."""
-        shapes = [[np.shape(v) for v in a] if isinstance(a, list) else np.shape(a) for a in args]
-        try:
-            result = op.shape_rule(*shapes, **{k: v for k, v in kwargs.items() if k != "dtype"})
-        except NNEFXError:
-            raise
-        except Exception:  # noqa: BLE001 - the kernel reports its own, more specific error
-            return
-        _check_volume(op.name, result)
-
-    op.shape_rule = wrap(op.shape_rule, is_shape_rule=True)
-    op.formal_kernel = wrap(op.formal_kernel)
-    op.fast_kernel = wrap(op.fast_kernel)
-
-
-#: Largest number of elements a kernel result may have (2^31: 8 GiB of float32); kernels
-#: refuse larger results before allocating (shape rules leave size policies to loaders).
-MAX_ELEMENTS = 2 ** 31
-
-
-def _check_volume(op: str, result: Any) -> None:
-    shapes = result if isinstance(result, list) or (result and isinstance(result[0], (tuple, list))) else [result]
-    for shape in shapes:
-        if not isinstance(shape, (tuple, list)):
-            continue
-        n = 1
-        for d in shape:
-            if d is not None:
-                n *= d
-        if n > MAX_ELEMENTS:
-            raise op_error(op, f"result shape {tuple(shape)} has {n} elements, more than the {MAX_ELEMENTS} "
-                               "nnefx supports")
+    op.shape_rule = guard(op, op.shape_rule, is_shape_rule=True)
+    op.formal_kernel = guard(op, op.formal_kernel)
+    op.fast_kernel = guard(op, op.fast_kernel)
 
 
 def guard_family(family: str) -> None:
-    """Guard every operation of ``family`` (called at the end of each family module)."""
+    """Guard every operation of ``family`` — a no-op for operations made by ``define()``,
+    which guards them itself; kept so older family modules keep working."""
     from .registry import _REGISTRY
 
     for op in list(_REGISTRY.values()):
         if op.family == family:
             guard_attributes(op)
+

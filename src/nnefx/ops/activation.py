@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 sigmoid = define("sigmoid", "activation", """
@@ -94,20 +93,16 @@ fragment softabs( x: tensor<scalar>, epsilon: scalar ) -> ( y: tensor<scalar> )
 # Shape rules and kernels
 # =============================================================================================
 #
-# Formal kernels run the compound's body through the primitives' formal kernels, step by
-# step (each step rounded to float32, exactly as the expanded graph would compute).  Fast
+# Every operation here is a compound: its formal kernel is its body, run through the
+# primitives' formal kernels (nnefx.ops.derived; each step rounded to float32, exactly as
+# the expanded graph computes).  Fast
 # kernels are fused numpy expressions; they may round differently (a few ulp), e.g. the fast
 # ``softmax`` accumulates its sum in float64.
 
 import numpy as np  # noqa: E402
 
 from ._common import broadcast_shapes, checked_broadcast, op_error, relu_into, scalar  # noqa: E402
-from .elementwise import BINARY_OPS, UNARY_OPS, sqr, sqrt  # noqa: E402
-from .elementwise import max_ as max_op  # noqa: E402
-from .elementwise import select as select_op  # noqa: E402
-from .reduce import max_reduce, reduced_shape, sum_reduce  # noqa: E402
-
-_F = {name: op.formal_kernel for name, op in {**BINARY_OPS, **UNARY_OPS}.items()}
+from .reduce import reduced_shape  # noqa: E402
 
 
 def _same(x, **_):
@@ -118,11 +113,6 @@ for _op in (sigmoid, relu, gelu, silu, softplus, elu, selu, leaky_relu, softabs)
     _op.shape(_same)
 
 
-@sigmoid.formal
-def _sigmoid_formal(x):
-    return _F["div"](np.float32(1.0), _F["add"](np.float32(1.0), _F["exp"](_F["neg"](x))))
-
-
 def sigmoid_fast(x):
     x = scalar(x)
     with np.errstate(over="ignore"):
@@ -130,7 +120,6 @@ def sigmoid_fast(x):
 
 
 sigmoid.fast(sigmoid_fast)
-relu.formal(lambda x: max_op.formal_kernel(x, np.float32(0.0)))
 
 
 @relu.fast
@@ -154,12 +143,6 @@ def _prelu_shape(x, alpha):
     return tuple(x)
 
 
-@prelu.formal
-def _prelu_formal(x, alpha):
-    _prelu_shape(np.shape(x), np.shape(alpha))
-    return select_op.formal_kernel(_F["lt"](x, np.float32(0.0)), _F["mul"](alpha, x), scalar(x))
-
-
 @prelu.fast
 def _prelu_fast(x, alpha):
     x, a = checked_broadcast("prelu", scalar(x), scalar(alpha))
@@ -167,13 +150,7 @@ def _prelu_fast(x, alpha):
     return np.where(x < 0, a * x, x).astype(np.float32)
 
 
-leaky_relu.formal(lambda x, alpha: _prelu_formal(x, np.float32(alpha)))
 leaky_relu.fast(lambda x, alpha: _prelu_fast(x, np.float32(alpha)))
-
-
-def _elu_body(x, alpha):
-    neg = _F["mul"](np.float32(alpha), _F["sub"](_F["exp"](x), np.float32(1.0)))
-    return select_op.formal_kernel(_F["lt"](x, np.float32(0.0)), neg, scalar(x))
 
 
 def _elu_fast_body(x, alpha):
@@ -182,20 +159,12 @@ def _elu_fast_body(x, alpha):
         return np.where(x < 0, np.float32(alpha) * np.expm1(np.minimum(x, 0)), x).astype(np.float32)
 
 
-elu.formal(lambda x, alpha=1.0: _elu_body(x, alpha))
 elu.fast(lambda x, alpha=1.0: _elu_fast_body(x, alpha))
-selu.formal(lambda x, alpha=1.67326319, **kw: _F["mul"](np.float32(kw.get("lambda", 1.05070102)), _elu_body(x, alpha)))
 selu.fast(lambda x, alpha=1.67326319, **kw: (np.float32(kw.get("lambda", 1.05070102)) * _elu_fast_body(x, alpha))
           .astype(np.float32))
 
 
-@gelu.formal
-def _gelu_formal(x):
-    return _F["mul"](x, _sigmoid_formal(_F["mul"](np.float32(1.702), x)))
-
-
 gelu.fast(lambda x: (scalar(x) * sigmoid_fast(np.float32(1.702) * scalar(x))).astype(np.float32))
-silu.formal(lambda x: _F["mul"](x, _sigmoid_formal(x)))
 silu.fast(lambda x: (scalar(x) * sigmoid_fast(x)).astype(np.float32))
 
 
@@ -203,14 +172,6 @@ silu.fast(lambda x: (scalar(x) * sigmoid_fast(x)).astype(np.float32))
 def _softmax_shape(x, axes=(1,)):
     reduced_shape("softmax", x, axes)
     return tuple(x)
-
-
-@softmax.formal
-def _softmax_formal(x, axes=(1,)):
-    """m = max_reduce(x); e = exp(x - m); y = e / sum_reduce(e)."""
-    m = max_reduce.formal_kernel(x, axes=list(axes))
-    e = _F["exp"](_F["sub"](x, m))
-    return _F["div"](e, sum_reduce.formal_kernel(e, axes=list(axes)))
 
 
 @softmax.fast
@@ -223,11 +184,6 @@ def _softmax_fast(x, axes=(1,)):
     with np.errstate(invalid="ignore"):
         e = np.exp(x - np.max(x, axis=ax, keepdims=True))
         return (e / np.sum(e, axis=ax, keepdims=True, dtype=np.float64)).astype(np.float32)
-
-
-@softplus.formal
-def _softplus_formal(x):
-    return _F["log"](_F["add"](_F["exp"](x), np.float32(1.0)))
 
 
 @softplus.fast
@@ -245,8 +201,4 @@ def _softplus_fast(x):
         return np.log((e + np.float32(1.0)).astype(np.float64)).astype(np.float32)
 
 
-softabs.formal(lambda x, epsilon: sqrt.formal_kernel(_F["add"](sqr.formal_kernel(x), np.float32(epsilon))))
 softabs.fast(lambda x, epsilon: np.sqrt(np.square(scalar(x)) + np.float32(epsilon)).astype(np.float32))
-
-
-guard_family("activation")  # noqa: E305  (attribute types checked before any rule or kernel runs)

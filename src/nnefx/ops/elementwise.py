@@ -6,7 +6,6 @@ is padded with *trailing* 1s (see :mod:`nnefx.ops._common`).
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 copy = define("copy", "elementwise", """
@@ -304,26 +303,15 @@ def _select_fast(condition, true_value, false_value, dtype=None):
     return np.where(c, t, f)
 
 
-# --- simplifiers: formal = the body run through the primitives' formal kernels --------------
-
-def _pow_formal(x, e):
-    return BINARY_OPS["pow"].formal_kernel(x, np.float32(e))
-
+# --- simplifiers (compounds: the formal kernel is the body, nnefx.ops.derived) ----------------
 
 for _op, _e in ((sqr, 2.0), (sqrt, 0.5), (rsqr, -2.0), (rsqrt, -0.5)):
     _op.shape(_unary_shape)
-    _op.formal((lambda e: lambda x: _pow_formal(x, e))(_e))
     _op.fast((lambda e: lambda x: BINARY_OPS["pow"].fast_kernel(x, np.float32(e)))(_e))
 
 sqr.fast(lambda x: np.square(scalar(x)))
 
 log2.shape(_unary_shape)
-
-
-@log2.formal
-def _log2_formal(x):
-    log = UNARY_OPS["log"].formal_kernel
-    return BINARY_OPS["div"].formal_kernel(log(x), log(np.float32(2.0)))
 
 
 @log2.fast
@@ -334,16 +322,6 @@ def _log2_fast(x):
 
 min_.shape(_binary_shape_for("min"))
 max_.shape(_binary_shape_for("max"))
-
-
-@min_.formal
-def _min_formal(x, y):
-    return _select_formal(BINARY_OPS["lt"].formal_kernel(x, y), scalar(x), scalar(y))
-
-
-@max_.formal
-def _max_formal(x, y):
-    return _select_formal(BINARY_OPS["gt"].formal_kernel(x, y), scalar(x), scalar(y))
 
 
 def min_fast(x, y):
@@ -367,15 +345,7 @@ def _clamp_shape(x, a, b):
     return broadcast_shapes("clamp", x, a, b)
 
 
-@clamp.formal
-def _clamp_formal(x, a, b):
-    return _max_formal(_min_formal(x, b), a)
-
-
 @clamp.fast
 def _clamp_fast(x, a, b):
     broadcast_shapes("clamp", np.shape(x), np.shape(a), np.shape(b))
     return max_fast(min_fast(x, b), a)
-
-
-guard_family("elementwise")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 matmul = define("matmul", "linalg", """
@@ -32,7 +31,6 @@ fragment linear(
 import numpy as np  # noqa: E402
 
 from ._common import broadcast_index, broadcast_shapes, op_error, scalar  # noqa: E402
-from .elementwise import BINARY_OPS  # noqa: E402
 
 
 def _mat_dims(shape, transposed):
@@ -94,19 +92,9 @@ def _linear_shape(input, filter, bias=()):
     return broadcast_shapes("linear", out, tuple(bias))
 
 
-@linear.formal
-def _linear_formal(input, filter, bias=0.0):
-    """output = matmul(input, filter, transposeB = true) + bias."""
-    _linear_shape(np.shape(input), np.shape(filter), np.shape(bias))
-    return BINARY_OPS["add"].formal_kernel(_matmul_formal(input, filter, transposeB=True), bias)
-
-
 @linear.fast
 def _linear_fast(input, filter, bias=0.0):
     x, w, b = scalar(input), scalar(filter), scalar(bias)
     _linear_shape(x.shape, w.shape, b.shape)
     y = x @ w.T
     return (y + (b.reshape(b.shape + (1,) * (2 - b.ndim)) if b.ndim < 2 else b)).astype(np.float32, copy=False)
-
-
-guard_family("linalg")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -6,7 +6,6 @@ tools' library) so that the expanded graph only contains tensors; adding it broa
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 copy_n = define("copy_n", "multi", """
@@ -45,6 +44,9 @@ def _copy_n_shape(x, times=1, **_):
     return [tuple(x)] * int(times)
 
 
+# Written, not derived from the body (the one compound that keeps a hand-written formal
+# kernel, see nnefx.ops.derived): its result is a tensor array whose length is an attribute,
+# which a graph cannot return as one output, so the body cannot run as a document.
 @copy_n.formal
 def _copy_n_formal(x, times=1, dtype=None):
     _check_times(times)
@@ -67,18 +69,6 @@ def _add_n_shape(x):
     return broadcast_shapes("add_n", *shapes, (1,))
 
 
-@add_n.formal
-def _add_n_formal(x):
-    """y = x[0] + add_n(x[1:]); the empty sum is a [1]-shaped zero (right-nested)."""
-    if not len(x):
-        raise op_error("add_n", "needs at least one tensor")
-    add = BINARY_OPS["add"].formal_kernel
-    acc = np.zeros((1,), np.float32)
-    for item in reversed(list(x)):
-        acc = add(item, acc)
-    return acc
-
-
 @add_n.fast
 def _add_n_fast(x):
     items = [scalar(v) for v in x]
@@ -87,6 +77,3 @@ def _add_n_fast(x):
     for item in reversed(items):  # the same right-nested float32 additions as the definition
         acc = BINARY_OPS["add"].fast_kernel(item, acc)
     return acc
-
-
-guard_family("multi")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 local_response_normalization = define("local_response_normalization", "normalization", """
@@ -109,12 +108,8 @@ fragment batch_normalization(
 import numpy as np  # noqa: E402
 
 from ._common import attr_error, broadcast_shapes, check_axes, op_error, scalar  # noqa: E402
-from .elementwise import BINARY_OPS, UNARY_OPS, sqr, sqrt  # noqa: E402
-from .elementwise import max_ as max_op  # noqa: E402
-from .reduce import sum_reduce  # noqa: E402
 from .sliding import box  # noqa: E402
 
-_F = {name: op.formal_kernel for name, op in {**BINARY_OPS, **UNARY_OPS}.items()}
 _f32 = np.float32
 
 
@@ -148,14 +143,6 @@ def _box_avg(kernel, x, size):
     return kernel(x, size=size, normalize=True)
 
 
-@local_response_normalization.formal
-def _lrn_formal(input, size=(), alpha=1.0, beta=0.5, bias=1.0):
-    _local_shape("local_response_normalization")(np.shape(input), size)
-    avg = _box_avg(box.formal_kernel, sqr.formal_kernel(input), size)
-    sigma = _F["add"](_f32(bias), _F["mul"](_f32(alpha), avg))
-    return _F["div"](input, _F["pow"](sigma, _f32(beta)))
-
-
 @local_response_normalization.fast
 def _lrn_fast(input, size=(), alpha=1.0, beta=0.5, bias=1.0):
     x = scalar(input)
@@ -165,23 +152,11 @@ def _lrn_fast(input, size=(), alpha=1.0, beta=0.5, bias=1.0):
         return (x / np.power(sigma, _f32(beta))).astype(_f32)
 
 
-@local_mean_normalization.formal
-def _lmn_formal(input, size=()):
-    _local_shape("local_mean_normalization")(np.shape(input), size)
-    return _F["sub"](input, _box_avg(box.formal_kernel, input, size))
-
-
 @local_mean_normalization.fast
 def _lmn_fast(input, size=()):
     x = scalar(input)
     _local_shape("local_mean_normalization")(x.shape, size)
     return (x - _box_avg(box.fast_kernel, x, size)).astype(_f32)
-
-
-def _lvn_formal(input, size=(), bias=0.0, epsilon=0.0):
-    _local_shape("local_variance_normalization")(np.shape(input), size)
-    sigma = sqrt.formal_kernel(_box_avg(box.formal_kernel, sqr.formal_kernel(input), size))
-    return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
 
 
 def _guarded_div(x, sigma_plus_bias, epsilon):
@@ -197,19 +172,9 @@ def _lvn_fast(input, size=(), bias=0.0, epsilon=0.0):
     return _guarded_div(x, sigma + _f32(bias), epsilon)
 
 
-local_variance_normalization.formal(_lvn_formal)
 local_variance_normalization.fast(_lvn_fast)
-local_contrast_normalization.formal(lambda input, size=(), bias=0.0, epsilon=0.0:
-                                    _lvn_formal(_lmn_formal(input, size), size, bias, epsilon))
 local_contrast_normalization.fast(lambda input, size=(), bias=0.0, epsilon=0.0:
                                   _lvn_fast(_lmn_fast(input, size), size, bias, epsilon))
-
-
-@l1_normalization.formal
-def _l1_formal(input, axes=(), bias=0.0, epsilon=0.0):
-    check_axes("l1_normalization", axes, np.ndim(input))
-    sigma = sum_reduce.formal_kernel(_F["abs"](input), axes=list(axes))
-    return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
 
 
 @l1_normalization.fast
@@ -218,13 +183,6 @@ def _l1_fast(input, axes=(), bias=0.0, epsilon=0.0):
     check_axes("l1_normalization", axes, x.ndim)
     sigma = np.sum(np.abs(x), axis=tuple(axes), keepdims=True, dtype=np.float64).astype(_f32)
     return _guarded_div(x, sigma + _f32(bias), epsilon)
-
-
-@l2_normalization.formal
-def _l2_formal(input, axes=(), bias=0.0, epsilon=0.0):
-    check_axes("l2_normalization", axes, np.ndim(input))
-    sigma = sqrt.formal_kernel(sum_reduce.formal_kernel(sqr.formal_kernel(input), axes=list(axes)))
-    return _F["div"](input, max_op.formal_kernel(_F["add"](sigma, _f32(bias)), _f32(epsilon)))
 
 
 @l2_normalization.fast
@@ -247,14 +205,6 @@ def _bn_shape(input, mean, variance, offset, scale, epsilon=0.0):
     return tuple(input)
 
 
-@batch_normalization.formal
-def _bn_formal(input, mean, variance, offset, scale, epsilon):
-    """output = offset + scale * (input - mean) / sqrt(variance + epsilon)."""
-    _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
-    num = _F["mul"](scale, _F["sub"](input, mean))
-    return _F["add"](offset, _F["div"](num, sqrt.formal_kernel(_F["add"](variance, _f32(epsilon)))))
-
-
 @batch_normalization.fast
 def _bn_fast(input, mean, variance, offset, scale, epsilon):
     from ._common import checked_broadcast
@@ -263,6 +213,3 @@ def _bn_fast(input, mean, variance, offset, scale, epsilon):
     _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
     with np.errstate(all="ignore"):
         return (o + (s * (x - m)) / np.sqrt(v + _f32(epsilon))).astype(_f32)
-
-
-guard_family("normalization")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -9,7 +9,6 @@ whole conditional); the parenthesised form reads the same for every parser.
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 min_max_linear_quantize = define("min_max_linear_quantize", "quantization", """
@@ -87,10 +86,7 @@ fragment logarithmic_quantize(
 import numpy as np  # noqa: E402
 
 from ._common import attr_error, broadcast_shapes, checked_broadcast, op_error, scalar  # noqa: E402
-from .elementwise import BINARY_OPS, UNARY_OPS, clamp, log2  # noqa: E402
-from .shape import cast  # noqa: E402
 
-_F = {name: op.formal_kernel for name, op in {**BINARY_OPS, **UNARY_OPS}.items()}
 _f32 = np.float32
 
 
@@ -124,16 +120,6 @@ def _ranges(bits, signed, symmetric):
     return r, p
 
 
-@min_max_linear_quantize.formal
-def _mmlq_formal(x, min, max, bits, signed, symmetric):
-    _check_bits("min_max_linear_quantize", bits)
-    r, p = _ranges(bits, signed, symmetric)
-    z = clamp.formal_kernel(x, min, max)
-    span = _F["sub"](max, min)
-    q = _F["sub"](_F["round"](_F["mul"](_F["div"](_F["sub"](z, min), span), r)), p)
-    return _F["add"](_F["mul"](_F["div"](_F["add"](q, p), r), span), min)
-
-
 @min_max_linear_quantize.fast
 def _mmlq_fast(x, min, max, bits, signed, symmetric):
     _check_bits("min_max_linear_quantize", bits)
@@ -147,7 +133,6 @@ def _mmlq_fast(x, min, max, bits, signed, symmetric):
         return ((q + p) / r * span + lo).astype(_f32)
 
 
-linear_quantize.formal(lambda x, min, max, bits: _mmlq_formal(x, min, max, bits, False, False))
 linear_quantize.fast(lambda x, min, max, bits: _mmlq_fast(x, min, max, bits, False, False))
 
 
@@ -155,16 +140,6 @@ def _zp_bounds(bits, signed, symmetric):
     r = _f32(2 ** (bits - 1) - 1 if signed else 2 ** bits - 1)
     lo = _f32(0.0) if not signed else (-r if symmetric else -r - _f32(1.0))
     return lo, r
-
-
-@zero_point_linear_quantize.formal
-def _zplq_formal(x, zero_point, scale, bits, signed, symmetric):
-    _check_bits("zero_point_linear_quantize", bits)
-    z = cast.formal_kernel(np.asarray(zero_point, np.int64), dtype="scalar")
-    s = _F["add"](_F["round"](_F["div"](x, scale)), z)
-    lo, r = _zp_bounds(bits, signed, symmetric)
-    q = clamp.formal_kernel(s, lo, r)
-    return _F["mul"](_F["sub"](q, z), scale)
 
 
 @zero_point_linear_quantize.fast
@@ -179,15 +154,6 @@ def _zplq_fast(x, zero_point, scale, bits, signed, symmetric):
         t = np.where(s < r, s, r)
         q = np.where(t > lo, t, lo)
         return ((q - z) * sc).astype(_f32)
-
-
-@logarithmic_quantize.formal
-def _logq_formal(x, max, bits):
-    _check_bits("logarithmic_quantize", bits)
-    m = _F["ceil"](log2.formal_kernel(max))
-    r = _f32(2 ** bits - 1)
-    q = _F["round"](clamp.formal_kernel(log2.formal_kernel(_F["abs"](x)), _F["sub"](m, r), m))
-    return _F["mul"](_F["sign"](x), _F["pow"](_f32(2.0), q))
 
 
 def _log2_exact_steps(v):
@@ -208,6 +174,3 @@ def _logq_fast(x, max, bits):
         t = np.where(a < m, a, m)
         q = _round(np.where(t > lo, t, lo))
         return (np.sign(x) * np.power(np.float64(2.0), q.astype(np.float64)).astype(_f32)).astype(_f32)
-
-
-guard_family("quantization")  # noqa: E305  (attribute types checked before any rule or kernel runs)

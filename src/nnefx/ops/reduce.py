@@ -7,7 +7,6 @@ sub-volume; ties go to the first index.
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 sum_reduce = define("sum_reduce", "reduce", """
@@ -69,7 +68,6 @@ import math  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ._common import check_axes, scalar  # noqa: E402
-from .elementwise import BINARY_OPS, sqr  # noqa: E402
 
 
 def reduced_shape(op: str, shape, axes) -> tuple:
@@ -215,7 +213,6 @@ any_reduce.fast(_logic_fast("any_reduce", np.any))
 for _op in (sum_reduce, max_reduce, min_reduce, argmax_reduce, argmin_reduce, all_reduce, any_reduce, mean_reduce):
     _op.shape(_shape_for(_op.name))
 
-mean_reduce.formal(lambda input, axes=(): _sum_formal(input, axes, normalize=True))
 mean_reduce.fast(lambda input, axes=(): _sum_fast(input, axes, normalize=True))
 
 
@@ -223,14 +220,6 @@ mean_reduce.fast(lambda input, axes=(): _sum_fast(input, axes, normalize=True))
 def _moments_shape(input, axes=()):
     s = reduced_shape("moments", input, axes)
     return s, s
-
-
-@moments.formal
-def _moments_formal(input, axes=()):
-    """mean = mean_reduce(input); variance = mean_reduce(sqr(input - mean)) (population)."""
-    mean = mean_reduce.formal_kernel(input, axes=axes)
-    centred = BINARY_OPS["sub"].formal_kernel(input, mean)
-    return mean, mean_reduce.formal_kernel(sqr.formal_kernel(centred), axes=axes)
 
 
 @moments.fast
@@ -241,6 +230,3 @@ def _moments_fast(input, axes=()):
     d = (x - mean).astype(np.float64)
     var = np.mean(d * d, axis=tuple(axes), keepdims=True)
     return mean, var.astype(np.float32)
-
-
-guard_family("reduce")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -32,18 +32,19 @@ an operation registers it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from ..diagnostics import NNEFXError
+from .contract import guard, normalise_attributes, run_shape_rule
 
 Kernel = Callable[..., Any]
 ShapeRule = Callable[..., Any]
 
 #: Domains group operations by where they come from.  ``nnef`` = the NNEF 1.0.5 standard
-#: operations; ``cvm`` = the deterministic integer set (seed 002); ``ir`` = IR layers with
+#: operations; ``cvm`` = the deterministic integer set (the CVM runtime's operators); ``ir`` = IR layers with
 #: no NNEF counterpart; ``tract`` = the primitives of tract's registries (``tract_core_*``,
 #: ``tract_transformers_*``), which a document enables with ``extension tract_registry NAME;``.
 #: Non-``nnef`` operations are extensions in NNEF documents.
@@ -58,7 +59,8 @@ class OpDef:
     family: str
     declaration: str
     domain: str = "nnef"
-    #: True for compound operations whose declaration carries a body that expands them.
+    #: True for compound operations whose declaration carries a body that expands them; their
+    #: formal kernel is that body (:mod:`nnefx.ops.derived`) unless a written one replaces it.
     compound: bool = False
     #: True when kernels take the resolved generic data type as keyword ``dtype``.
     generic: bool = False
@@ -73,6 +75,26 @@ class OpDef:
     #: Free-form facts for tooling: integer precision rule, cost, peer notes, ...
     extra: dict[str, Any] = field(default_factory=dict)
     doc: str = ""
+    #: Set by :func:`define`: rules and kernels assigned from then on (``@op.shape``,
+    #: ``@op.formal``, ``@op.fast`` or plain assignment) are wrapped in the contract
+    #: (:mod:`nnefx.ops.contract`).  An ``OpDef`` built by hand (tests) is left as given.
+    contracted: bool = field(default=False, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _CONTRACT_SLOTS and value is not None and self.__dict__.get("contracted"):
+            value = guard(self, value, is_shape_rule=name == "shape_rule")
+        object.__setattr__(self, name, value)
+
+    def attributes(self, attribs: Mapping[str, Any]) -> dict[str, Any]:
+        """``attribs`` with every left-out attribute set to its declared default: the one
+        place defaults come from (the declaration), for callers that build operations."""
+        return normalise_attributes(self, dict(attribs))
+
+    def infer(self, input_shapes: Sequence[Any], attribs: Mapping[str, Any], dtype: str | None = None) -> tuple:
+        """Result shapes from input shapes and attributes: the one shape-rule runner, used by
+        the front-end, the importers and ``compat`` (see :func:`nnefx.ops.contract.run_shape_rule`;
+        raises its ``Undecided`` when the rule cannot decide with unknown extents)."""
+        return run_shape_rule(self, input_shapes, attribs, dtype)
 
     # Decorator helpers so a family module reads: define(...); @op.shape; @op.formal; @op.fast
     def shape(self, fn: ShapeRule) -> ShapeRule:
@@ -104,20 +126,35 @@ class OpDef:
         return k
 
 
+_CONTRACT_SLOTS = frozenset({"shape_rule", "formal_kernel", "fast_kernel"})
+
 _REGISTRY: dict[str, OpDef] = {}
 _TABLE_VIEW: Mapping[str, OpDef] = MappingProxyType(_REGISTRY)
 
 
 def define(name: str, family: str, declaration: str, *, domain: str = "nnef", compound: bool = False,
            generic: bool = False, doc: str = "", **extra: Any) -> OpDef:
-    """Create and register an operation; returns the entry for decorating its rules."""
+    """Create and register an operation; returns the entry for decorating its rules.
+
+    The entry owns its contract: every shape rule and kernel given to it afterwards is
+    wrapped by :func:`nnefx.ops.contract.guard` (attribute names and types checked against
+    the declaration, left-out attributes set to the declared defaults, shapes checked before
+    a kernel runs), whatever the domain — family modules add nothing for it.
+    """
     if domain not in DOMAINS:
         raise ValueError(f"unknown domain {domain!r}")
     if name in _REGISTRY:
         raise ValueError(f"operation {name!r} is defined twice "
                          f"({_REGISTRY[name].family} and {family})")
     entry = OpDef(name=name, family=family, declaration=declaration.strip(), domain=domain,
-                  compound=compound, generic=generic, doc=doc, extra=dict(extra))
+                  compound=compound, generic=generic, doc=doc, extra=dict(extra), contracted=True)
+    if compound:
+        # A compound is defined by its body: its formal kernel runs that body through the
+        # primitives' formal kernels.  A family module replaces it only where a written one
+        # is needed, and says why next to it.
+        from .derived import formal_from_body
+
+        entry.formal_kernel = formal_from_body(entry)
     _REGISTRY[name] = entry
     return entry
 

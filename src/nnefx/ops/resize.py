@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 nearest_downsample = define("nearest_downsample", "resize", """
@@ -63,7 +62,6 @@ import math  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ._common import attr_error, border_index, check_border, scalar  # noqa: E402
-from .sliding import box, debox  # noqa: E402
 
 UPSAMPLE_METHODS = ("symmetric", "asymmetric", "aligned")
 
@@ -101,31 +99,11 @@ area_downsample.shape(_down_rule("area_downsample"))
 nearest_upsample.shape(_up_rule("nearest_upsample"))
 
 
-def _box_args(x, factor, sizes_one):
-    dims = x.ndim
-    size = [1] * dims if sizes_one else [1, 1] + list(factor)
-    return dict(size=size, stride=[1, 1] + list(factor), padding=[(0, 0)] * dims)
-
-
-@nearest_downsample.formal
-def _nd_formal(input, factor=()):
-    x = scalar(input)
-    _down_rule("nearest_downsample")(x.shape, factor)
-    return box.formal_kernel(x, **_box_args(x, factor, True))
-
-
 @nearest_downsample.fast
 def _nd_fast(input, factor=()):
     x = scalar(input)
     _down_rule("nearest_downsample")(x.shape, factor)
     return x[(slice(None), slice(None)) + tuple(slice(None, None, f) for f in factor)].copy()
-
-
-@area_downsample.formal
-def _ad_formal(input, factor=()):
-    x = scalar(input)
-    _down_rule("area_downsample")(x.shape, factor)
-    return box.formal_kernel(x, normalize=True, **_box_args(x, factor, False))
 
 
 @area_downsample.fast
@@ -138,13 +116,6 @@ def _ad_fast(input, factor=()):
     n = len(factor)
     mean = x.reshape(blocks).astype(np.float64).sum(axis=tuple(3 + 2 * k for k in range(n))) / math.prod(factor)
     return mean.astype(np.float32)
-
-
-@nearest_upsample.formal
-def _nu_formal(input, factor=()):
-    x = scalar(input)
-    _up_rule("nearest_upsample")(x.shape, factor)
-    return debox.formal_kernel(x, **_box_args(x, factor, False))
 
 
 @nearest_upsample.fast
@@ -245,6 +216,3 @@ def _mu_fast(input, factor=(), method="symmetric", border="replicate"):
     return y.astype(np.float32)
 
 
-
-
-guard_family("resize")  # noqa: E305  (attribute types checked before any rule or kernel runs)

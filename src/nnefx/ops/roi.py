@@ -6,7 +6,6 @@ holds one batch item per RoI, as (N,) or (N, 1).
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 _ROI = """input: tensor<scalar>,
@@ -296,10 +295,5 @@ def _align(op, pool, resample):
     return kernel
 
 
-avg_roi_align.formal(_align("avg_roi_align", lambda *a, **k: avg_pool.formal_kernel(*a, **k), _roi_resample_formal))
 avg_roi_align.fast(_align("avg_roi_align", lambda *a, **k: avg_pool.fast_kernel(*a, **k), _roi_resample_fast))
-max_roi_align.formal(_align("max_roi_align", lambda *a, **k: max_pool.formal_kernel(*a, **k), _roi_resample_formal))
 max_roi_align.fast(_align("max_roi_align", lambda *a, **k: max_pool.fast_kernel(*a, **k), _roi_resample_fast))
-
-
-guard_family("roi")  # noqa: E305  (attribute types checked before any rule or kernel runs)

@@ -6,7 +6,6 @@ All but ``pad`` are generic (``<?>``): they move data without looking at it.
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 reshape = define("reshape", "shape", """
@@ -647,6 +646,3 @@ def _cast_fast(input, dtype="scalar"):
             raise op_error("cast", f"value {bad} has no integer counterpart")
         return f.astype(np.int64)
     return x.astype(DTYPE_OF[dtype])
-
-
-guard_family("shape")  # noqa: E305  (attribute types checked before any rule or kernel runs)

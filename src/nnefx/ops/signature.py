@@ -73,6 +73,18 @@ class Signature:
         """Non-tensor parameter name -> declared type text."""
         return {p.name: p.type for p in self.params if not p.is_tensor}
 
+    @property
+    def attribute_defaults(self) -> dict[str, Any]:
+        """Non-tensor parameter name -> its declared default as a value (strings, arrays and
+        tuples included), for the attributes whose default is a literal."""
+        out = {}
+        for p in self.params:
+            if not p.is_tensor and p.default_text is not None:
+                value = literal_value(p.default_text)
+                if value is not NO_DEFAULT:
+                    out[p.name] = value
+        return out
+
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside ``()``, ``[]`` and ``<>`` so ``(integer,integer)[]`` stays whole."""
@@ -111,6 +123,30 @@ def _literal(text: str) -> Any:
         return float(text)
     except ValueError:
         return NO_DEFAULT  # an expression or array default: the kernel's own default applies
+
+
+_NNEF_WORD = re.compile(r"""('[^']*'|"[^"]*")|\b(true|false)\b""")
+
+
+def literal_value(text: str) -> Any:
+    """An NNEF literal (number, ``true``/``false``, string, ``[...]`` array, ``(...)`` tuple,
+    nested) as a Python value — arrays as lists, tuples as tuples — or :data:`NO_DEFAULT`
+    for anything else (an expression).  Reads declaration text only; evaluates nothing."""
+    import ast
+
+    def word(m: re.Match) -> str:
+        return m.group(1) or ("True" if m.group(2) == "true" else "False")
+
+    try:
+        value = ast.literal_eval(_NNEF_WORD.sub(word, text.strip()))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return NO_DEFAULT
+    ok = (bool, int, float, str, list, tuple)
+
+    def plain(v: Any) -> bool:
+        return isinstance(v, ok) and (not isinstance(v, (list, tuple)) or all(plain(x) for x in v))
+
+    return value if plain(value) else NO_DEFAULT
 
 
 @cache

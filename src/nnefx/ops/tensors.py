@@ -8,7 +8,6 @@ here only cover what is a pure function: filling a ``constant`` and the value si
 
 from __future__ import annotations
 
-from ._common import guard_family
 from .registry import define
 
 external = define("external", "tensors", """
@@ -116,6 +115,3 @@ def _update_kernel(variable, value, dtype=None):
 
 update.formal(_update_kernel)
 update.fast(_update_kernel)
-
-
-guard_family("tensors")  # noqa: E305  (attribute types checked before any rule or kernel runs)

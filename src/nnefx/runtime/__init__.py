@@ -1,4 +1,4 @@
-"""Executing graphs: the execution half of seed 000 §2.4.1.
+"""Executing graphs: the execution half of NNEF 1.0 §2.4.1 (graph compilation and execution).
 
 * :mod:`.planner` — :func:`compile_plan` turns a flat graph into a :class:`Plan` once
   (order checks, kernel lookup, constant folding, pruning, buffer lifetimes);
@@ -8,12 +8,12 @@
 * :mod:`.dtypes` — NNEF data types ↔ numpy storage, dequantization of stored codes;
 * :mod:`.profile` — time per operation kind; :mod:`.cli` — ``nnefx run``;
 * :func:`blas_info` — the OpenBLAS kernels numpy uses and what nnefx chose for them
-  (:mod:`nnefx._blas`, which runs before numpy is first imported).
+  (:mod:`nnefx.blas`; :func:`nnefx.blas.configure` chooses them, before numpy is imported).
 
 Nothing is imported here eagerly: ``import nnefx`` stays cheap, and ``nnefx.Session`` loads
 this package (and every operator family) on first use.
 """
 
-from .._blas import blas_info  # noqa: E402  (no numpy import: cheap)
+from ..blas import blas_info  # noqa: E402  (no numpy import: cheap)
 
 __all__ = ["blas_info"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from ..diagnostics import Location, NNEFXError
 from ..graph import Model
+from ..io.files import replacing
 from ..tools import progress
 from ..tools.stats import resolve_fetch, stats_table
 from .profile import Profile
@@ -40,10 +40,25 @@ def load_npy(path: str) -> np.ndarray:
     """A numpy array from a ``.npy`` file, without unpickling anything."""
     try:
         with open(path, "rb") as f:
+            magic = f.read(6)
+            f.seek(0)
+            if magic[:2] == b"PK":
+                raise NNEFXError("an .npz archive, not a .npy array; give each array as its own .npy "
+                                 "file (numpy.save)", Location(path))
+            if magic != b"\x93NUMPY":
+                raise NNEFXError(f"not a .npy file (it starts with {magic!r}, not numpy's \\x93NUMPY "
+                                 "header); write input arrays with numpy.save", Location(path))
             array = np.load(f, allow_pickle=False)
     except FileNotFoundError:
         raise NNEFXError("no such file", Location(path)) from None
-    except (OSError, ValueError, EOFError) as exc:
+    except IsADirectoryError:
+        raise NNEFXError("a folder, not a .npy file", Location(path)) from None
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise NNEFXError("the array holds Python objects (dtype object), which nnefx never unpickles; "
+                             "save a numeric or boolean array", Location(path)) from None
+        raise NNEFXError(f"not a readable .npy array ({exc})", Location(path)) from None
+    except (OSError, EOFError) as exc:
         raise NNEFXError(f"not a readable .npy array ({exc})", Location(path)) from None
     if not isinstance(array, np.ndarray):
         raise NNEFXError("expected a single .npy array (not an .npz archive)", Location(path))
@@ -73,16 +88,8 @@ def safe_file_name(name: str) -> str:
 
 
 def save_npy_atomic(path: str, array: np.ndarray) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".nnefx-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with replacing(path) as f:
+        np.save(f, array, allow_pickle=False)
 
 
 def _fmt_shape(shape: Any) -> str:
@@ -107,12 +114,33 @@ def describe_array(array: np.ndarray) -> str:
     return text
 
 
+def _check_shape(session: Session, name: str, array: np.ndarray, path: str) -> None:
+    """An input file of another shape than the model's: say so, and how to run it anyway."""
+    info = next(i for i in session.inputs if i.name == name)
+    shape = info.shape
+    if shape is None or len(shape) != array.ndim:
+        return  # a rank mismatch is reported by the session, without a --shape hint to give
+    if all(d is None or d == a for d, a in zip(shape, array.shape, strict=True)):
+        return
+    text = f"input '{name}' has shape {_fmt_shape(array.shape)} but the model takes {_fmt_shape(shape)}"
+    if all(d is None or d == a for d, a in zip(shape[1:], array.shape[1:], strict=True)):
+        # only the batch size differs: the model can take it (its other dims are what it needs)
+        text += f"; to run it on this batch size add --shape {name}={','.join(str(d) for d in array.shape)}"
+    raise NNEFXError(text, Location(path))
+
+
 def run_command(args: argparse.Namespace, model: Model) -> int:
     """The ``run`` subcommand; ``args`` as parsed by :func:`nnefx.cli.build_parser`."""
     if args.steps < 1:
         raise NNEFXError(f"--steps must be at least 1, got {args.steps}")
     if not isinstance(model, Model):
         return _run_compiled(args, model)
+    if getattr(args, "quantize", False):
+        from .quantize import quantization_targets
+
+        if not quantization_targets(model.graph):
+            raise NNEFXError("--quantize: no activation of this model has a graph.quant entry, so nothing "
+                             "would be quantized and the run would be plain floating point; drop --quantize")
     if getattr(args, "threads", None) is not None and args.threads < 1:
         raise NNEFXError(f"--threads must be at least 1, got {args.threads}")
     session = Session(model, backend=args.backend, quantize=bool(getattr(args, "quantize", False)),
@@ -133,11 +161,13 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
     for option in args.input:
         name, path = parse_input_option(option)
         if name not in names:
-            raise NNEFXError(f"'{name}' is not an input of the model (inputs: {', '.join(names) or 'none'})")
+            raise NNEFXError(f"--input names '{name}', which is not an input of the model "
+                             f"(inputs: {', '.join(names) or 'none'})")
         if name in given:
             raise NNEFXError(f"input '{name}' is given twice")
         given[name] = load_npy(path)
         sources[name] = path
+        _check_shape(session, name, given[name], path)
     rng = np.random.default_rng(args.seed)
     for info in session.inputs:
         if info.name not in given:
@@ -195,7 +225,7 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
         print()
         print(stats_table({name: outputs[name] for name in output_names + fetch}))
     if profile is not None:
-        from .._blas import describe
+        from ..blas import describe
 
         print()
         print(profile.table())

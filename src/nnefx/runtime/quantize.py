@@ -25,8 +25,8 @@ from ..ops.signature import signature
 from .signature import tensor_params
 
 
-def quantized_graph(graph: Graph, resolve: Any) -> Graph:
-    """A copy of ``graph`` with a pseudo-quantization operation after every hinted tensor."""
+def quantization_targets(graph: Graph) -> dict[str, dict[str, Any]]:
+    """The tensors whose ``graph.quant`` entry simulated quantization applies, with the entry."""
     targets: dict[str, dict[str, Any]] = {}
     for name, tensor in graph.tensors.items():
         if not tensor.quant or tensor.dtype != "scalar":
@@ -34,6 +34,12 @@ def quantized_graph(graph: Graph, resolve: Any) -> Graph:
         if tensor.data is not None and np.asarray(tensor.data).dtype.kind in "iu":
             continue  # quantized codes: the values read are already quantized
         targets[name] = tensor.quant
+    return targets
+
+
+def quantized_graph(graph: Graph, resolve: Any) -> Graph:
+    """A copy of ``graph`` with a pseudo-quantization operation after every hinted tensor."""
+    targets = quantization_targets(graph)
     if not targets:
         return graph
     tensors = dict(graph.tensors)

@@ -1,4 +1,4 @@
-"""Run a graph: the execution half of seed 000 §2.4.1.
+"""Run a graph: the execution half of NNEF 1.0 §2.4.1 (graph compilation and execution).
 
 A :class:`Session` compiles its graph once (:func:`~nnefx.runtime.planner.compile_plan`)
 and then, per :meth:`Session.run`, feeds the ``external`` tensors, executes the plan, reads
@@ -118,7 +118,7 @@ class Session:
         self._input_shapes = {spec.name: spec.shape for spec in self.plan.inputs}
         for name, shape in substitutes.items():
             if name not in self._input_shapes:
-                raise NNEFXError(f"input_shapes names '{name}', which is not an input "
+                raise NNEFXError(f"a shape is given for '{name}', which is not an input "
                                  f"(inputs: {', '.join(self._input_shapes) or 'none'})")
             declared = self._input_shapes[name]
             if declared is not None and len(declared) != len(shape):

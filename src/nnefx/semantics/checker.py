@@ -1,4 +1,4 @@
-"""Static semantic checks (seed 001 §3.3 and their final-dialect equivalents).
+"""Static semantic checks (NNEF 1.0 §3.3 and their final-dialect equivalents).
 
 The checker walks fragment bodies and the graph body *without* evaluating anything: it
 resolves every identifier, matches every invocation's arguments against the callee's
@@ -519,7 +519,7 @@ class Checker:
 
 
 def binary_result_type(e: ast.Binary, lt: Type, rt: Type, operator_call) -> Type:
-    """Result type of ``lt op rt`` (attribute rules of seed 001 Table 1, or the tensor fragment)."""
+    """Result type of ``lt op rt`` (attribute rules of NNEF 1.0 §3.3.2, Table 1, or the tensor fragment)."""
     op = e.op
     if op == "in":
         if not isinstance(rt, (ArrayT, EmptyArrayT)):

@@ -200,7 +200,7 @@ def literal_string(v: Any) -> str:
 
 
 def cast(name: str, v: Any, loc: Location | None) -> Any:
-    """The explicit casts ``integer()``/``scalar()``/``logical()``/``string()`` (seed 001 §3.3.3)."""
+    """The explicit casts ``integer()``/``scalar()``/``logical()``/``string()`` (NNEF 1.0 §3.3.3)."""
     if name == "string":
         return literal_string(v)
     if name == "logical":

@@ -1,7 +1,7 @@
 """The NNEF front-end: text in, checked, expanded, shaped :class:`~nnefx.graph.Graph` out.
 
-``compile_document`` runs the compile flow of seed 000 §2.4.1: parse (either dialect),
-check (seed 001 §3.3), expand fragments by evaluating compile-time expressions, propagate
+``compile_document`` runs the compile flow of NNEF 1.0 §2.4.1: parse (either dialect),
+check (NNEF 1.0 §3.3), expand fragments by evaluating compile-time expressions, propagate
 shapes and data types, and attach ``graph.quant`` information.  Every failure is an
 :class:`~nnefx.diagnostics.NNEFXError` with the file, line and column of the offending token.
 """
@@ -43,7 +43,7 @@ def fragment_table(doc: ast.Document) -> dict[str, ast.Fragment]:
 
 
 def check_document(doc: ast.Document) -> dict[str, ast.Fragment]:
-    """All static checks of seed 001 §3.3; returns the fragment table used."""
+    """All static checks of NNEF 1.0 §3.3; returns the fragment table used."""
     table = fragment_table(doc)
     checker = Checker(table, doc.dialect)
     with deep_recursion():

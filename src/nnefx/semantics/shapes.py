@@ -1,4 +1,4 @@
-"""Shape propagation over a flat graph (seed 000 §2.2, seed 001 §3.3.4).
+"""Shape propagation over a flat graph (NNEF 1.0 §2.2 and §3.3.4).
 
 Tensor-introducing operations give shapes directly (``external``, ``variable``,
 ``constant``); ``update`` keeps its variable's shape; every other operation's result shapes
@@ -11,12 +11,12 @@ cannot decide yet is left unknown and checked when the shapes are given.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation
+from ..ops.contract import Undecided
 
 
 def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None,
@@ -35,7 +35,7 @@ def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None,
         externals = {n for op in graph.operations if op.op == "external" for n in op.output_names()}
         for name in input_shapes:
             if name not in externals:
-                raise NNEFXError(f"input_shapes names '{name}', which is not an external input of graph "
+                raise NNEFXError(f"a shape is given for '{name}', which is not an input of graph "
                                  f"'{graph.name}' (inputs: {', '.join(sorted(externals)) or 'none'})")
     for op in graph.operations:
         infer_operation(graph, op, input_shapes, custom_shapes)
@@ -148,31 +148,21 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
     tensors = graph.tensors
     # (plain loops: this runs once per operation of every document)
     args = [tensors[v].shape if type(v) is str else _input_shape(graph, v) for v in op.inputs.values()]
-    partial = False
     for a in args:
         if a is None or type(a) is not tuple and _unknown(a):
             for n in outs:
                 _set(graph, n, None, op)
             return
-        if not partial and (isinstance(a, tuple) and None in a or isinstance(a, list) and any(None in x for x in a)):
-            partial = True
-    kwargs = dict(op.attribs)
-    if entry.generic and _accepts_dtype(entry.shape_rule):
-        kwargs["dtype"] = op.dtype
     try:
-        result = entry.shape_rule(*args, **kwargs)
+        result = entry.infer(args, op.attribs, op.dtype)
+    except Undecided:  # a rule that cannot handle unknown extents defers
+        for n in outs:
+            _set(graph, n, None, op)
+        return
     except NNEFXError as exc:
         if exc.location is None or exc.location.line is None and op.location is not None:
             exc.location = op.location
         raise
-    except Exception as exc:  # a rule that cannot handle unknown extents defers
-        if partial:
-            for n in outs:
-                _set(graph, n, None, op)
-            return
-        raise NNEFXError(f"'{op.op}': invalid arguments ({type(exc).__name__}: {exc})", op.location) from None
-    if not isinstance(result, tuple) or (len(outs) == 1 and _is_shape(result)):
-        result = (result,)
     if len(result) != len(outs):
         raise NNEFXError(f"shape rule of '{op.op}' returned {len(result)} results for {len(outs)} outputs",
                          op.location)
@@ -223,25 +213,6 @@ def _find(name: str) -> Any:
 
     _find = find
     return find(name)
-
-
-#: rule -> whether it takes ``dtype`` (``inspect.signature`` costs ~20 µs; rules are
-#: module-level functions, so the table stays as small as the registry).
-_DTYPE_RULES: dict[Any, bool] = {}
-
-
-def _accepts_dtype(rule: Any) -> bool:
-    known = _DTYPE_RULES.get(rule)
-    if known is None:
-        try:
-            params = inspect.signature(rule).parameters
-        except (TypeError, ValueError):
-            known = True
-        else:
-            known = "dtype" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        if len(_DTYPE_RULES) < 4096:
-            _DTYPE_RULES[rule] = known
-    return known
 
 
 def _dims(v: Any) -> bool:

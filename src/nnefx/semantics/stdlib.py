@@ -11,8 +11,15 @@ visible when a final-dialect document declares the matching extension:
 =================  =========================================================
 ``nnefx_cvm``      domain ``cvm``: the deterministic integer set (``cvm_*``)
 ``nnefx_ir``       domain ``ir``: IR layers without NNEF counterpart (``ir_*``)
-``nnefx_ops``      domain ``nnefx``: nnefx helper operations
+``nnefx_ops``      domain ``nnefx``: nnefx extension operations named by meaning (``erf``,
+                   ``top_k``, ``gather_nd``, ``lstm_sequence``, ... — :mod:`nnefx.ops.ext`)
 =================  =========================================================
+
+Names of earlier versions: documents written by nnefx 0.1 call the ``nnefx`` domain's
+operations by their old ``ir_*`` names under ``extension nnefx_ir;`` (``ir_erf``,
+``ir_top_k``, ...).  Where ``nnefx_ir`` is declared those names stay visible, as views of
+the renamed operations that emit the new names (:data:`nnefx.ops.ext.RENAMED`), so such
+files still read and load to the same graph.
 
 The provisional dialect sees its own spellings of renamed operations
 (:data:`PROVISIONAL_VIEWS`); the mapping back to the final names happens when operations
@@ -109,9 +116,11 @@ def visible_fragments(dialect: str, extensions: list[str]) -> dict[str, ast.Frag
             if len(_visible) >= 16:
                 _visible.clear()
             cached = _visible[key] = {name: f for name, f in lib.fragments.items() if f.domain in domains}
+            _add_renamed(cached, lib, domains)
         return dict(cached)
     # the provisional dialect also sees its own spellings of some final operations
     table = {name: f for name, f in lib.fragments.items() if f.domain in domains}
+    _add_renamed(table, lib, domains)
     for prov_name, (final_name, renames, fixed) in PROVISIONAL_VIEWS.items():
         base = table.get(final_name)
         if base is None:
@@ -132,6 +141,23 @@ def visible_fragments(dialect: str, extensions: list[str]) -> dict[str, ast.Frag
         view.fixed_attribs = dict(fixed)
         table[prov_name] = view
     return table
+
+
+def _add_renamed(table: dict[str, ast.Fragment], lib: Library, domains: frozenset[str]) -> None:
+    """Under ``nnefx_ir``, the old ``ir_*`` names of renamed extension operations, as views
+    that emit the new names (see the module docstring)."""
+    if "ir" not in domains:
+        return
+    from ..ops.ext import RENAMED
+
+    for old, new in RENAMED.items():
+        base = lib.fragments.get(new)
+        if base is None or old in table:
+            continue
+        view = _copy.copy(base)
+        view.name = old
+        view.emit_as = new
+        table[old] = view
 
 
 def broken_reason(name: str) -> NNEFXError | None:

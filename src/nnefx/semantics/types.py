@@ -8,7 +8,7 @@ Types are small immutable values:
 
 The provisional ``extent`` *is* ``integer``; the provisional untyped ``tensor`` is the unbound
 ``tensor<>`` with *lenient* conversions (any tensor goes to and from it), which is how the
-provisional spec's hidden tensor data types behave (seed 001 §3.3.2).
+provisional spec's hidden tensor data types behave (NNEF 1.0 §3.3.2).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Recursive-descent parser for NNEF documents in both dialects.
 
-* ``provisional`` — NNEF 1.0 provisional (seed 001 §3.1–3.2): ``version 1.0`` without ``;``,
+* ``provisional`` — NNEF 1.0 provisional (NNEF 1.0 provisional §3.1–3.2): ``version 1.0`` without ``;``,
   optional ``;`` after assignments, ``extent``, untyped ``tensor``, ``[e for i in a if c]``;
   fragment bodies may use operator expressions, the graph body is flat.
 * ``final`` — NNEF 1.0.5: ``version 1.0;``, ``extension`` lines, mandatory ``;``,
@@ -226,7 +226,7 @@ class Parser:
             raise self.error(f"expected 'graph' (or 'fragment'), found {self.tok.describe()}")
         if self.dialect == PROVISIONAL:
             self.compositional = False
-            self.flat_reason = "the graph body uses the flat syntax (seed 001 §3.2.4)"
+            self.flat_reason = "the graph body uses the flat syntax (NNEF 1.0 provisional §3.2.4)"
         else:
             self.compositional = EXT_OPERATORS in self.extensions
             self.flat_reason = f"enable them with 'extension {EXT_OPERATORS};'"

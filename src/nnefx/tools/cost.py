@@ -18,7 +18,7 @@ fvcore, thop, ``torch.utils.flop_counter``), written once here and in the README
   3 per item, local normalizations 2 per window item per output item,
   ``multilinear_upsample`` 2 per MAC of its interpolation kernel (as gmac counts it),
   ``area_downsample`` 1 per input item, quantizers 4 per item (clamp, scale, round,
-  rescale), recurrent sequences (``ir_lstm_sequence``, ``_gru_``, ``_rnn_``) 2 per MAC of
+  rescale), recurrent sequences (``lstm_sequence``, ``_gru_``, ``_rnn_``) 2 per MAC of
   their gate products (batch × steps × directions × gates × hidden × (features + hidden)
   MACs) + 2 per gate item (bias, activation) + 3 per hidden item (state update), data movement (reshape, transpose, concat, slice, pad, gather, nearest
   re-sampling, ...) 0.
@@ -196,7 +196,7 @@ def _debox(v: _View) -> tuple[int, int]:
 
 
 @_rule("sum_reduce", "mean_reduce", "max_reduce", "min_reduce", "any_reduce", "all_reduce",
-       "argmax_reduce", "argmin_reduce", "ir_reduce_prod", "area_downsample", "ir_cumsum")
+       "argmax_reduce", "argmin_reduce", "prod_reduce", "area_downsample", "cumulative_sum")
 def _reduce(v: _View) -> tuple[int, int]:
     return 0, v.in_items()
 
@@ -227,14 +227,14 @@ def _upsample(v: _View) -> tuple[int, int]:
     return 0, 2 * v.in_items() * prod(kernel)
 
 
-@_rule("ir_lstm_sequence", "ir_gru_sequence", "ir_rnn_sequence")
+@_rule("lstm_sequence", "gru_sequence", "rnn_sequence")
 def _recurrent(v: _View) -> tuple[int, int]:
     # input [batch, steps, features], W [directions, gates x hidden, features], R [.., .., hidden];
     # every step of the sequence extent counts (an upper bound under sequence_lengths)
-    x, w, r = v.in_shape(0), v.in_shape(4 if v.op.op == "ir_lstm_sequence" else 3), \
-        v.in_shape(5 if v.op.op == "ir_lstm_sequence" else 4)
+    x, w, r = v.in_shape(0), v.in_shape(4 if v.op.op == "lstm_sequence" else 3), \
+        v.in_shape(5 if v.op.op == "lstm_sequence" else 4)
     gate_items = x[0] * x[1] * w[0] * w[1]
-    hidden_items = gate_items // {"ir_lstm_sequence": 4, "ir_gru_sequence": 3}.get(v.op.op, 1)
+    hidden_items = gate_items // {"lstm_sequence": 4, "gru_sequence": 3}.get(v.op.op, 1)
     macs = gate_items * (x[2] + r[2])
     return macs, 2 * macs + 2 * gate_items + 3 * hidden_items
 
@@ -264,7 +264,7 @@ def _cvm_reduce(v: _View) -> tuple[int, int]:
 _per_item(1, *"""copy neg rcp exp log log2 sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh abs
     sign not floor ceil round sqr sqrt rsqr rsqrt add sub mul div pow lt gt le ge eq ne and or min max
     select clamp sigmoid relu leaky_relu prelu elu selu gelu silu softplus softabs
-    ir_arith ir_compare ir_erf ir_round
+    integer_arith integer_compare erf round_with_mode
     cvm_abs cvm_negative cvm_relu cvm_clip cvm_cvm_clip cvm_cvm_left_shift cvm_cvm_right_shift cvm_elemwise_add
     cvm_elemwise_sub cvm_broadcast_add cvm_broadcast_sub cvm_broadcast_mul cvm_broadcast_div cvm_broadcast_max
     cvm_broadcast_greater cvm_where""".split())
@@ -274,8 +274,8 @@ _per_item(4, "linear_quantize", "logarithmic_quantize", "min_max_linear_quantize
           "zero_point_linear_quantize", "ir_fake_quantize")
 _per_item(0, *"""reshape squeeze unsqueeze transpose concat split stack unstack slice pad tile copy_n gather
     cast nearest_upsample nearest_downsample sample desample
-    ir_reshape ir_broadcast ir_shape_of ir_convert ir_gather ir_gather_elements ir_gather_nd
-    ir_strided_slice ir_range ir_one_hot ir_reverse_sequence
+    reshape_to broadcast_to tensor_shape convert_element_type gather_axis gather_elements gather_nd
+    ir_strided_slice arange one_hot ir_reverse_sequence
     cvm_concatenate cvm_expand_dims cvm_flatten cvm_repeat cvm_reshape cvm_slice_like cvm_squeeze cvm_strided_slice
     cvm_take cvm_tile cvm_transpose cvm_upsampling""".split())
 

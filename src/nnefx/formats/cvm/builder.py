@@ -72,8 +72,8 @@ class CVMBuilder:
         entry = registry.get("cvm_" + func)
         in_shapes = [self.shapes[self._entry(r)] for r in inputs]
         args = [in_shapes] if func == "concatenate" else in_shapes
-        out = entry.shape_rule(*args, **A.to_nnefx(func, parsed))
-        outs = list(out) if A.num_outputs(func) > 1 else [out]
+        out = entry.infer(args, A.to_nnefx(func, parsed))
+        outs = list(out[0]) if A.num_outputs(func) > 1 and isinstance(out[0], list) else list(out)
         k = self._counts.get(func, 0)
         self._counts[func] = k + 1
         node = {"op": "cvm_op", "name": f"{func}_{k}",

@@ -353,10 +353,10 @@ def load_graph_json(doc: dict[str, Any], file: str | None, name: str = "cvm") ->
             if rt in ("conv2d", "dense") and not attribs.get("use_bias", True):
                 inputs[pnames[2]] = 0
         try:
-            inferred = entry.shape_rule(*shape_args, **nattribs)
+            inferred = entry.infer(shape_args, nattribs)
         except NNEFXError as exc:
             raise NNEFXError(exc.message, loc) from None
-        inferred = list(inferred) if A.num_outputs(rt) > 1 else [inferred]
+        inferred = list(inferred[0]) if A.num_outputs(rt) > 1 and isinstance(inferred[0], list) else list(inferred)
         outputs = {}
         for k, rname in enumerate(rnames):
             stored = shapes[e + k]

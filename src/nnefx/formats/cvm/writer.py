@@ -13,13 +13,13 @@ temporary name and renamed into place.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Model
+from ...io.files import write_atomic
 from ...ops import registry
 from . import attrs as A
 from .builder import CVMBuilder
@@ -113,19 +113,6 @@ def to_cvm(model: Model) -> tuple[str, bytes]:
     return b.json([ref[n] for n in g.outputs]), b.params()
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".nnefx-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def save(model: Model, path: str, *, params: str | None = None) -> None:
     """Write ``path`` (graph JSON) and ``params`` (default ``<stem>.params`` beside it)."""
     from .reader import load
@@ -133,5 +120,5 @@ def save(model: Model, path: str, *, params: str | None = None) -> None:
     text, blob = to_cvm(model)
     load(path, json_text=text, params_bytes=blob)  # what we write must load
     ppath = params or os.path.splitext(path)[0] + ".params"
-    _atomic_write(ppath, blob)
-    _atomic_write(path, text.encode("utf-8"))
+    write_atomic(ppath, [blob])
+    write_atomic(path, [text.encode("utf-8")])

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Operation, Tensor
+from ...io.files import set_final_mode
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -333,7 +334,7 @@ def write_atomically(items: list[tuple[str, bytes | bytearray]]) -> None:
             temps.append((tmp, target))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())   # mkstemp's 0600 -> what open() would have made
+            set_final_mode(tmp, target, False)   # mkstemp's 0600 -> what open() would have made
         for tmp, target in temps:
             os.replace(tmp, target)
         temps = []
@@ -343,9 +344,3 @@ def write_atomically(items: list[tuple[str, bytes | bytearray]]) -> None:
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -1,8 +1,8 @@
 """Element-wise operations and activations in the formats.
 
 Covers NNEF operators §4.2, the activations (§4.9.1; ``softmax`` is with the normalizations),
-``add_n`` (§4.9.6), ``cast``, and the ``ir_arith`` / ``ir_compare`` / ``ir_erf`` / ``ir_round`` /
-``ir_convert`` extensions.
+``add_n`` (§4.9.6), ``cast``, and the ``integer_arith`` / ``integer_compare`` / ``erf`` / ``round_with_mode`` /
+``convert_element_type`` extensions.
 
 Writing
 -------
@@ -50,7 +50,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 
 #: Unary element-wise operations every format writes by name (its own form or the definition).
 UNARY = ("abs", "neg", "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-         "asinh", "acosh", "atanh", "sqrt", "floor", "ceil", "sign", "not", "sigmoid", "relu", "ir_erf",
+         "asinh", "acosh", "atanh", "sqrt", "floor", "ceil", "sign", "not", "sigmoid", "relu", "erf",
          "copy", "rcp", "sqr", "rsqrt", "rsqr", "log2", "round", "softplus", "gelu", "silu")
 
 
@@ -125,7 +125,7 @@ _IR_COMPARE_ir = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "le
 
 # --- ONNX helpers ----------------------------------------------------------------------------
 
-#: ir_arith / ir_compare kind -> the NNEF element-wise operation ONNX writes it as
+#: integer_arith / integer_compare kind -> the NNEF element-wise operation ONNX writes it as
 _IR_ARITH = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "maximum": "max",
              "minimum": "min", "power": "pow", "mod": "mod"}
 
@@ -134,23 +134,23 @@ _IR_COMPARE_onnx = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal"
                "greater_equal": "ge"}
 
 
-# --- the ir_arith / ir_compare / ir_round extensions: each format's own --------------------------------------------------------------------------------------
+# --- the integer_arith / integer_compare / round_with_mode extensions: each format's own --------------------------------------------------------------------------------------
 
-@to_ir("ir_arith", "ir_compare")
+@to_ir("integer_arith", "integer_compare")
 def ir_arith_to_ir(ctx: IRContext, op: Operation) -> None:
     # numpy broadcasting and OpenVINO's integer semantics already: the layer itself
     kind = str(op.attribs["op"])
-    table = _ARITH if op.op == "ir_arith" else _IR_COMPARE_ir
+    table = _ARITH if op.op == "integer_arith" else _IR_COMPARE_ir
     if kind not in table:
         raise ctx.fail(f"op '{kind}' has no opset layer")
     et = literal_type(ctx, op, [op.inputs["x"], op.inputs["y"]])
     x, y = ctx.ref(op.inputs["x"], et), ctx.ref(op.inputs["y"], et)
     attrs = {"m_pythondiv": kind == "pythondiv"} if table[kind] == "Divide" else None
-    out_et = "boolean" if op.op == "ir_compare" else ctx.etype(x)
+    out_et = "boolean" if op.op == "integer_compare" else ctx.etype(x)
     ctx.bind(out(op), ctx.layer(table[kind], [x, y], out_shape(ctx, op), etype=out_et, attrs=attrs))
 
 
-@to_onnx("ir_arith", "ir_compare")
+@to_onnx("integer_arith", "integer_compare")
 def ir_arith_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # numpy broadcasting already; integer division truncates in both (Div on integers),
     # 'mod' is C's fmod (Mod with fmod = 1); floor division/modulo and integer powers are not
@@ -158,7 +158,7 @@ def ir_arith_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x, y = op.inputs["x"], op.inputs["y"]
     dt = literal_type(ctx, op, [x, y])
     a, b = ctx.ref(x, dt), ctx.ref(y, dt)
-    if op.op == "ir_compare":
+    if op.op == "integer_compare":
         if kind not in _IR_COMPARE_onnx:
             raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
         ctx.bind(out(op), binop(ctx, _IR_COMPARE_onnx[kind], a, b))   # ne: not(eq), the definition
@@ -177,13 +177,13 @@ def ir_arith_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), r)
 
 
-@to_ir("ir_round")
+@to_ir("round_with_mode")
 def ir_round_to_ir(ctx: IRContext, op: Operation) -> None:
     mode = str(op.attribs.get("mode", "half_to_even"))
     ctx.bind(out(op), ctx.layer("Round", [op.inputs["x"]], out_shape(ctx, op), attrs={"mode": mode}, version="opset5"))
 
 
-@to_onnx("ir_round")
+@to_onnx("round_with_mode")
 def ir_round_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["x"])
     mode = str(op.attribs.get("mode", "half_to_even"))
@@ -250,15 +250,15 @@ def selu_to_onnx(ctx: OnnxContext, op: Operation) -> None:
                                gamma=literal(ctx, op, "lambda", 1.05070102)))
 
 
-# --- casts (NNEF cast, the ir_convert extension) ---
+# --- casts (NNEF cast, the convert_element_type extension) ---
 
 _CONVERT = {"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
             "u64": np.uint64, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8, "boolean": np.bool_}
 
 
-@to_ir("cast", "ir_convert")
+@to_ir("cast", "convert_element_type")
 def cast_to_ir(ctx: IRContext, op: Operation) -> None:
-    # ir_convert is Convert itself; NNEF cast floors scalars first (lowering.cast)
+    # convert_element_type is Convert itself; NNEF cast floors scalars first (lowering.cast)
     target = op.attribs.get("destination_type") or ETYPE.get(op.dtype or "scalar", "f32")
     ctx.bind(out(op), cast(ctx, first_input(op, "input"), target, floor=op.op == "cast"))
 
@@ -272,7 +272,7 @@ def cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
 
 
-@to_onnx("ir_convert")
+@to_onnx("convert_element_type")
 def ir_convert_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # OpenVINO Convert: float -> integer truncates (into 32 or 64 bits, then the low bits of
     # the target width), integers wrap, anything -> boolean is != 0; the result is held in

@@ -1,6 +1,6 @@
 """Matrix multiplication in the formats.
 
-Covers NNEF ``matmul`` (§4.7) / ``linear`` (§4.9.2) and ``ir_einsum``.
+Covers NNEF ``matmul`` (§4.7) / ``linear`` (§4.9.2) and ``einsum``.
 
 Writing: per operation its IR v11 writer (``*_to_ir``) beside its ONNX writer (``*_to_onnx``),
 under the rules of :mod:`nnefx.formats.families`.
@@ -90,13 +90,13 @@ def linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), binop(ctx, "add", y, aligned(ctx, bias, len(shape), ctx.dtype(x))))
 
 
-@to_ir("ir_einsum")
+@to_ir("einsum")
 def ir_einsum_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("Einsum", list(op.inputs["inputs"]), out_shape(ctx, op), version="opset7",
                                 attrs={"equation": str(op.attribs["equation"])}))
 
 
-@to_onnx("ir_einsum")
+@to_onnx("einsum")
 def ir_einsum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     refs = [ctx.ref(v) for v in op.inputs["inputs"]]
     ctx.bind(out(op), ctx.node("Einsum", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0]),

@@ -104,7 +104,7 @@ def ir_ctc_greedy_decoder_to_ir(ctx: IRContext, op: Operation) -> None:
                                 attrs={"ctc_merge_repeated": bool(op.attribs.get("ctc_merge_repeated", True))}))
 
 
-@to_ir("ir_lstm_sequence")
+@to_ir("lstm_sequence")
 def ir_lstm_sequence_to_ir(ctx: IRContext, op: Operation) -> None:
     # the operation *is* LSTMSequence-5 (batch first, gates f,i,c,o, sigmoid/tanh/tanh)
     x = op.inputs["input"]
@@ -122,7 +122,7 @@ def ir_lstm_sequence_to_ir(ctx: IRContext, op: Operation) -> None:
         ctx.bind(nm, r)
 
 
-@to_onnx("ir_lstm_sequence", "ir_gru_sequence", "ir_rnn_sequence")
+@to_onnx("lstm_sequence", "gru_sequence", "rnn_sequence")
 def ir_sequence_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = op.inputs["input"]
     n, t, _ = ctx.dims(x)
@@ -132,9 +132,9 @@ def ir_sequence_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     direction = str(op.attribs.get("direction", "forward"))
     clip = float(op.attribs.get("clip", 0.0))
     attrs: dict[str, Any] = {"hidden_size": hs, "direction": direction, "clip": clip if clip else None}
-    if op.op == "ir_lstm_sequence":
+    if op.op == "lstm_sequence":
         kind, order, gates = "LSTM", [1, 3, 0, 2], 4
-    elif op.op == "ir_gru_sequence":
+    elif op.op == "gru_sequence":
         kind, order, gates = "GRU", [0, 1, 2], 3
         attrs["linear_before_reset"] = int(bool(op.attribs.get("linear_before_reset", False)))
     else:
@@ -178,7 +178,7 @@ def ir_sequence_to_onnx(ctx: OnnxContext, op: Operation) -> None:
         ctx.bind(name, _swap01(ctx, ref))
 
 
-@to_ir("ir_gru_sequence", "ir_rnn_sequence")
+@to_ir("gru_sequence", "rnn_sequence")
 def ir_gru_rnn_sequence_to_ir(ctx: IRContext, op: Operation) -> None:
     x = op.inputs["input"]
     n = ctx.shape(x)[0]
@@ -187,7 +187,7 @@ def ir_gru_rnn_sequence_to_ir(ctx: IRContext, op: Operation) -> None:
     attrs: dict[str, Any] = {"hidden_size": hs, "direction": str(op.attribs.get("direction", "forward")),
                              "clip": float(op.attribs.get("clip", 0.0)), "activations_alpha": [],
                              "activations_beta": []}
-    if op.op == "ir_gru_sequence":
+    if op.op == "gru_sequence":
         kind = "GRUSequence"
         attrs.update(activations=["sigmoid", "tanh"],
                      linear_before_reset=bool(op.attribs.get("linear_before_reset", False)))

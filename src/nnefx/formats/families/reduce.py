@@ -1,6 +1,6 @@
 """Reductions in the formats.
 
-Covers NNEF operators §4.4 and the ``ir_reduce_prod`` / ``ir_cumsum`` / ``ir_top_k`` / ``ir_argmax`` extensions.
+Covers NNEF operators §4.4 and the ``prod_reduce`` / ``cumulative_sum`` / ``top_k`` / ``ir_argmax`` extensions.
 
 Writing: per operation its IR v11 writer (``*_to_ir``) beside its ONNX writer (``*_to_onnx``),
 under the rules of :mod:`nnefx.formats.families`.
@@ -172,7 +172,7 @@ def arg_reduce_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("Transpose", [idx], ctx.dims(out(op)), perm=inv))
 
 
-@to_ir("ir_top_k")
+@to_ir("top_k")
 def ir_top_k_to_ir(ctx: IRContext, op: Operation) -> None:
     # 'ties keep the lower index' = TopK-11 with stable=true
     x = op.inputs["input"]
@@ -186,7 +186,7 @@ def ir_top_k_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(names[1], idx)
 
 
-@to_onnx("ir_top_k")
+@to_onnx("top_k")
 def ir_top_k_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # values sorted, ties keep the lower index: ONNX TopK's own rule
     if str(op.attribs.get("sort", "value")) != "value" and int(op.attribs["k"]) != 1:
@@ -200,7 +200,7 @@ def ir_top_k_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(names[1], idx)
 
 
-@to_ir("ir_cumsum")
+@to_ir("cumulative_sum")
 def ir_cumsum_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("CumSum", [op.inputs["x"], ctx.const(np.asarray(int(op.attribs["axis"])), "i64")],
                                 out_shape(ctx, op), version="opset3",
@@ -208,7 +208,7 @@ def ir_cumsum_to_ir(ctx: IRContext, op: Operation) -> None:
                                        "reverse": bool(op.attribs.get("reverse", False))}))
 
 
-@to_onnx("ir_cumsum")
+@to_onnx("cumulative_sum")
 def ir_cumsum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["x"])
     axis = ctx.const(np.asarray(int(op.attribs["axis"]), np.int64))
@@ -216,13 +216,13 @@ def ir_cumsum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
                                reverse=int(bool(op.attribs.get("reverse")))))
 
 
-@to_ir("ir_reduce_prod")
+@to_ir("prod_reduce")
 def ir_reduce_prod_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("ReduceProd", [op.inputs["input"], ctx.ints(op.attribs["axes"])], out_shape(ctx, op),
                                 attrs={"keep_dims": True}))
 
 
-@to_onnx("ir_reduce_prod")
+@to_onnx("prod_reduce")
 def ir_reduce_prod_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     axes = [int(a) for a in op.attribs["axes"]]
     x = ctx.ref(op.inputs["input"])

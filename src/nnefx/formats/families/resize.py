@@ -174,7 +174,7 @@ def multilinear_upsample_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), _resize(ctx, op, "linear", transform))
 
 
-@to_ir("ir_interpolate")
+@to_ir("interpolate")
 def ir_interpolate_to_ir(ctx: IRContext, op: Operation) -> None:
     x = op.inputs["input"]
     xs, shape = ctx.shape(x), out_shape(ctx, op)
@@ -200,7 +200,7 @@ def ir_interpolate_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.layer("Interpolate", [x, target, ctx.ints(axes)], shape, attrs=attrs, version="opset11"))
 
 
-@to_onnx("ir_interpolate")
+@to_onnx("interpolate")
 def ir_interpolate_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # the coordinate transform uses the given scales (not out/in), as Resize does with its
     # scales input: exact when floor(in * scale) gives the output extents

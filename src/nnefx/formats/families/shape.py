@@ -41,7 +41,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 # --- writers --------------------------------------------------------------------------------------
 
 
-@to_ir("reshape", "ir_reshape")
+@to_ir("reshape", "reshape_to")
 def reshape_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(out(op), reshape(ctx, op.inputs["input"], out_shape(ctx, op)))
 
@@ -72,7 +72,7 @@ def reshape_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("Reshape", [x, ctx.ints(target)], od))
 
 
-@to_onnx("ir_reshape")
+@to_onnx("reshape_to")
 def ir_reshape_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     od = ctx.dims(out(op))
@@ -196,7 +196,7 @@ def tile_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("Tile", [x, ctx.ints(op.attribs["repeats"])], ctx.dims(out(op))))
 
 
-@to_ir("ir_range")
+@to_ir("arange")
 def ir_range_to_ir(ctx: IRContext, op: Operation) -> None:
     et = ETYPE.get(op.dtype or "scalar", "f32")
     refs = [ctx.ref(op.inputs[k], et) for k in ("start", "stop", "step")]
@@ -204,7 +204,7 @@ def ir_range_to_ir(ctx: IRContext, op: Operation) -> None:
                                 version="opset4"))
 
 
-@to_onnx("ir_range")
+@to_onnx("arange")
 def ir_range_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     dt = NUMPY.get(op.dtype or "scalar", F32)
     refs = [ctx.ref(op.inputs[k], dt) for k in ("start", "stop", "step")]
@@ -215,7 +215,7 @@ def ir_range_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), ctx.node("Range", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0])))
 
 
-@to_ir("ir_broadcast")
+@to_ir("broadcast_to")
 def ir_broadcast_to_ir(ctx: IRContext, op: Operation) -> None:
     # the target shape was computed at run time; written statically, it is the output shape
     x = op.inputs["input"]
@@ -230,7 +230,7 @@ def ir_broadcast_to_ir(ctx: IRContext, op: Operation) -> None:
                                 version="opset3"))
 
 
-@to_onnx("ir_broadcast")
+@to_onnx("broadcast_to")
 def ir_broadcast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # numpy / bidirectional broadcasting to the target = Expand (bidirectional, and equal to
     # the target whenever numpy mode is valid)
@@ -277,7 +277,7 @@ def unstack_to_onnx(ctx: OnnxContext, op: Operation) -> None:
         ctx.bind(n, ctx.node("Squeeze", [r, ctx.ints([axis])], ctx.dims(n)))
 
 
-@to_onnx("ir_shape_of")
+@to_onnx("tensor_shape")
 def ir_shape_of_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     ctx.bind(out(op), ctx.node("Shape", [x], (ctx.rank(x),), dtype=I64))

@@ -75,7 +75,7 @@ def ir_strided_slice_to_onnx(ctx: OnnxContext, op: Operation) -> None:
                                          ctx.ints(stride)], ctx.dims(out(op))))
 
 
-@to_ir("gather", "ir_gather")
+@to_ir("gather", "gather_axis")
 def gather_to_ir(ctx: IRContext, op: Operation) -> None:
     x, idx = op.inputs["input"], op.inputs["indices"]
     axis = int(op.attribs.get("axis", 0))
@@ -94,7 +94,7 @@ def gather_to_onnx(ctx: OnnxContext, op: Operation) -> None:
                                axis=int(op.attribs.get("axis", 0))))
 
 
-@to_onnx("ir_gather")
+@to_onnx("gather_axis")
 def ir_gather_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     # Gather-8 = ONNX Gather (negative indices count from the end) when no batch dims
     if int(op.attribs.get("batch_dims", 0)) != 0:
@@ -104,10 +104,10 @@ def ir_gather_to_onnx(ctx: OnnxContext, op: Operation) -> None:
                                dtype=ctx.dtype(x), axis=int(op.attribs["axis"])))
 
 
-@to_ir("ir_gather_elements", "ir_gather_nd")
+@to_ir("gather_elements", "gather_nd")
 def ir_gather_elements_to_ir(ctx: IRContext, op: Operation) -> None:
     x, idx = op.inputs["input"], op.inputs["indices"]
-    if op.op == "ir_gather_elements":
+    if op.op == "gather_elements":
         y = ctx.layer("GatherElements", [x, idx], out_shape(ctx, op), etype=ctx.etype(x), version="opset6",
                       attrs={"axis": int(op.attribs["axis"])})
     else:
@@ -116,11 +116,11 @@ def ir_gather_elements_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@to_onnx("ir_gather_elements", "ir_gather_nd")
+@to_onnx("gather_elements", "gather_nd")
 def ir_gather_elements_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     x = ctx.ref(op.inputs["input"])
     idx = ctx.ref(op.inputs["indices"], I64)
-    if op.op == "ir_gather_elements":
+    if op.op == "gather_elements":
         y = ctx.node("GatherElements", [x, idx], ctx.dims(out(op)), dtype=ctx.dtype(x), axis=int(op.attribs["axis"]))
     else:
         y = ctx.node("GatherND", [x, idx], ctx.dims(out(op)), dtype=ctx.dtype(x),
@@ -128,7 +128,7 @@ def ir_gather_elements_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), y)
 
 
-@to_ir("ir_one_hot")
+@to_ir("one_hot")
 def ir_one_hot_to_ir(ctx: IRContext, op: Operation) -> None:
     on = op.inputs["on_value"]
     et = ctx.etype(on)
@@ -137,7 +137,7 @@ def ir_one_hot_to_ir(ctx: IRContext, op: Operation) -> None:
                                 out_shape(ctx, op), etype=et, attrs={"axis": int(op.attribs["axis"])}))
 
 
-@to_ir("ir_scatter")
+@to_ir("scatter")
 def ir_scatter_to_ir(ctx: IRContext, op: Operation) -> None:
     data, idx, upd = op.inputs["data"], op.inputs["indices"], op.inputs["updates"]
     kind = str(op.attribs["kind"])

@@ -652,9 +652,9 @@ def _gather(ctx: LayerContext) -> Value:
             return ctx.folded(np.take(np.asarray(ctx.const(1)), idx, axis=axis))
         it = ctx.tensor_of(ctx.folded(idx), f"{ctx.name}_indices")
     else:
-        # run-time indices may be negative (counted from the end): ir_gather, not NNEF gather
+        # run-time indices may be negative (counted from the end): gather_axis, not NNEF gather
         it = ctx.emit1("cast", {"input": ctx.tensor(0)}, dtype="integer")
-        y = ctx.emit1("ir_gather", {"input": ctx.tensor(1), "indices": it}, {"axis": axis}, dtype="scalar")
+        y = ctx.emit1("gather_axis", {"input": ctx.tensor(1), "indices": it}, {"axis": axis}, dtype="scalar")
         return ctx.result(y)
     y = ctx.emit1("gather", {"input": ctx.tensor(1), "indices": it}, {"axis": axis}, dtype="scalar")
     return ctx.result(y)

@@ -66,6 +66,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Operation, Tensor
+from ...ops.contract import Undecided
 from .weights import Weights, element_type, nnef_dtype, unpack_binary_filter
 from .xml import Layer, Port
 
@@ -631,22 +632,16 @@ def infer_operation(graph: Graph, op: Operation) -> None:
                 return
             args.append(s)
     dynamic = any(d is None for shape in _flat_shapes(args) for d in shape)
-    kwargs = dict(op.attribs)
-    if entry.generic:
-        kwargs["dtype"] = op.dtype or "scalar"
     try:
-        res = entry.shape_rule(*args, **kwargs)
+        results = entry.infer(args, op.attribs, op.dtype or "scalar")
+    except Undecided:
+        return  # a rule that cannot decide with unknown extents: checked at run time
     except NNEFXError as exc:
-        if dynamic:
-            return  # a rule that cannot decide with unknown extents: checked at run time
-        raise NNEFXError(f"{op.op}: {exc.message}", op.location) from None
-    except Exception as exc:  # noqa: BLE001 - a rule that cannot decide with unknown extents
         if dynamic:
             return
         # With every extent known a failing rule is a bug or a bad layer: never leave the
         # shape silently unknown.
-        raise NNEFXError(f"{op.op}: shape rule failed ({type(exc).__name__}: {exc})", op.location) from None
-    results = (res,) if (_is_shape(res) or isinstance(res, list)) else tuple(res)
+        raise NNEFXError(f"{op.op}: {exc.message}", op.location) from None
     outs = list(op.outputs.values())
     for value, shape in zip(outs, results, strict=False):
         if isinstance(value, list):
@@ -654,10 +649,6 @@ def infer_operation(graph: Graph, op: Operation) -> None:
                 graph.tensors[name].shape = tuple(s)
         elif isinstance(value, str) and shape is not None:
             graph.tensors[value].shape = tuple(shape)
-
-
-def _is_shape(x: Any) -> bool:
-    return isinstance(x, tuple) and all(d is None or isinstance(d, (int, np.integer)) for d in x)
 
 
 def _flat_shapes(args: list) -> list[tuple]:

@@ -9,8 +9,8 @@ Rules followed throughout:
 * negative axes are normalised with the input rank; NNEF wants ``0 <= axis < rank``.
 * anything computed from constants (shape sub-graphs) is folded while loading (see the
   ``@fold`` functions), so the graph only holds real run-time work.
-* integer run-time arithmetic (shape computations under a dynamic batch) uses ``ir_arith``/
-  ``ir_compare`` because NNEF arithmetic is defined on ``scalar`` only.
+* integer run-time arithmetic (shape computations under a dynamic batch) uses ``integer_arith``/
+  ``integer_compare`` because NNEF arithmetic is defined on ``scalar`` only.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...ops.ir_opset import (
+from ...ops.ext import (
     COORD_MODES,
     INTERP_MODES,
     NEAREST_MODES,
@@ -158,7 +158,7 @@ def _binary(ctx: LayerContext):
             x, y = aligned(ctx, [0, 1])
             d = binary(ctx, "sub", x, y)
             return ctx.result(binary(ctx, "mul", d, d))
-        z = ctx.emit1("ir_arith", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": _arith_op(ctx)},
+        z = ctx.emit1("integer_arith", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": _arith_op(ctx)},
                       dtype=dtype_of(ctx.input(0)))
         return ctx.result(z, ctx.in_etype(0))
     x, y = aligned(ctx, [0, 1])
@@ -179,7 +179,7 @@ def _compare(ctx: LayerContext):
     nnef_op, ir_op = _COMPARE[ctx.type]
     kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
     if kinds != {"scalar"}:
-        z = ctx.emit1("ir_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
+        z = ctx.emit1("integer_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
                       dtype=dtype_of(ctx.input(0)), out_dtype="logical")
         return ctx.result(z, "boolean")
     x, y = aligned(ctx, [0, 1])
@@ -220,7 +220,7 @@ _UNARY = {"Relu": "relu", "ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", 
           "Sqrt": "sqrt", "Abs": "abs", "Negative": "neg", "Floor": "floor", "Ceiling": "ceil", "Ceil": "ceil",
           "Sin": "sin", "Cos": "cos", "Tan": "tan", "Sinh": "sinh", "Cosh": "cosh", "Asin": "asin",
           "Acos": "acos", "Atan": "atan", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
-          "Sign": "sign", "SoftPlus": "softplus", "Erf": "ir_erf"}
+          "Sign": "sign", "SoftPlus": "softplus", "Erf": "erf"}
 
 _NP_UNARY: dict[str, Callable] = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Abs": np.abs,
                                   "Negative": np.negative, "Floor": np.floor, "Ceiling": np.ceil,
@@ -246,11 +246,11 @@ def _unary(ctx: LayerContext):
                 return ctx.result(x, v.etype)
             zero = const_value(ctx, np.zeros((1,) * ctx.in_rank(0), np.int64), v.etype)
             if ctx.type == "Negative":
-                return ctx.result(ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer"),
+                return ctx.result(ctx.emit1("integer_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer"),
                                   v.etype)
-            neg = ctx.emit1("ir_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer")
+            neg = ctx.emit1("integer_arith", {"x": zero, "y": x}, {"op": "subtract"}, dtype="integer")
             if ctx.type == "Abs":
-                return ctx.result(ctx.emit1("ir_arith", {"x": x, "y": neg}, {"op": "maximum"}, dtype="integer"),
+                return ctx.result(ctx.emit1("integer_arith", {"x": x, "y": neg}, {"op": "maximum"}, dtype="integer"),
                                   v.etype)
         raise ctx.error(f"{ctx.type} on {v.etype} tensors is not supported")
     return ctx.result(unary(ctx, _UNARY[ctx.type], ctx.tensor(0)))
@@ -261,9 +261,9 @@ def _clamp(ctx: LayerContext):
     lo, hi = ctx.float("min"), ctx.float("max")
     if dtype_of(ctx.input(0)) != "scalar":
         x = ctx.tensor(0)
-        a = ctx.emit1("ir_arith", {"x": x, "y": const_value(ctx, np.int64(math.ceil(lo)), ctx.in_etype(0))},
+        a = ctx.emit1("integer_arith", {"x": x, "y": const_value(ctx, np.int64(math.ceil(lo)), ctx.in_etype(0))},
                       {"op": "maximum"}, dtype="integer")
-        b = ctx.emit1("ir_arith", {"x": a, "y": const_value(ctx, np.int64(math.floor(hi)), ctx.in_etype(0))},
+        b = ctx.emit1("integer_arith", {"x": a, "y": const_value(ctx, np.int64(math.floor(hi)), ctx.in_etype(0))},
                       {"op": "minimum"}, dtype="integer")
         return ctx.result(b, ctx.in_etype(0))
     return ctx.result(ctx.emit1("clamp", {"x": ctx.tensor(0), "a": lo, "b": hi}))
@@ -276,7 +276,7 @@ def _elu(ctx: LayerContext):
 
 def _erf_gelu(ctx: LayerContext, x: str) -> str:
     s = binary(ctx, "mul", x, 1.0 / math.sqrt(2.0))
-    e = unary(ctx, "ir_erf", s)
+    e = unary(ctx, "erf", s)
     one = binary(ctx, "add", e, 1.0)
     h = binary(ctx, "mul", x, 0.5)
     return binary(ctx, "mul", h, one)
@@ -421,7 +421,7 @@ def _convert(ctx: LayerContext):
         return ctx.result(ctx.emit1("cast", {"input": x}, dtype="scalar"), dest)
     if dk == "logical":
         return ctx.result(ctx.emit1("cast", {"input": x}, dtype="logical"), dest)
-    return ctx.result(ctx.emit1("ir_convert", {"input": x}, {"destination_type": dest}, dtype=dk), dest)
+    return ctx.result(ctx.emit1("convert_element_type", {"input": x}, {"destination_type": dest}, dtype=dk), dest)
 
 
 # --- shape operations ---------------------------------------------------------------------------
@@ -435,14 +435,14 @@ def _shape_of(ctx: LayerContext):
         return ctx.folded(np.asarray(shape, dtype=np.int64), et)
     x = ctx.tensor(0)
     if shape is None:
-        return ctx.result(ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer"),
+        return ctx.result(ctx.emit1("tensor_shape", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer"),
                           et)
     sym = np.empty(len(shape), dtype=object)
     for i, d in enumerate(shape):
         sym[i] = Dim(x, i) if d is None else int(d)
 
     def lazy() -> str:
-        return ctx.emit1("ir_shape_of", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer")
+        return ctx.emit1("tensor_shape", {"input": x}, dtype=dtype_of(ctx.input(0)), out_dtype="integer")
 
     return Value(sym=sym, etype=et, shape=(len(shape),), lazy=lazy)
 
@@ -472,7 +472,7 @@ def _reshape_spec(ctx: LayerContext, target: np.ndarray, x: Value) -> list[int] 
         if e == 0 and x.shape is not None and k < len(x.shape) and x.shape[k] is not None:
             e = int(x.shape[k])
         out.append(e)
-    return None if out.count(-1) > 1 else out  # None: reshape at run time (ir_reshape)
+    return None if out.count(-1) > 1 else out  # None: reshape at run time (reshape_to)
 
 
 @fold("Reshape", OPSETS)
@@ -501,7 +501,7 @@ def _reshape(ctx: LayerContext):
                 except NNEFXError as exc:
                     raise ctx.error(exc.message) from None
             return ctx.result(ctx.emit1("reshape", {"input": xt}, {"shape": spec}, dtype=dtype_of(x)), x.etype)
-    y = ctx.emit1("ir_reshape", {"input": xt, "shape": ctx.tensor(1)},
+    y = ctx.emit1("reshape_to", {"input": xt, "shape": ctx.tensor(1)},
                   {"special_zero": ctx.bool("special_zero")}, dtype=dtype_of(x))
     return ctx.result(y, x.etype)
 
@@ -890,7 +890,7 @@ def _gather(ctx: LayerContext):
             it = const_value(ctx, idx, "i64")
             return ctx.result(ctx.emit1("gather", {"input": x, "indices": it}, {"axis": axis}, dtype=dt),
                               ctx.in_etype(0))
-    y = ctx.emit1("ir_gather", {"input": x, "indices": ctx.tensor(1)}, {"axis": axis, "batch_dims": bd}, dtype=dt)
+    y = ctx.emit1("gather_axis", {"input": x, "indices": ctx.tensor(1)}, {"axis": axis, "batch_dims": bd}, dtype=dt)
     return ctx.result(y, ctx.in_etype(0))
 
 
@@ -910,7 +910,7 @@ def _fold_broadcast(ctx: LayerContext, arrays):
     target = tuple(_ints(arrays[1]))
     check_items(ctx, target)
     if mode == "bidirectional":
-        from ...ops.ir_opset import broadcast_shape
+        from ...ops.ext import broadcast_shape
         check_items(ctx, broadcast_shape(arrays[0].shape, target))
     return broadcast_to(arrays[0], target, mode, axes)
 
@@ -929,7 +929,7 @@ def _broadcast(ctx: LayerContext):
         tgt = (1,) * (r - len(target)) + target
         try:
             if mode == "numpy":
-                from ...ops.ir_opset import broadcast_shape
+                from ...ops.ext import broadcast_shape
                 if broadcast_shape(shape, target) != target:
                     raise ctx.error(f"{list(shape)} cannot be broadcast to {list(target)}")
         except NNEFXError as exc:
@@ -949,7 +949,7 @@ def _broadcast(ctx: LayerContext):
             x = ctx.emit1("tile", {"input": x}, {"repeats": reps}, dtype=dt)
         return ctx.result(x, v.etype)
     axes = ctx.const_ints(2, "axes_mapping") if mode == "explicit" else []
-    y = ctx.emit1("ir_broadcast", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
+    y = ctx.emit1("broadcast_to", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
                   {"mode": mode, "axes_mapping": axes}, dtype=dt)
     return ctx.result(y, v.etype)
 
@@ -1045,10 +1045,10 @@ def _range(ctx: LayerContext):
             arr = np.asarray(v.const).reshape(())
             args.append(ctx.tensor_of(ctx.folded(arr.astype(np.float32 if kind == "scalar" else np.int64), et)))
         elif nnef_dtype(v.etype) != kind:
-            args.append(ctx.emit1("ir_convert", {"input": ctx.tensor(i)}, {"destination_type": et}, dtype=kind))
+            args.append(ctx.emit1("convert_element_type", {"input": ctx.tensor(i)}, {"destination_type": et}, dtype=kind))
         else:
             args.append(ctx.tensor(i))
-    y = ctx.emit1("ir_range", {"start": args[0], "stop": args[1], "step": args[2]}, dtype=kind)
+    y = ctx.emit1("arange", {"start": args[0], "stop": args[1], "step": args[2]}, dtype=kind)
     return ctx.result(y, et)
 
 
@@ -1065,7 +1065,7 @@ def _top_k(ctx: LayerContext):
         raise ctx.error("TopK of integer tensors is not supported")
     from .weights import element_type
     iet = element_type(ctx.str("index_element_type", "i32"), ctx.location)
-    vals, idx = ctx.emit("ir_top_k", {"input": ctx.tensor(0)},
+    vals, idx = ctx.emit("top_k", {"input": ctx.tensor(0)},
                          {"k": k[0], "axis": axis, "mode": mode, "sort": "index" if sort == "index" else "value"},
                          outputs=2)
     ctx.builder.graph.tensors[idx].dtype = "integer"
@@ -1078,7 +1078,7 @@ def _cumsum(ctx: LayerContext):
     axis = norm_axis(ctx, ctx.const_ints(1, "axis")[0] if ctx.n_inputs > 1 else 0, r)
     if dtype_of(ctx.input(0)) != "scalar":
         raise ctx.error("CumSum of integer tensors is not supported")
-    y = ctx.emit1("ir_cumsum", {"x": ctx.tensor(0)}, {"axis": axis, "exclusive": ctx.bool("exclusive", False),
+    y = ctx.emit1("cumulative_sum", {"x": ctx.tensor(0)}, {"axis": axis, "exclusive": ctx.bool("exclusive", False),
                                                       "reverse": ctx.bool("reverse", False)})
     return ctx.result(y)
 
@@ -1088,7 +1088,7 @@ def _round(ctx: LayerContext):
     mode = ctx.choice("mode", ("half_to_even", "half_away_from_zero"))
     if dtype_of(ctx.input(0)) != "scalar":
         return ctx.result(ctx.tensor(0), ctx.in_etype(0))
-    return ctx.result(ctx.emit1("ir_round", {"x": ctx.tensor(0)}, {"mode": mode}))
+    return ctx.result(ctx.emit1("round_with_mode", {"x": ctx.tensor(0)}, {"mode": mode}))
 
 
 @layer("Einsum", ANY)
@@ -1097,7 +1097,7 @@ def _einsum(ctx: LayerContext):
     if "->" not in eq or "." in eq:
         raise ctx.error(f"Einsum equation '{eq}' is not supported (needs '->' and no ellipsis)")
     xs = [ctx.tensor(i) for i in range(ctx.n_inputs)]
-    return ctx.result(ctx.emit1("ir_einsum", {"inputs": xs}, {"equation": eq}))
+    return ctx.result(ctx.emit1("einsum", {"inputs": xs}, {"equation": eq}))
 
 
 def _static_chw(ctx: LayerContext) -> tuple:
@@ -1178,7 +1178,7 @@ def _reduce(ctx: LayerContext):
     elif ctx.type == "ReduceL2":
         y = unary(ctx, "sqrt", ctx.emit1("sum_reduce", {"input": binary(ctx, "mul", x, x)}, {"axes": axes}))
     elif ctx.type == "ReduceProd":
-        y = ctx.emit1("ir_reduce_prod", {"input": x}, {"axes": axes})
+        y = ctx.emit1("prod_reduce", {"input": x}, {"axes": axes})
     else:
         y = ctx.emit1(op, {"input": x}, {"axes": axes}, out_dtype=kind)
     if not keep:
@@ -1717,7 +1717,7 @@ def _interpolate(ctx: LayerContext):
         mode = "linear_onnx"
     if mode not in INTERP_MODES:
         raise ctx.error(f"Interpolate mode '{mode}' is not supported")
-    y = ctx.emit1("ir_interpolate", {"input": x},
+    y = ctx.emit1("interpolate", {"input": x},
                   {"axes": axes, "sizes": sizes, "scales": scales, "mode": mode,
                    "coordinate_transformation_mode": coord, "nearest_mode": nearest, "cubic_coeff_a": cubic_a})
     return ctx.result(y)
@@ -1874,7 +1874,7 @@ def _lstm_sequence(ctx: LayerContext):
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
     ctx.expect_inputs(7)
     lt = _sequence_inputs(ctx, 3)
-    outs = ctx.emit("ir_lstm_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+    outs = ctx.emit("lstm_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                          "initial_cell": ctx.tensor(2), "sequence_lengths": lt,
                                          "W": ctx.tensor(4), "R": ctx.tensor(5), "B": ctx.tensor(6)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0)}, outputs=3)
@@ -1887,7 +1887,7 @@ def _sequence_inputs(ctx: LayerContext, lens_index: int) -> str:
         return ctx.tensor_of(ctx.folded(np.asarray(lens.const).astype(np.int64), "i64"))
     t = ctx.tensor(lens_index)
     if lens.etype != "i64":
-        t = ctx.emit1("ir_convert", {"input": t}, {"destination_type": "i64"}, dtype="integer")
+        t = ctx.emit1("convert_element_type", {"input": t}, {"destination_type": "i64"}, dtype="integer")
     return t
 
 
@@ -1897,7 +1897,7 @@ def _gru_sequence(ctx: LayerContext):
         raise ctx.error("GRUSequence with non-default activations is not supported")
     ctx.expect_inputs(6)
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
-    outs = ctx.emit("ir_gru_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+    outs = ctx.emit("gru_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                         "sequence_lengths": _sequence_inputs(ctx, 2), "W": ctx.tensor(3),
                                         "R": ctx.tensor(4), "B": ctx.tensor(5)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0),
@@ -1910,7 +1910,7 @@ def _rnn_sequence(ctx: LayerContext):
     (act,) = _acts(ctx, ["tanh"])
     ctx.expect_inputs(6)
     direction = ctx.choice("direction", ("forward", "reverse", "bidirectional"))
-    outs = ctx.emit("ir_rnn_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
+    outs = ctx.emit("rnn_sequence", {"input": ctx.tensor(0), "initial_hidden": ctx.tensor(1),
                                         "sequence_lengths": _sequence_inputs(ctx, 2), "W": ctx.tensor(3),
                                         "R": ctx.tensor(4), "B": ctx.tensor(5)},
                     {"direction": direction, "clip": ctx.float("clip", 0.0), "activation": act}, outputs=2)
@@ -2171,7 +2171,7 @@ def _index_tensor(ctx: LayerContext, i: int) -> str:
 @layer("GatherElements", ANY)
 def _gather_elements(ctx: LayerContext):
     axis = norm_axis(ctx, ctx.int("axis"), ctx.in_rank(0))
-    y = ctx.emit1("ir_gather_elements", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"axis": axis},
+    y = ctx.emit1("gather_elements", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"axis": axis},
                   dtype=dtype_of(ctx.input(0)))
     return ctx.result(y, ctx.in_etype(0))
 
@@ -2183,7 +2183,7 @@ def _gather_nd(ctx: LayerContext):
     if bd < 0:
         raise ctx.error(f"batch_dims = {bd} must not be negative")
     dt = dtype_of(ctx.input(0))
-    y = ctx.emit1("ir_gather_nd", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"batch_dims": bd},
+    y = ctx.emit1("gather_nd", {"input": ctx.tensor(0), "indices": _index_tensor(ctx, 1)}, {"batch_dims": bd},
                   dtype=dt)
     if ctx.version == "opset5" and bd > 0:
         # GatherND-5 flattens the batch dimensions into one
@@ -2206,7 +2206,7 @@ def _scatter(ctx: LayerContext):
     dt = dtype_of(ctx.input(0))
     if kind == "nd" and attrs["reduction"] != "none":
         raise ctx.error("ScatterNDUpdate with a reduction is not supported")
-    y = ctx.emit1("ir_scatter", {"data": ctx.tensor(0), "indices": _index_tensor(ctx, 1), "updates": ctx.tensor(2)},
+    y = ctx.emit1("scatter", {"data": ctx.tensor(0), "indices": _index_tensor(ctx, 1), "updates": ctx.tensor(2)},
                   attrs, dtype=dt)
     return ctx.result(y, ctx.in_etype(0))
 
@@ -2221,7 +2221,7 @@ def _one_hot(ctx: LayerContext):
     axis = norm_axis(ctx, axis, r + 1)
     et = ctx.in_etype(2)
     kind = nnef_dtype(et)
-    y = ctx.emit1("ir_one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
+    y = ctx.emit1("one_hot", {"indices": _index_tensor(ctx, 0), "on_value": ctx.tensor(2),
                                  "off_value": ctx.tensor(3)}, {"depth": depth[0], "axis": axis}, dtype=kind)
     return ctx.result(y, et)
 
@@ -2243,7 +2243,7 @@ def _nms(ctx: LayerContext):
     iet = element_type(ctx.str("output_type", "i64"), ctx.location)
     if ctx.version not in ("opset5", "opset9") and len(ctx.layer.outputs) == 1:
         raise ctx.error(f"NonMaxSuppression {ctx.version} (fixed-size output) is not supported")
-    outs = ctx.emit("ir_nms", {"boxes": ctx.tensor(0), "scores": ctx.tensor(1)},
+    outs = ctx.emit("non_max_suppression", {"boxes": ctx.tensor(0), "scores": ctx.tensor(1)},
                     {"max_output_boxes_per_class": max_out, "iou_threshold": iou, "score_threshold": score,
                      "soft_nms_sigma": sigma, "box_encoding": encoding, "sort_result_descending": sort},
                     outputs=3)
@@ -2450,7 +2450,7 @@ def _adaptive_pool(ctx: LayerContext):
     if len(size) != len(shape) - 2 or any(n < 1 for n in size):
         raise ctx.error(f"output_shape {size} must give one positive extent per spatial axis")
     mode = "max" if ctx.type == "AdaptiveMaxPool" else "avg"
-    y = ctx.emit1("ir_adaptive_pool", {"input": ctx.tensor(0)}, {"output_size": size, "mode": mode})
+    y = ctx.emit1("adaptive_pool", {"input": ctx.tensor(0)}, {"output_size": size, "mode": mode})
     outs = [ctx.result(y)]
     if len(ctx.layer.outputs) > 1:
         outs.append(Value(unsupported=f"the indices output of {ctx.layer.where()} is not supported"))
@@ -2471,8 +2471,8 @@ def _group_normalization(ctx: LayerContext):
     t = ctx.emit1("reshape", {"input": x}, {"shape": [g, -1], "axis_start": 1, "axis_count": -1})
     t = _mvn(ctx, t, [2], True, ctx.float("epsilon"), True)
     if any(d is None for d in shape[1:]):  # dynamic spatial extents: restore the shape at run time
-        s_t = ctx.emit1("ir_shape_of", {"input": x}, dtype="scalar", out_dtype="integer")
-        t = ctx.emit1("ir_reshape", {"input": t, "shape": s_t}, {"special_zero": False}, dtype="scalar")
+        s_t = ctx.emit1("tensor_shape", {"input": x}, dtype="scalar", out_dtype="integer")
+        t = ctx.emit1("reshape_to", {"input": t, "shape": s_t}, {"special_zero": False}, dtype="scalar")
     else:
         t = ctx.emit1("reshape", {"input": t}, {"shape": [int(d) for d in shape[1:]], "axis_start": 1,
                                                 "axis_count": -1})

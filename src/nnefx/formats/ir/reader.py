@@ -169,7 +169,8 @@ class NetReader:
         results.sort(key=lambda r: position[r[0].id])  # OpenVINO's output order: file order
         unused = set(self.shapes) - self.used_shapes
         if unused:
-            raise NNEFXError(f"shapes= names unknown inputs: {', '.join(sorted(unused))}", Location(self.file))
+            raise NNEFXError(f"a shape is given for {', '.join(repr(n) for n in sorted(unused))}, which "
+                             f"{'is not an input' if len(unused) == 1 else 'are not inputs'} of the network", Location(self.file))
         self.outputs(results)
         if self.net.version <= 9:
             from .legacy_state import check_memory_pairs  # legacy Memory layers come in pairs

@@ -396,7 +396,7 @@ SPELLING = {
     "acosh": ("Acosh", "opset4"), "atanh": ("Atanh", "opset4"), "sqrt": ("Sqrt", "opset1"),
     "floor": ("Floor", "opset1"), "ceil": ("Ceiling", "opset1"), "sign": ("Sign", "opset1"),
     "not": ("LogicalNot", "opset1"), "sigmoid": ("Sigmoid", "opset1"), "relu": ("Relu", "opset1"),
-    "ir_erf": ("Erf", "opset1"), "softplus": ("SoftPlus", "opset4"), "silu": ("Swish", "opset4"),
+    "erf": ("Erf", "opset1"), "softplus": ("SoftPlus", "opset4"), "silu": ("Swish", "opset4"),
     "elu": ("Elu", "opset1"), "clamp": ("Clamp", "opset1"), "select": ("Select", "opset1"),
 }
 #: NNEF border -> Pad-1 ``pad_mode``.

@@ -525,10 +525,16 @@ def _flatten(r, attrs, ins):
     rank = _rank(r, x)
     axis = int(attrs.get("axis", 1))
     axis = axis + rank if axis < 0 else axis
-    if any(d is None for d in x.shape[:axis]):
-        raise r.error("Flatten needs known leading extents")
-    lead = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return r.ir1("Reshape", {"special_zero": False}, [x, const(np.array([lead, -1], np.int64))])
+    lead, rest = x.shape[:axis], x.shape[axis:]
+    if all(d is not None for d in lead):
+        target = [int(np.prod(lead, dtype=np.int64)), -1]
+    elif all(d is not None for d in rest):  # e.g. an unknown batch: [-1, C*H*W]
+        target = [-1, int(np.prod(rest, dtype=np.int64))]
+    elif axis == 1:
+        return r.ir1("Reshape", {"special_zero": True}, [x, const(np.array([0, -1], np.int64))])
+    else:
+        raise r.error("Flatten needs known leading or trailing extents")
+    return r.ir1("Reshape", {"special_zero": False}, [x, const(np.array(target, np.int64))])
 
 
 @handles("Reshape")

@@ -191,15 +191,16 @@ class OnnxReader:
                 raise NNEFXError(f"given shape {list(given)} does not fit the declared shape "
                                  f"{['?' if d is None else d for d in dims]}", self.loc(where))
             dims = list(given)
-        if any(d is None for d in dims):
-            raise NNEFXError(f"input '{vi.name}' has dynamic dims {['?' if d is None else d for d in dims]}; "
-                             "fix them with nnefx.load(path, input_shapes={name: shape}) or nnefx --shape NAME=D1,D2,...", self.loc(where))
+        # Unknown dims (a dim_param such as torch's dynamic batch, or none at all) stay None,
+        # as IR's dynamic dims do: check/inspect show them as '?', a Session binds them from
+        # the arrays it is given, and a mapping that needs them static says so at its node.
         etype = _etype_code(tt.elem_type, self.loc(where))
         dtype = nnef_dtype(etype)
         name = vi.name
         self.builder.graph.tensors[name] = Tensor(name, dtype, tuple(dims))
         self.builder.graph.operations.append(
-            Operation("external", {}, {"output": name}, {"shape": list(dims)}, dtype=dtype, location=self.loc(where)))
+            Operation("external", {}, {"output": name}, {"shape": [1 if d is None else d for d in dims]},
+                      dtype=dtype, location=self.loc(where)))  # NNEF's declared extents: 1 where unknown, as IR
         self.builder.graph.inputs.append(name)
         self.values[name] = Value(tensor=name, etype=etype, shape=tuple(dims))
 
@@ -366,7 +367,11 @@ def read_model(path: str, *, input_shapes: dict[str, Any] | None = None, **optio
     reader = OnnxReader(proto, path, input_shapes)
     model = reader.read()
     if reader.input_shapes:
-        raise NNEFXError(f"input_shapes= names unknown inputs: {', '.join(sorted(reader.input_shapes))}", loc)
+        inits = {t.name for t in proto.graph.initializer}
+        inputs = [i.name for i in proto.graph.input if i.name not in inits]
+        raise NNEFXError(f"a shape is given for {', '.join(repr(n) for n in sorted(reader.input_shapes))}, which "
+                         f"{'is not an input' if len(reader.input_shapes) == 1 else 'are not inputs'} of the graph "
+                         f"(inputs: {', '.join(inputs)})", loc)
     return model
 
 

@@ -377,7 +377,7 @@ SPELLING = {
     "cos": "Cos", "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh",
     "cosh": "Cosh", "tanh": "Tanh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt",
     "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "not": "Not", "sigmoid": "Sigmoid", "relu": "Relu",
-    "rcp": "Reciprocal", "copy": "Identity", "ir_erf": "Erf", "softplus": "Softplus", "elu": "Elu",
+    "rcp": "Reciprocal", "copy": "Identity", "erf": "Erf", "softplus": "Softplus", "elu": "Elu",
 }
 
 

@@ -1,4 +1,4 @@
-"""The deterministic integer operator set (seed 002, the CVM runtime's operators).
+"""The deterministic integer operator set (the CVM runtime's "Operator Math Formalization" of the CVM runtime's operators).
 
 Each runtime operator ``op`` is registered as ``cvm_<op>`` in domain ``"cvm"`` with an NNEF
 declaration over ``tensor<integer>``, a shape rule that also validates attributes, a formal

@@ -1,4 +1,4 @@
-"""Broadcast operators: ``cvm_broadcast_{add,sub,mul,div,max,greater}`` (seed 002).
+"""Broadcast operators: ``cvm_broadcast_{add,sub,mul,div,max,greater}`` (the CVM runtime's "Operator Math Formalization", "Broadcast Operators").
 
 Shapes align on the right; aligned dimensions must be equal or one of them 1.  add, sub and
 mul wrap in int32; div truncates toward zero with ``x / 0 = 0`` (the seed is silent on both,

@@ -1,4 +1,4 @@
-"""Elementwise operators (seed 002, "Elemwise Operators"): ``cvm_abs``, ``cvm_negative``,
+"""Elementwise operators (the CVM runtime's "Operator Math Formalization", "Elemwise Operators"): ``cvm_abs``, ``cvm_negative``,
 ``cvm_cvm_precision``, ``cvm_elemwise_add``, ``cvm_elemwise_sub``, ``cvm_clip``,
 ``cvm_cvm_clip``, ``cvm_cvm_right_shift``, ``cvm_cvm_left_shift``.
 

@@ -1,5 +1,5 @@
 """NN operators: ``cvm_conv2d``, ``cvm_dense``, ``cvm_relu``, ``cvm_max_pool2d``,
-``cvm_upsampling`` (seed 002, "NN Operators").
+``cvm_upsampling`` (the CVM runtime's "Operator Math Formalization", "NN Operators").
 
 Accumulation is int32 with wrap-around (see :mod:`._int`).  Departures from the seed, all
 following the runtime (cvm.md §3.3.3):

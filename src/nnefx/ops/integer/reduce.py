@@ -1,4 +1,4 @@
-"""Reduce operators: ``cvm_sum``, ``cvm_max`` (seed 002, "Reduce Operators").
+"""Reduce operators: ``cvm_sum``, ``cvm_max`` (the CVM runtime's "Operator Math Formalization", "Reduce Operators").
 
 Axis handling follows the runtime: each axis ``a < 0`` becomes ``a + N``, must lie in
 ``[0, N)`` and may not repeat.  The reduced set ``R`` is every axis when ``axis = ()``

@@ -1,4 +1,4 @@
-"""Transform operators (seed 002, "Transform Operators"): values are moved, never computed.
+"""Transform operators (the CVM runtime's "Operator Math Formalization", "Transform Operators"): values are moved, never computed.
 
 ``cvm_repeat``, ``cvm_tile``, ``cvm_flatten``, ``cvm_concatenate``, ``cvm_transpose``,
 ``cvm_strided_slice`` (seed: slice), ``cvm_slice_like``, ``cvm_take``, ``cvm_cvm_lut``,

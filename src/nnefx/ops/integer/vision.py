@@ -1,5 +1,5 @@
 """Vision operators: ``cvm_get_valid_counts`` (seed: get_valid_count) and
-``cvm_non_max_suppression`` (seed 002, "Vision Operators").
+``cvm_non_max_suppression`` (the CVM runtime's "Operator Math Formalization", "Vision Operators").
 
 Rows are ``(id, score, x1, y1, x2, y2, ...)``.  The seed leaves the overlap ratio's integer
 definition open; nnefx follows the runtime (cvm.md §3.3.6):

@@ -1,4 +1,4 @@
-"""Object-detection layers of the IR catalog (seed 003): PriorBox, PriorBoxClustered,
+"""Object-detection layers of the OpenVINO IR layer catalog ("Intermediate Representation Notation Reference Catalog"): PriorBox, PriorBoxClustered,
 DetectionOutput, Proposal, SimplerNMS, RegionYolo, ReorgYolo.
 
 None of these has an NNEF counterpart: they are box generators and greedy post-processing

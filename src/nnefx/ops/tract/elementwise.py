@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .._common import broadcast_shapes, checked_broadcast, guard_family, op_error
-from ..ir_opset import _erf_vec
+from ..ext.elementwise import _erf_vec
 from ..registry import define
 from ._util import DOMAIN, wrap_int
 

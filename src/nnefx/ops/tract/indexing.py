@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._common import attr_error, guard_family, op_error
-from ..ir_opset import _gather_def
+from ..ext.indexing import _gather_def
 from ..registry import define
 from ._util import DOMAIN, check_axis, int_value
 

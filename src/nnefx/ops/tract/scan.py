@@ -42,8 +42,8 @@ fragment tract_core_scan( body: string, scan: (string, tensor<scalar>, integer, 
                           output: (string, string, integer, integer)[], skip: integer = 0,
                           reset_every_turn: integer = 0, external_state: integer = 0 )
     -> ( outputs: tensor<scalar>[] );
-""", domain=DOMAIN, doc="Run the body fragment over a sequence with carried state (ops::scan::Scan); see "
-                        "the module text.")
+""", domain=DOMAIN, runtime_keywords=("call",),
+    doc="Run the body fragment over a sequence with carried state (ops::scan::Scan); see the module text.")
 
 
 @scan.shape

@@ -1,12 +1,12 @@
 """What the NNEF fast path builds operations from: plans, templates and value recipes.
 
 WHY a module of its own: these are the data the fast path's two halves exchange.  The
-statement-form compiler (:mod:`nnefx.semantics.fastpath_compiler`) turns a statement form
-into a :class:`_Template` and each exact template into a :class:`_Plan`; the per-document
+statement-form compiler (:mod:`nnefx.semantics.fastpath.compiler`) turns a statement form
+into a :class:`Template` and each exact template into a :class:`StatementPlan`; the per-document
 statement loop (:mod:`nnefx.semantics.fastpath`) only *reads* plans, rebuilding every
 argument and attribute value from its (kind, payload) recipe for each statement.  Keeping
-the recipe encoding (:func:`_encode`) next to its decoding (:func:`_build`, :func:`_clone`)
-and to the substitution recipes of derived plans (:func:`_numeric_recipe`) keeps the one
+the recipe encoding (:func:`encode_value`) next to its decoding (:func:`rebuild_value`, :func:`clone_constant`)
+and to the substitution recipes of derived plans (:func:`numeric_recipe`) keeps the one
 representation both halves rely on in one place.  :class:`Bail`, the fast path's "not for
 me" signal, lives here because every fast-path module raises it.
 """
@@ -20,33 +20,33 @@ class Bail(Exception):
     """The fast path does not handle this document; run the general pipeline."""
 
 
-_SLOT_MARK, _STR_MARK, _OUT_MARK = "\x00i", "\x00s", "\x00o"
+SLOT_MARK, STR_MARK, OUT_MARK = "\x00i", "\x00s", "\x00o"
 #: Numbers stand in a compiled template as values no document writes (checked).
-_INT_SENTINEL, _REAL_SENTINEL = -(10 ** 60), -1.2345e300
+INT_SENTINEL, REAL_SENTINEL = -(10 ** 60), -1.2345e300
 #: Slot kinds next to type ids (which are >= 0) in keys.
-_STRING, _INT, _REAL = -1, -2, -3
+STRING, INT, REAL = -1, -2, -3
 
 # Instantiation of a value: (kind, payload); kind 0 = slot index, 1 = immutable constant,
 # 2 = flat list constant (copied per operation), 3 = nested constant holding lists (deep
 # copied), 4 = list tree, 5 = tuple tree (payload: list of item instantiations).
-_SLOT, _CONST, _LIST, _DEEP, _LTREE, _TTREE = 0, 1, 2, 3, 4, 5
+SLOT, CONST, LIST, DEEP, _LTREE, _TTREE = 0, 1, 2, 3, 4, 5
 
 #: Plan-cache entry of a statement form the general machinery reads (see ``delegate``).
-_DELEGATE = object()
+DELEGATE = object()
 
 
-class _Plan:
+class StatementPlan:
     """How to build the operation of every statement with one exact template (numbers
-    included); made by :meth:`_Compiler.specialize`."""
+    included); made by :meth:`Compiler.specialize`."""
 
     __slots__ = ("op", "dtype", "inputs", "attribs", "attr_copies", "attr_fills", "outputs", "tensors",
                  "out_types", "ref_pos", "attr_str_pos", "is_external", "is_variable", "update_slot",
                  "shape_kind", "shape", "nout", "out_flat", "shape_key")
 
-    def clone(self) -> _Plan:
+    def clone(self) -> StatementPlan:
         """A copy sharing every field (derived plans replace some; spelled out because a
         loop over ``__slots__`` costs four times as much)."""
-        p = _Plan()
+        p = StatementPlan()
         p.op, p.dtype, p.inputs, p.attribs, p.attr_copies = self.op, self.dtype, self.inputs, self.attribs, \
             self.attr_copies
         p.attr_fills, p.outputs, p.tensors, p.out_types, p.ref_pos = self.attr_fills, self.outputs, self.tensors, \
@@ -58,31 +58,31 @@ class _Plan:
         return p
 
 
-class _Template:
+class Template:
     """A statement form compiled by the general pipeline, numbers still open; made by
-    :meth:`_Compiler.compile_template`."""
+    :meth:`Compiler.compile_template`."""
 
     __slots__ = ("op", "marks", "outputs", "out_flat", "tensors", "out_types", "update_slot", "fixed", "shape_only",
                  "numeric")
 
 
-def _encode(v: Any) -> tuple[int, Any]:
+def encode_value(v: Any) -> tuple[int, Any]:
     """How to rebuild ``v`` (which may contain markers) for another statement."""
     if isinstance(v, str):
-        if v.startswith(_SLOT_MARK) or v.startswith(_STR_MARK):
-            return (_SLOT, int(v[2:]))
+        if v.startswith(SLOT_MARK) or v.startswith(STR_MARK):
+            return (SLOT, int(v[2:]))
         if "\x00" in v:
             raise Bail("a slot was combined into another value")
-        return (_CONST, v)
+        return (CONST, v)
     if isinstance(v, (list, tuple)):
-        items = [_encode(x) for x in v]
-        if all(k == _CONST for k, _ in items):
+        items = [encode_value(x) for x in v]
+        if all(k == CONST for k, _ in items):
             if isinstance(v, tuple):
-                return (_CONST, v) if not _has_list(v) else (_DEEP, v)
-            return (_DEEP, v) if any(_has_list(x) for x in v) else (_LIST, v)
+                return (CONST, v) if not _has_list(v) else (DEEP, v)
+            return (DEEP, v) if any(_has_list(x) for x in v) else (LIST, v)
         return (_LTREE if isinstance(v, list) else _TTREE, items)
     if isinstance(v, (bool, int, float)) or v is None:
-        return (_CONST, v)
+        return (CONST, v)
     raise Bail(f"unexpected value {v!r} in an operation")
 
 
@@ -94,52 +94,52 @@ def _has_list(v: Any) -> bool:
     return False
 
 
-def _clone(v: Any) -> Any:
+def clone_constant(v: Any) -> Any:
     """A fresh copy of a constant made of lists/tuples (the general pipeline builds new
     lists for every operation; sharing them would let one operation's edits leak)."""
     if isinstance(v, list):
-        return [_clone(x) for x in v]
+        return [clone_constant(x) for x in v]
     if isinstance(v, tuple):
-        return tuple(_clone(x) for x in v)
+        return tuple(clone_constant(x) for x in v)
     return v
 
 
-def _build(kind: int, payload: Any, slots: list[str]) -> Any:
-    if kind == _SLOT:
+def rebuild_value(kind: int, payload: Any, slots: list[str]) -> Any:
+    if kind == SLOT:
         s = slots[payload]
         return s[1:-1] if s[0] in "'\"" else s
-    if kind == _CONST:
+    if kind == CONST:
         return payload
-    if kind == _LIST:
+    if kind == LIST:
         return payload.copy()
-    if kind == _DEEP:
-        return _clone(payload)
-    items = [_build(k, p, slots) for k, p in payload]
+    if kind == DEEP:
+        return clone_constant(payload)
+    items = [rebuild_value(k, p, slots) for k, p in payload]
     return items if kind == _LTREE else tuple(items)
 
 
-def _hashable_shapes(shapes: list) -> tuple:
+def hashable_shapes(shapes: list) -> tuple:
     """Input shapes as ``_input_shape`` gives them, hashable: a shape (ints and None), None
     or a tuple of those as they are, a list marked as such (which of these an input is
     follows from the operation's declaration, which is in the key too); a list inside a
     tuple stays a list (unhashable: the caller does not memoise that)."""
-    return tuple([("list", _hashable_shapes(v)) if type(v) is list else v for v in shapes])
+    return tuple([("list", hashable_shapes(v)) if type(v) is list else v for v in shapes])
 
 
-def _numeric_recipe(tmpl: _Template, plan: _Plan, attr_numbers: list[tuple[str, Any]]) -> tuple | bool:
+def numeric_recipe(tmpl: Template, plan: StatementPlan, attr_numbers: list[tuple[str, Any]]) -> tuple | bool:
     """Where the numbers of template ``tmpl`` land in its plan ``plan``, when each is a whole
     input or attribute value or an item of a flat list of plain constants (``mul(x, 0.5)``,
     ``axes = [0, 2]``); then other numbers give their plans by substitution
-    (:meth:`_Compiler._with_numbers`).  False when a number sits deeper (tuples, lists
+    (:meth:`Compiler._with_numbers`).  False when a number sits deeper (tuples, lists
     holding slots) or the plan's shape comes from a probe (variables, constants,
-    externals): :meth:`_Compiler.specialize` fills those in full."""
+    externals): :meth:`Compiler.specialize` fills those in full."""
     if plan.shape_kind == 1:
         return False
     marks = tmpl.marks
     in_spots = []
     for j, (k, v) in enumerate(tmpl.op.inputs.items()):
         spot = _number_spot(v, marks)
-        if spot is False or spot is not None and plan.inputs[j][:2] != (k, _CONST if type(spot) is int else _LIST):
+        if spot is False or spot is not None and plan.inputs[j][:2] != (k, CONST if type(spot) is int else LIST):
             return False
         if spot is not None:
             in_spots.append((j, k, spot))
@@ -151,7 +151,7 @@ def _numeric_recipe(tmpl: _Template, plan: _Plan, attr_numbers: list[tuple[str, 
         if spot is False:
             return False
         if spot is not None:
-            if k in fills or (k in copies if type(spot) is int else plan.attr_copies[copies[k]][1] != _LIST
+            if k in fills or (k in copies if type(spot) is int else plan.attr_copies[copies[k]][1] != LIST
                                   if k in copies else True):
                 return False
             attr_spots.append((k, copies.get(k, -1), spot))
@@ -161,12 +161,12 @@ def _numeric_recipe(tmpl: _Template, plan: _Plan, attr_numbers: list[tuple[str, 
 
 
 def _number_spot(v: Any, marks: dict) -> Any:
-    """For :func:`_numeric_recipe`: None when template value ``v`` holds no number marker;
+    """For :func:`numeric_recipe`: None when template value ``v`` holds no number marker;
     the marker's index when ``v`` is one; a list of (is marker, index or constant) when
     ``v`` is a flat list of markers and plain constants; else False."""
     if type(v) is int or type(v) is float:
         return marks.get((type(v), v))
-    if not _has_number(v, marks):
+    if not has_number(v, marks):
         return None
     if type(v) is not list:
         return False
@@ -181,50 +181,50 @@ def _number_spot(v: Any, marks: dict) -> Any:
     return items
 
 
-def _fill_flat(spots: list[tuple[bool, Any]], values: list[Any]) -> list:
+def fill_flat(spots: list[tuple[bool, Any]], values: list[Any]) -> list:
     return [values[x] if is_mark else x for is_mark, x in spots]
 
 
-def _has_number(v: Any, marks: dict) -> bool:
+def has_number(v: Any, marks: dict) -> bool:
     """Whether template value ``v`` holds a number marker."""
     if isinstance(v, (list, tuple)):
-        return any(_has_number(x, marks) for x in v)
+        return any(has_number(x, marks) for x in v)
     return (type(v) is int or type(v) is float) and (type(v), v) in marks
 
 
-def _attr_encodings(plan: _Plan) -> list[tuple[int, Any]]:
+def attr_encodings(plan: StatementPlan) -> list[tuple[int, Any]]:
     """(kind, payload) per attribute of ``plan``, in attribute order."""
     special = {k: (kind, payload) for k, kind, payload in plan.attr_copies + plan.attr_fills}
-    return [special.get(k, (_CONST, v)) for k, v in plan.attribs.items()]
+    return [special.get(k, (CONST, v)) for k, v in plan.attribs.items()]
 
 
-def _frozen(v: Any) -> Any:
+def frozen_value(v: Any) -> Any:
     """Hashable, type-exact image of a plain value (``1``, ``1.0``, ``True`` and ``-0.0``
     all differ)."""
     if isinstance(v, (list, tuple)):
-        return (type(v).__name__, *[_frozen(x) for x in v])
+        return (type(v).__name__, *[frozen_value(x) for x in v])
     return (type(v).__name__, repr(v))
 
 
-def _number(text: str) -> int | float:
+def number_value(text: str) -> int | float:
     """The value of a numeric literal as the parser computes it (``parse_literal``)."""
     if "." in text or "e" in text or "E" in text:
         return float(text)
     return int(text)
 
 
-def _encode_out(v: Any) -> tuple[int, Any]:
-    if isinstance(v, str) and v.startswith(_OUT_MARK):
-        return (_SLOT, int(v[2:]))
+def encode_out(v: Any) -> tuple[int, Any]:
+    if isinstance(v, str) and v.startswith(OUT_MARK):
+        return (SLOT, int(v[2:]))
     if isinstance(v, list):
-        return (_LTREE, [_encode_out(x) for x in v])
+        return (_LTREE, [encode_out(x) for x in v])
     raise Bail("unexpected result")
 
 
-def _slot_indexes(kind: int, payload: Any) -> list[int]:
-    if kind == _SLOT:
+def slot_indexes(kind: int, payload: Any) -> list[int]:
+    if kind == SLOT:
         return [payload]
     if kind in (_LTREE, _TTREE):
-        return [i for k, p in payload for i in _slot_indexes(k, p)]
+        return [i for k, p in payload for i in slot_indexes(k, p)]
     return []
 

@@ -14,7 +14,7 @@ the document's extensions (or, with fragment definitions, its whole prologue tex
 name), the expansion options (expander class, ``lowered``, ``expand_all``, ``atomic``),
 whether shapes are inferred, and the type interning whose ids the key and the form use.  A
 form is a pure function of those: its checks and expansion see nothing else of the document
-(tests: ``test_frontend_fastpath_cache.py``).  Errors are never cached (a form that fails is
+(tests: ``test_frontend_cache.py``).  Errors are never cached (a form that fails is
 not stored).  The LRU's bound is ``nnefx.semantics.fastpath.FORM_CACHE_SIZE``, read by each
 document's compiler when it starts (so setting it there takes effect).
 """
@@ -25,7 +25,7 @@ import itertools
 import threading
 from typing import Any
 
-from .fastpath_plans import _Template
+from .plans import Template
 
 #: Most (checker type, dtype) pairs one interning holds before a fresh one is started.
 _TYPE_LIMIT = 256
@@ -46,8 +46,8 @@ _lock = threading.Lock()
 _types = _Types()
 #: Process-wide, so that a shape id never names two things, even in plans derived from a
 #: shared form's first plan (made by another document's compiler).
-_shape_ids = itertools.count()
-_forms: dict[tuple, _Template] = {}
+shape_ids = itertools.count()
+_forms: dict[tuple, Template] = {}
 
 
 def clear_caches() -> None:
@@ -64,7 +64,7 @@ def current_types() -> _Types:
     return _types
 
 
-def _intern_type(types: _Types, key: tuple[Any, str]) -> int:
+def intern_type(types: _Types, key: tuple[Any, str]) -> int:
     """The id of ``key`` in ``types``, added when missing.  When the current interning is
     full, later documents start a fresh one (and an empty form cache, whose keys hold the
     old ids); the document that filled it keeps using its own."""
@@ -82,7 +82,7 @@ def _intern_type(types: _Types, key: tuple[Any, str]) -> int:
     return tid
 
 
-def _shared_form(key: tuple) -> _Template | None:
+def shared_form(key: tuple) -> Template | None:
     """The form compiled under ``key`` by an earlier document, None if none is kept."""
     with _lock:
         tmpl = _forms.pop(key, None)
@@ -91,7 +91,7 @@ def _shared_form(key: tuple) -> _Template | None:
         return tmpl
 
 
-def _share_form(key: tuple, tmpl: _Template, limit: int) -> None:
+def share_form(key: tuple, tmpl: Template, limit: int) -> None:
     """Keep ``tmpl`` for later documents; the least recently used leave beyond ``limit``."""
     with _lock:
         _forms[key] = tmpl

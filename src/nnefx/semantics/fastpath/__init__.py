@@ -21,8 +21,8 @@ shapes and the attributes, so their results are memoised per (form, attribute va
 input shapes), computed by the ordinary :func:`~nnefx.semantics.shapes.infer_operation`.
 When a form's numbers are whole argument/attribute values or items of flat lists
 (``mul(x, 0.37)``, ``axes = [0, 2]``, a variable's ``shape``), the plans after its first are
-derived from the first by putting the numbers in place (:meth:`_Compiler._with_numbers`,
-:meth:`_Compiler._with_shape`).  Compiled forms are kept between documents (an LRU of
+derived from the first by putting the numbers in place (:meth:`Compiler._with_numbers`,
+:meth:`Compiler._with_shape`).  Compiled forms are kept between documents (an LRU of
 ``FORM_CACHE_SIZE``, keyed on everything a form depends on: see "what documents share"
 below), because the documents of one exporter repeat the same dozen forms.
 
@@ -39,18 +39,20 @@ no plan can express (a call of a document-defined fragment, which ``compile_docu
 expands into several operations; a nested invocation; an identifier inside an expression)
 is read on its own by the general parser, checker and expander, working on the live graph
 with the expander state the general pipeline would have at that statement
-(:meth:`_Compiler.delegate`).
+(:meth:`Compiler.delegate`).
 
-Modules: this one is the per-document driver — the switches, the document header and
+The package: this module is the per-document driver — the switches, the document header and
 prologue, the statement loop (:func:`_body`) and the fallback contract of
 :func:`compile_if_flat` — and the name callers use.  The regular expressions are in
-:mod:`~nnefx.semantics.fastpath_patterns`; plans, templates and their value recipes in
-:mod:`~nnefx.semantics.fastpath_plans`; the compilation of statement forms by the general
+:mod:`~nnefx.semantics.fastpath.patterns`; plans, templates and their value recipes in
+:mod:`~nnefx.semantics.fastpath.plans`; the compilation of statement forms by the general
 pipeline, the plans derived from them and the statements delegated to the general machinery
-in :mod:`~nnefx.semantics.fastpath_compiler`; the forms kept between documents in
-:mod:`~nnefx.semantics.fastpath_cache`.  ``clear_caches``, ``Bail`` and the internals tests
-inspect (``_forms``, ``_Compiler``) are re-exported here; the knobs (``ENABLED``,
+in :mod:`~nnefx.semantics.fastpath.compiler`; the forms kept between documents in
+:mod:`~nnefx.semantics.fastpath.cache`.  ``clear_caches``, ``Bail`` and the internals tests
+inspect (``_forms``, ``Compiler``) are re-exported here; the knobs (``ENABLED``,
 ``STRICT``, ``FORM_CACHE_SIZE``, ``_CACHE_LIMIT``) live here and are read from here.
+What the modules share is their internal API: names without a leading underscore, imported
+only inside this package (``nnefx.semantics`` uses :func:`compile_if_flat` alone).
 
 Switch: ``nnefx.semantics.fastpath.ENABLED = False`` (or ``with disabled():``) forces the
 general pipeline, for differential tests and for bisecting a suspected fast-path bug.
@@ -62,11 +64,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from ..diagnostics import Location, NNEFXError
-from ..graph import Graph, Operation, Tensor
-from ..syntax import ast
-from ..syntax.lexer import EOF, NAME, tokenize
-from ..syntax.parser import (
+from ...diagnostics import Location, NNEFXError
+from ...graph import Graph, Operation, Tensor
+from ...syntax import ast
+from ...syntax.lexer import EOF, NAME, tokenize
+from ...syntax.parser import (
     EXT_FRAGMENTS,
     EXT_OPERATORS,
     FINAL,
@@ -75,26 +77,26 @@ from ..syntax.parser import (
     deep_recursion,
     detect_dialect,
 )
-from .checker import Checker
-from .expander import MAX_OPERATIONS, Expander
-from .fastpath_cache import _forms as _forms  # re-exported: tests inspect it
-from .fastpath_cache import clear_caches
-from .fastpath_compiler import _Compiler
-from .fastpath_patterns import (
-    _CLOSE,
-    _EXT_LIST,
-    _GRAPH_HEADER,
-    _GRAPH_LINE,
-    _HEADER,
-    _IDS,
-    _NAME_LIST,
-    _SLOTS,
-    _STATEMENT,
-    _strip_comments,
+from ..checker import Checker
+from ..expander import MAX_OPERATIONS, Expander
+from ..shapes import infer_operation
+from ..stdlib import KNOWN_EXTENSIONS, library, visible_fragments
+from .cache import _forms as _forms  # re-exported: tests inspect it
+from .cache import clear_caches
+from .compiler import Compiler
+from .patterns import (
+    CLOSE,
+    EXT_LIST,
+    GRAPH_HEADER,
+    GRAPH_LINE,
+    HEADER,
+    IDS,
+    NAME_LIST,
+    SLOTS,
+    STATEMENT,
+    strip_comments,
 )
-from .fastpath_plans import _DELEGATE, _SLOT, Bail, _build, _clone, _Plan
-from .shapes import infer_operation
-from .stdlib import KNOWN_EXTENSIONS, library, visible_fragments
+from .plans import DELEGATE, SLOT, Bail, StatementPlan, clone_constant, rebuild_value
 
 #: Global switch: False forces the general pipeline everywhere.
 ENABLED = True
@@ -121,7 +123,7 @@ _KEYWORDS = KEYWORDS[FINAL]
 #: :func:`compile_flat` for each document, so setting it here takes effect.
 _CACHE_LIMIT = 4096
 #: Most compiled statement forms kept between documents (least recently used leave first,
-#: see :mod:`~nnefx.semantics.fastpath_cache`); read by each document's compiler when it
+#: see :mod:`~nnefx.semantics.fastpath.cache`); read by each document's compiler when it
 #: starts, so setting it here takes effect.
 FORM_CACHE_SIZE = 512
 
@@ -158,17 +160,17 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
         text = text.replace("\r\n", "\n")
         if "\r" in text:
             raise Bail("lone carriage returns")
-    head = _HEADER.match(text)
+    head = HEADER.match(text)
     if head is not None:
         if head.group("semi") is None or int(head.group("major")) != 1:
             raise Bail("version statement")
         ext_names: list[str] = []
         exts = head.group("exts")
         if exts:
-            for part in re.findall(r"extension(?![A-Za-z0-9_])([^;]*);", _strip_comments(exts)):
-                if not _EXT_LIST.match(part):
+            for part in re.findall(r"extension(?![A-Za-z0-9_])([^;]*);", strip_comments(exts)):
+                if not EXT_LIST.match(part):
                     raise Bail("extension list")
-                ext_names.extend(_IDS.findall(part))
+                ext_names.extend(IDS.findall(part))
         for name in ext_names:
             if name not in KNOWN_EXTENSIONS or name in _KEYWORDS:
                 raise Bail("extension")
@@ -179,9 +181,9 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
         context = (library(), text[:head.start()], file)  # the prologue decides the table
     gname = head.group("name")
     ins, outs = head.group("ins"), head.group("outs")
-    if not _NAME_LIST.match(ins) or not _NAME_LIST.match(outs):
+    if not NAME_LIST.match(ins) or not NAME_LIST.match(outs):
         raise Bail("graph parameter list")
-    inputs, outputs = _IDS.findall(ins), _IDS.findall(outs)
+    inputs, outputs = IDS.findall(ins), IDS.findall(outs)
     if (gname in _KEYWORDS or any(n in _KEYWORDS for n in inputs) or any(n in _KEYWORDS for n in outputs)
             or len(set(inputs)) != len(inputs) or len(set(outputs)) != len(outputs)
             or set(inputs) & set(outputs)):
@@ -190,7 +192,7 @@ def compile_flat(text: str, *, file: str | None = None, dialect: str | None = No
         def expander_factory(t: dict[str, ast.Fragment]) -> Expander:
             return Expander(t, FINAL)
         expander_key = (Expander, (), False, ())
-    compiler = _Compiler(text, file, table, EXT_OPERATORS in ext_names, set(ext_names), gname, expander_factory,
+    compiler = Compiler(text, file, table, EXT_OPERATORS in ext_names, set(ext_names), gname, expander_factory,
                          shapes, None if expander_key is None else (*context, expander_key),
                          cache_limit=_CACHE_LIMIT, form_cache_size=FORM_CACHE_SIZE)
     graph = Graph(name=gname, inputs=list(inputs), outputs=list(outputs))
@@ -209,12 +211,12 @@ def _prologue(text: str, file: str | None) -> tuple[list[str], dict[str, ast.Fra
     as ``check_document`` does; returns the extension names, the fragment table and the
     match of the graph header.  The graph keyword is looked for at the start of a line, and
     the text before it must be exactly the prologue (else :class:`Bail`)."""
-    from .frontend import fragment_table  # frontend imports this module
+    from ..frontend import fragment_table  # frontend imports this module
 
-    graph = _GRAPH_LINE.search(text)
+    graph = GRAPH_LINE.search(text)
     if graph is None:
         raise Bail("no graph header at the start of a line")
-    head = _GRAPH_HEADER.match(text, graph.start("graph"))
+    head = GRAPH_HEADER.match(text, graph.start("graph"))
     if head is None:
         raise Bail("graph header")
     tokens = tokenize(text[:graph.start("graph")], file)
@@ -247,16 +249,16 @@ def _prologue(text: str, file: str | None) -> tuple[list[str], dict[str, ast.Fra
 
 
 
-def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
+def _body(c: Compiler, graph: Graph, pos: int, graph_inputs: set[str],
           input_shapes: dict[str, tuple] | None) -> None:
     """The statement loop; kept in one function with local names because it runs once per
     operation."""
     text, file = c.text, c.file
-    match = _STATEMENT.match
-    split = _SLOTS.split
-    findall = _IDS.findall
+    match = STATEMENT.match
+    split = SLOTS.split
+    findall = IDS.findall
     count, rfind = text.count, text.rfind
-    plans: dict[tuple, _Plan] = {}
+    plans: dict[tuple, StatementPlan] = {}
     types = _TypeIds()
     tensors = graph.tensors
     operations = graph.operations
@@ -282,7 +284,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         else:
             many = m.group("many")
             lhs = findall(many)
-            lhs_key = _IDS.sub("", many)
+            lhs_key = IDS.sub("", many)
         op_start = m.start("op")
         nl = count("\n", last, op_start)
         if nl:
@@ -306,9 +308,9 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
             try:
                 plan = plan_for(m, texts, slots, type_ids, lhs, lhs_key)
             except (Bail, NNEFXError):
-                plan = _DELEGATE
+                plan = DELEGATE
             plans[key] = plan
-        if plan is _DELEGATE:
+        if plan is DELEGATE:
             c.delegate(m, lhs, line, types, variables, externals, graph_inputs, graph, n - delegated)
             delegated += 1
             n += 1
@@ -330,16 +332,16 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         # the operation
         inputs = {}
         for pname, kind, payload in plan.inputs:
-            inputs[pname] = slots[payload] if kind == 0 else payload if kind == 1 else _build(kind, payload, slots)
+            inputs[pname] = slots[payload] if kind == 0 else payload if kind == 1 else rebuild_value(kind, payload, slots)
         attribs = plan.attribs.copy()
         for k, kind, payload in plan.attr_copies:
-            attribs[k] = payload.copy() if kind == 2 else _clone(payload)
+            attribs[k] = payload.copy() if kind == 2 else clone_constant(payload)
         for k, kind, payload in plan.attr_fills:
-            if kind == _SLOT:  # a string attribute (label, border): _build's first case, inline
+            if kind == SLOT:  # a string attribute (label, border): rebuild_value's first case, inline
                 v = slots[payload]
                 attribs[k] = v[1:-1] if v[0] in "'\"" else v
             else:
-                attribs[k] = _build(kind, payload, slots)
+                attribs[k] = rebuild_value(kind, payload, slots)
         outputs = {}
         for rname, kind, payload in plan.outputs:
             outputs[rname] = lhs[payload] if kind == 0 else [lhs[p] for _, p in payload]
@@ -385,7 +387,7 @@ def _body(c: _Compiler, graph: Graph, pos: int, graph_inputs: set[str],
         raise Bail("expansion step limit")  # the general pipeline reports where
     if len(operations) >= MAX_OPERATIONS:
         raise Bail("too many operations")
-    if _CLOSE.match(text, pos) is None:
+    if CLOSE.match(text, pos) is None:
         raise Bail("not a flat statement, or text after the graph")
     for name in graph_inputs:
         if name not in externals:

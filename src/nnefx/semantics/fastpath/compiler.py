@@ -2,17 +2,17 @@
 
 WHY a module of its own: this is where the fast path stays exact.  A statement form seen
 for the first time is compiled by the very same parser, checker and expander as the general
-pipeline (:meth:`_Compiler.compile_template`), on a copy whose identifiers, strings and
+pipeline (:meth:`Compiler.compile_template`), on a copy whose identifiers, strings and
 numbers are unique markers; the single operation that comes out says where each slot and
-number goes.  Each exact template then gets its :class:`~.fastpath_plans._Plan`
-(:meth:`_Compiler.specialize`, or derived from the first plan by putting other numbers in
-place: :meth:`_Compiler._with_numbers`, :meth:`_Compiler._with_shape`).  Shape rules run
-through the ordinary shape pass on a scratch graph (:meth:`_Compiler.shape_of`), memoised by
+number goes.  Each exact template then gets its :class:`~.fastpath.plans.StatementPlan`
+(:meth:`Compiler.specialize`, or derived from the first plan by putting other numbers in
+place: :meth:`Compiler._with_numbers`, :meth:`Compiler._with_shape`).  Shape rules run
+through the ordinary shape pass on a scratch graph (:meth:`Compiler.shape_of`), memoised by
 the caller.  A statement no plan can express is read by the general machinery on the live
 graph with the expander state the general pipeline would have there
-(:meth:`_Compiler.delegate`).  The statement loop that drives a :class:`_Compiler` over a
+(:meth:`Compiler.delegate`).  The statement loop that drives a :class:`Compiler` over a
 document is in :mod:`nnefx.semantics.fastpath`; the forms it shares between documents are
-in :mod:`nnefx.semantics.fastpath_cache`.
+in :mod:`nnefx.semantics.fastpath.cache`.
 """
 
 from __future__ import annotations
@@ -21,45 +21,45 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..diagnostics import Location
-from ..graph import Graph, Operation, Tensor
-from ..syntax import ast
-from ..syntax.lexer import EOF, Token, tokenize
-from ..syntax.parser import EXT_OPERATORS, FINAL, Parser
-from .checker import Checker, Scope
-from .evaluator import TensorRef
-from .expander import MAX_STEPS, STEPS_PER_ASSIGNMENT, Expander, _graph_target
-from .fastpath_cache import _intern_type, _shape_ids, _share_form, _shared_form, current_types
-from .fastpath_patterns import _CLOSE, _IDS, _NUMBERS, _STATEMENT
-from .fastpath_plans import (
-    _CONST,
-    _DEEP,
-    _INT,
-    _INT_SENTINEL,
-    _LIST,
-    _OUT_MARK,
-    _REAL,
-    _REAL_SENTINEL,
-    _SLOT_MARK,
-    _STR_MARK,
-    _STRING,
+from ...diagnostics import Location
+from ...graph import Graph, Operation, Tensor
+from ...syntax import ast
+from ...syntax.lexer import EOF, Token, tokenize
+from ...syntax.parser import EXT_OPERATORS, FINAL, Parser
+from ..checker import Checker, Scope
+from ..evaluator import TensorRef
+from ..expander import MAX_STEPS, STEPS_PER_ASSIGNMENT, Expander, _graph_target
+from ..shapes import _input_shape, infer_operation
+from ..types import TensorT
+from .cache import current_types, intern_type, shape_ids, share_form, shared_form
+from .patterns import CLOSE, IDS, NUMBERS, STATEMENT
+from .plans import (
+    CONST,
+    DEEP,
+    INT,
+    INT_SENTINEL,
+    LIST,
+    OUT_MARK,
+    REAL,
+    REAL_SENTINEL,
+    SLOT_MARK,
+    STR_MARK,
+    STRING,
     Bail,
-    _attr_encodings,
-    _build,
-    _encode,
-    _encode_out,
-    _fill_flat,
-    _frozen,
-    _has_number,
-    _hashable_shapes,
-    _number,
-    _numeric_recipe,
-    _Plan,
-    _slot_indexes,
-    _Template,
+    StatementPlan,
+    Template,
+    attr_encodings,
+    encode_out,
+    encode_value,
+    fill_flat,
+    frozen_value,
+    has_number,
+    hashable_shapes,
+    number_value,
+    numeric_recipe,
+    rebuild_value,
+    slot_indexes,
 )
-from .shapes import _input_shape, infer_operation
-from .types import TensorT
 
 
 def _leaves(node: ast.Node, out: list[tuple[str, str]]) -> None:
@@ -119,7 +119,7 @@ def _rename(node: ast.Node, marks: Iterator[Any]) -> None:
         node.operand.value = -next(marks)  # type: ignore[attr-defined]
 
 
-class _Compiler:
+class Compiler:
     """Per-document state: the fragment table, the type interning and the plan caches."""
 
     def __init__(self, text: str, file: str | None, table: dict[str, ast.Fragment], compositional: bool,
@@ -137,11 +137,11 @@ class _Compiler:
         self.types = current_types()
         self.type_info = self.types.info
         #: what compiled forms depend on besides their own text (None: not shared), see
-        #: ``fastpath_cache``
+        #: ``fastpath.cache``
         self.context = None if context is None else (self.types, shapes, *context)
         #: most plans / memoised shape results kept at once (the caches are emptied when full)
         self.cache_limit = cache_limit
-        #: most forms kept between documents (the bound of ``fastpath_cache``'s LRU)
+        #: most forms kept between documents (the bound of ``fastpath.cache``'s LRU)
         self.form_cache_size = form_cache_size
         self.shape_memo: dict[tuple, Any] = {}
         #: operations the plans emit
@@ -149,7 +149,7 @@ class _Compiler:
         #: template pieces (numbers cut out) -> where each slot and number comes from
         self.forms: dict[tuple, list[int]] = {}
         #: compiled statement forms, numbers open (see :meth:`plan_for`)
-        self.templates: dict[tuple, _Template] = {}
+        self.templates: dict[tuple, Template] = {}
         #: statement-by-statement reading (see :meth:`delegate`)
         self.input_shapes: dict[str, tuple] | None = None
         self.expander: Expander | None = None
@@ -160,7 +160,7 @@ class _Compiler:
         self.shape_keys: dict[tuple, int] = {}
         #: process-wide, so that an id never names two things even in plans derived from
         #: a shared form's first plan (made by another document's compiler)
-        self.shape_ids = _shape_ids
+        self.shape_ids = shape_ids
         #: the graph :meth:`shape_of` runs the shape pass on (made on first use)
         self.scratch: Graph | None = None
 
@@ -192,24 +192,24 @@ class _Compiler:
         types = self.types
         tid = types.ids.get(key)
         if tid is None:
-            tid = _intern_type(types, key)
+            tid = intern_type(types, key)
         return tid
 
     # --- compiling one template ---------------------------------------------------------
 
     def plan_for(self, m: re.Match, texts: list[str], slots: list[str], type_ids: tuple, lhs: list[str],
-                 lhs_key: str | None) -> _Plan:
+                 lhs_key: str | None) -> StatementPlan:
         """The plan of a statement whose exact template was not seen yet.
 
         Numbers are abstracted once more: the template without its numeric literals (and
-        the kinds, integer or real, of those) names a :class:`_Template` compiled once by
+        the kinds, integer or real, of those) names a :class:`Template` compiled once by
         the general pipeline; this statement's numbers are then filled into it, which gives
         the plan for its exact template (cached by the caller).
         """
         joined = "\x00".join(texts)
         if joined.count("\x00") != len(slots):
             raise Bail("NUL character in a statement")
-        nparts = _NUMBERS.split(joined)
+        nparts = NUMBERS.split(joined)
         pieces, numbers = tuple(nparts[0::2]), nparts[1::2]
         origin = self.forms.get(pieces)
         if origin is None:
@@ -223,29 +223,29 @@ class _Compiler:
                     origin.append(-1 - k)
             self.forms[pieces] = origin
         # the numbers' values, and their kinds from the values' types (the lexer's rule: real
-        # when the literal has a fraction or an exponent, which is what _number tests)
-        values = [_number(numbers[-1 - o]) if o < 0 else None for o in origin]
-        merged_types = tuple([type_ids[o] if o >= 0 else _REAL if type(v) is float else _INT
+        # when the literal has a fraction or an exponent, which is what number_value tests)
+        values = [number_value(numbers[-1 - o]) if o < 0 else None for o in origin]
+        merged_types = tuple([type_ids[o] if o >= 0 else REAL if type(v) is float else INT
                               for o, v in zip(origin, values, strict=True)])
         op_name, gen = m.group("op", "gen")
         key = (op_name, gen, pieces, lhs_key, merged_types)
         tmpl = self.templates.get(key)
         if tmpl is None:
             shared_key = None if self.context is None else (self.context, key)
-            tmpl = None if shared_key is None else _shared_form(shared_key)
+            tmpl = None if shared_key is None else shared_form(shared_key)
             if tmpl is None:
                 merged = [slots[o] if o >= 0 else numbers[-1 - o] for o in origin]
                 start = m.start("one") if m.group("one") is not None else m.start("many")
                 tmpl = self.compile_template(start, m.end(), m.start("op"), merged, merged_types, lhs)
                 if shared_key is not None:
-                    _share_form(shared_key, tmpl, self.form_cache_size)
+                    share_form(shared_key, tmpl, self.form_cache_size)
             else:
                 self.emitted.add(tmpl.op.op)
             self.templates[key] = tmpl
         return self.specialize(tmpl, values, origin, type_ids, slots)
 
     def compile_template(self, start: int, end: int, op_offset: int, slots: list[str], type_ids: list[int],
-                         lhs_names: list[str]) -> _Template:
+                         lhs_names: list[str]) -> Template:
         """Compile the statement ``text[start:end]`` with the general pipeline's parser,
         checker and expander, its slots replaced by unique markers; ``slots`` (identifiers,
         strings and numbers, in source order) and ``lhs_names`` are what the regular
@@ -271,15 +271,15 @@ class _Compiler:
 
         marks: list[Any] = []
         for i, t in enumerate(type_ids):
-            if t == _STRING:
-                marks.append(_STR_MARK + str(i))
-            elif t == _INT:
-                marks.append(_INT_SENTINEL - i)
-            elif t == _REAL:
-                marks.append(_REAL_SENTINEL * (1.0 + i * 2.0 ** -30))
+            if t == STRING:
+                marks.append(STR_MARK + str(i))
+            elif t == INT:
+                marks.append(INT_SENTINEL - i)
+            elif t == REAL:
+                marks.append(REAL_SENTINEL * (1.0 + i * 2.0 ** -30))
             else:
-                marks.append(_SLOT_MARK + str(i))
-        out_marks = [_OUT_MARK + str(j) for j in range(len(lhs_names))]
+                marks.append(SLOT_MARK + str(i))
+        out_marks = [OUT_MARK + str(j) for j in range(len(lhs_names))]
         it = iter(marks)
         for arg in rhs.args:
             _rename(arg.value, it)
@@ -330,14 +330,14 @@ class _Compiler:
         if sorted(seen) != list(range(len(marks))):
             raise Bail("a slot is not passed through exactly once")
 
-        tmpl = _Template()
+        tmpl = Template()
         tmpl.fixed = None
         tmpl.shape_only = None
         tmpl.numeric = None
         self.emitted.add(op.op)
         tmpl.op = op
         tmpl.marks = {(type(mk), mk): i for i, mk in enumerate(marks)}
-        tmpl.outputs = [(k, *_encode_out(v)) for k, v in op.outputs.items()]
+        tmpl.outputs = [(k, *encode_out(v)) for k, v in op.outputs.items()]
         tmpl.out_flat = [int(name[2:]) for name in op.output_names()]
         index = {mk: j for j, mk in enumerate(out_marks)}
         tmpl.tensors = [(index[name], t.dtype) for name, t in graph.tensors.items()]
@@ -350,13 +350,13 @@ class _Compiler:
         tmpl.update_slot = None
         if rhs.name == "update":
             first = checker_first_arg(self.table, rhs)
-            if not isinstance(first, ast.Identifier) or not first.name.startswith(_SLOT_MARK):
+            if not isinstance(first, ast.Identifier) or not first.name.startswith(SLOT_MARK):
                 raise Bail("update's first argument")
             tmpl.update_slot = int(first.name[2:])
         return tmpl
 
-    def specialize(self, tmpl: _Template, values: list[Any], origin: list[int], type_ids: tuple,
-                   slots: list[str]) -> _Plan:
+    def specialize(self, tmpl: Template, values: list[Any], origin: list[int], type_ids: tuple,
+                   slots: list[str]) -> StatementPlan:
         """The plan of one exact template: ``tmpl`` with its numbers filled in (``values``
         holds, per template slot, the number, or None for a statement slot)."""
         op = tmpl.op
@@ -374,7 +374,7 @@ class _Compiler:
             return self._with_numbers(tmpl, numeric, values)
         for i, o in enumerate(origin):  # the statement slots' markers
             if o >= 0:
-                values[i] = (_STR_MARK if slots[o][0] in "'\"" else _SLOT_MARK) + str(o)
+                values[i] = (STR_MARK if slots[o][0] in "'\"" else SLOT_MARK) + str(o)
 
         def fill(v: Any) -> Any:
             if isinstance(v, list):
@@ -389,14 +389,14 @@ class _Compiler:
             # what does not depend on the numbers is the same for every plan of the template
             # (slot markers follow the statement form): encode it once
             fixed = tmpl.fixed = (
-                {k: _encode(fill(v)) for k, v in op.inputs.items() if not _has_number(v, marks)},
-                {k: (_encode(fill(v)), _frozen(fill(v))) for k, v in op.attribs.items() if not _has_number(v, marks)},
+                {k: encode_value(fill(v)) for k, v in op.inputs.items() if not has_number(v, marks)},
+                {k: (encode_value(fill(v)), frozen_value(fill(v))) for k, v in op.attribs.items() if not has_number(v, marks)},
                 [i for i, t in enumerate(type_ids) if t >= 0])
         fixed_inputs, fixed_attribs, ref_pos = fixed
-        plan = _Plan()
+        plan = StatementPlan()
         plan.op = op.op
         plan.dtype = op.dtype
-        plan.inputs = [(k, *(fixed_inputs.get(k) or _encode(fill(v)))) for k, v in op.inputs.items()]
+        plan.inputs = [(k, *(fixed_inputs.get(k) or encode_value(fill(v)))) for k, v in op.inputs.items()]
         plan.attribs = {}
         plan.attr_copies = []
         plan.attr_fills = []
@@ -406,18 +406,18 @@ class _Compiler:
             known = fixed_attribs.get(k)
             if known is None:
                 value = fill(v)
-                (kind, payload), frozen = _encode(value), _frozen(value)
+                (kind, payload), frozen = encode_value(value), frozen_value(value)
             else:
                 (kind, payload), frozen = known
-            if kind == _CONST:
+            if kind == CONST:
                 plan.attribs[k] = payload
             else:
                 plan.attribs[k] = None  # keeps the key order
-                if kind in (_LIST, _DEEP):
+                if kind in (LIST, DEEP):
                     plan.attr_copies.append((k, kind, payload))
                 else:
                     plan.attr_fills.append((k, kind, payload))
-                    attr_str_pos.extend(_slot_indexes(kind, payload))
+                    attr_str_pos.extend(slot_indexes(kind, payload))
             attr_numbers.append((k, frozen))
         plan.attr_str_pos = sorted(set(attr_str_pos))
         plan.ref_pos = ref_pos
@@ -439,8 +439,8 @@ class _Compiler:
             if op.op in ("variable", "constant", "external"):
                 # their shape depends on the 'shape' (and 'value') attribute only, which the
                 # plan fixes: compute it once
-                attribs = {k: (_build(kind, payload, ["''"] * len(type_ids)) if v is None else v)
-                           for (k, v), (kind, payload) in zip(plan.attribs.items(), _attr_encodings(plan),
+                attribs = {k: (rebuild_value(kind, payload, ["''"] * len(type_ids)) if v is None else v)
+                           for (k, v), (kind, payload) in zip(plan.attribs.items(), attr_encodings(plan),
                                                                 strict=True)}
                 graph = Graph(name=self.graph_name)
                 name = "\x00o0"
@@ -452,26 +452,26 @@ class _Compiler:
             else:
                 plan.shape_kind = 2
         if (plan.is_variable and tmpl.shape_only is None and plan.shape_kind == 1 and not plan.inputs
-                and len(plan.attr_copies) == 1 and plan.attr_copies[0][:2] == ("shape", _LIST)
+                and len(plan.attr_copies) == 1 and plan.attr_copies[0][:2] == ("shape", LIST)
                 and isinstance(op.attribs.get("shape"), list)
                 and all(type(v) is int and (int, v) in marks for v in op.attribs["shape"])
-                and not any(_has_number(v, marks) for k, v in op.attribs.items() if k != "shape")):
+                and not any(has_number(v, marks) for k, v in op.attribs.items() if k != "shape")):
             positions = [marks[(int, v)] for v in op.attribs["shape"]]
             tmpl.shape_only = (plan, positions, [(k, f) for k, f in attr_numbers if k != "shape"])
         if tmpl.numeric is None:
-            tmpl.numeric = _numeric_recipe(tmpl, plan, attr_numbers)
+            tmpl.numeric = numeric_recipe(tmpl, plan, attr_numbers)
         return plan
 
-    def _with_numbers(self, tmpl: _Template, recipe: tuple, values: list[Any]) -> _Plan:
+    def _with_numbers(self, tmpl: Template, recipe: tuple, values: list[Any]) -> StatementPlan:
         """The plan :meth:`specialize` makes for ``values``, from the template's first plan
-        with the numbers put in their places (see :func:`_numeric_recipe`): what statements
+        with the numbers put in their places (see :func:`numeric_recipe`): what statements
         differing in a scalar (``mul(x, 0.37)``) or a flat list of numbers cost."""
         proto, in_spots, attr_spots, frozen_proto, _ = recipe
         plan = proto.clone()
         if in_spots:
             inputs = list(proto.inputs)
             for j, k, spot in in_spots:
-                inputs[j] = (k, _CONST, values[spot]) if type(spot) is int else (k, _LIST, _fill_flat(spot, values))
+                inputs[j] = (k, CONST, values[spot]) if type(spot) is int else (k, LIST, fill_flat(spot, values))
             plan.inputs = inputs
         if attr_spots:
             attribs = proto.attribs.copy()
@@ -481,9 +481,9 @@ class _Compiler:
                 if type(spot) is int:
                     v = attribs[k] = values[spot]
                 else:
-                    v = _fill_flat(spot, values)
-                    copies[j] = (k, _LIST, v)
-                frozen[k] = _frozen(v)
+                    v = fill_flat(spot, values)
+                    copies[j] = (k, LIST, v)
+                frozen[k] = frozen_value(v)
             plan.attribs = attribs
             plan.attr_copies = copies
         # the first plan may come from another document's compiler: look the id up here
@@ -491,14 +491,14 @@ class _Compiler:
         plan.shape_key = self.shape_id(shape_key)
         return plan
 
-    def _with_shape(self, tmpl: _Template, proto: _Plan, extents: list[int], frozen_rest: list) -> _Plan:
+    def _with_shape(self, tmpl: Template, proto: StatementPlan, extents: list[int], frozen_rest: list) -> StatementPlan:
         """``proto`` (a plan of variable form ``tmpl``) with other positive extents; what
         :meth:`specialize` computes for them, without filling and probing."""
         plan = proto.clone()
-        plan.attr_copies = [("shape", _LIST, extents)]
+        plan.attr_copies = [("shape", LIST, extents)]
         plan.shape = tuple(extents)
         rest = dict(frozen_rest)
-        shape_key = (id(tmpl), tuple([(k, _frozen(extents) if k == "shape" else rest[k]) for k in proto.attribs]))
+        shape_key = (id(tmpl), tuple([(k, frozen_value(extents) if k == "shape" else rest[k]) for k in proto.attribs]))
         plan.shape_key = self.shape_id(shape_key)
         return plan
 
@@ -606,8 +606,8 @@ class _Compiler:
             infer_operation(graph, op, None)
             return
         attribs = op.attribs
-        key = ("delegated", op.op, op.dtype, tuple(op.inputs), _frozen(list(attribs.items())) if attribs else None,
-               _hashable_shapes(shapes_in), tuple([len(v) if isinstance(v, list) else -1 for v in op.outputs.values()]))
+        key = ("delegated", op.op, op.dtype, tuple(op.inputs), frozen_value(list(attribs.items())) if attribs else None,
+               hashable_shapes(shapes_in), tuple([len(v) if isinstance(v, list) else -1 for v in op.outputs.values()]))
         names = op.output_names()
         memo = self.shape_memo
         try:
@@ -634,17 +634,17 @@ class _Compiler:
         count = 0
         text = self.text
         while True:
-            m = _STATEMENT.match(text, pos)
+            m = STATEMENT.match(text, pos)
             if m is None:
                 break
             one = m.group("one")
             if one is not None:
                 names.add(one)
             else:
-                names.update(_IDS.findall(m.group("many")))
+                names.update(IDS.findall(m.group("many")))
             count += 1
             pos = m.end()
-        if _CLOSE.match(text, pos) is None:
+        if CLOSE.match(text, pos) is None:
             raise Bail("not a flat statement, or text after the graph")
         return names, count
 
@@ -673,10 +673,10 @@ class _Compiler:
 
 
 def _leaf_of(slot: str, kind: int) -> tuple[str, ...]:
-    if kind == _STRING:
+    if kind == STRING:
         return ("s", slot[1:-1])
-    if kind in (_INT, _REAL):
-        v = _number(slot)
+    if kind in (INT, REAL):
+        v = number_value(slot)
         return ("n", type(v).__name__, repr(v))
     return ("i", slot)
 
@@ -690,11 +690,11 @@ def _count_marks(v: Any, number_marks: dict[tuple[type, Any], int], seen: list[i
         return
     if isinstance(v, str):
         if "\x00" in v:
-            if not (v.startswith(_SLOT_MARK) or v.startswith(_STR_MARK)):
+            if not (v.startswith(SLOT_MARK) or v.startswith(STR_MARK)):
                 raise Bail("a slot was combined into another value")
-            if tensor and v.startswith(_STR_MARK):
+            if tensor and v.startswith(STR_MARK):
                 raise Bail("a string in a tensor parameter")
-            if not tensor and v.startswith(_SLOT_MARK):
+            if not tensor and v.startswith(SLOT_MARK):
                 raise Bail("a tensor in an attribute")
             seen.append(int(v[2:]))
         return
@@ -715,7 +715,7 @@ def _flat_names(outputs: dict[str, Any]) -> list[str]:
 
 
 def checker_first_arg(table: dict[str, ast.Fragment], inv: ast.Invocation) -> ast.Expr:
-    from .checker import match_arguments
+    from ..checker import match_arguments
 
     frag = table[inv.name]
     return match_arguments(frag, inv, FINAL)[frag.params[0].name].value

@@ -1,42 +1,40 @@
-"""Which OpenBLAS kernels numpy uses, and a safe choice on CPUs OpenBLAS may not know.
+"""Which OpenBLAS kernels numpy uses, and an explicit way to choose them.
 
 Why this matters: nnefx's fast convolutions and matrix products are numpy ``matmul`` calls,
 i.e. OpenBLAS ``sgemm`` — 85–90 % of a ResNet run.  The OpenBLAS bundled with numpy is built
 for many CPUs at once (``DYNAMIC_ARCH``) and picks its kernels once, when it is loaded (the
 first ``import numpy``): from the ``OPENBLAS_CORETYPE`` environment variable if set, else from
 the CPU's vendor/family/model table, else from a feature-based fallback.  The kernels matter:
-on the 2-core AMD EPYC Zen 5 (family 0x1A, AVX-512) nnefx is benchmarked on, sgemm runs at
-≈ 400 GFLOP/s with the *SkylakeX* (AVX-512) kernels and ≈ 210 with the *Haswell* (AVX2) ones.
+on a 2-core AMD EPYC Zen 5 (family 0x1A, AVX-512) sgemm runs at about twice the speed with the
+*SkylakeX* (AVX-512) kernels as with the *Haswell* (AVX2) ones (``benchmarks/blas.py``,
+BENCHMARKS.md).
 
-Two ways to end up with the slower kernels:
+``import nnefx`` changes nothing in the process: it neither reads nor sets any variable.
+The choice is the user's, made explicitly and before numpy is imported:
 
-* the environment forces them: ``OPENBLAS_CORETYPE=Haswell`` was set in the environment
-  nnefx was developed in, and that alone is why its first ResNet benchmarks ran on AVX2
-  kernels (OpenBLAS 0.3.31's own detection picks SkylakeX on that CPU).  nnefx never
-  overrides a ``OPENBLAS_CORETYPE`` it finds set; :func:`blas_info` / :func:`describe`
-  (printed by ``nnefx run --profile``) report it with a hint when the CPU could do better;
-* the CPU is newer than OpenBLAS's table: AMD family 0x1A was missing from it up to 0.3.31
-  (OpenBLAS issue #6029, fixed by PR #6033) and only the feature fallback found AVX-512;
-  older releases sent unknown AMD families to pre-AVX kernels (issue #3620).
+* set ``OPENBLAS_CORETYPE`` yourself (OpenBLAS's own variable; always wins);
+* call :func:`configure` first thing in a program (``import nnefx.blas`` does not import
+  numpy): ``configure("auto")`` names the SkylakeX kernels on CPUs OpenBLAS's table may not
+  know (see :func:`decide`), ``configure("SkylakeX")`` (any core type name) forces one;
+* on the command line, ``nnefx --blas auto run ...`` (or ``NNEFX_BLAS_CORETYPE=auto``, read by
+  the ``nnefx`` command only) does the same for that command's process.
 
-So this module runs at the very top of ``nnefx/__init__.py`` — before anything imports
-numpy — and sets ``OPENBLAS_CORETYPE=SkylakeX`` only when all of these hold:
+What ``auto`` does — it sets ``OPENBLAS_CORETYPE=SkylakeX`` only when all of these hold:
 
 * numpy is not imported yet (afterwards the choice is fixed for the process; nothing done);
 * ``OPENBLAS_CORETYPE`` is not set (whoever set it decided; their choice always wins);
-* ``NNEFX_BLAS_CORETYPE`` is unset or ``auto`` (``off`` disables this module; any other
-  core type name is used instead of the automatic choice);
 * Linux on x86-64, and ``/proc/cpuinfo`` lists *every* AVX-512 subset the SkylakeX kernels
   execute (``avx512f avx512dq avx512cd avx512bw avx512vl``; the kernel lists them only when
   the OS saves the AVX-512 registers), so the named kernels cannot hit an illegal
   instruction;
-* the CPU is one OpenBLAS's table does not know: AMD (``AuthenticAMD``) family ≥ 0x1A.
-  Older AVX-512 CPUs (Intel Skylake-X and later, AMD Zen 4) are in the table: left alone.
+* the CPU is one OpenBLAS's table does not know: AMD (``AuthenticAMD``) family ≥ 0x1A
+  (missing up to OpenBLAS 0.3.31, whose feature fallback finds AVX-512 anyway; older
+  releases sent unknown AMD families to pre-AVX kernels).  Older AVX-512 CPUs (Intel
+  Skylake-X and later, AMD Zen 4) are in the table: left alone.
 
-Where OpenBLAS's fallback already finds AVX-512 this changes nothing (same kernels); where
-it does not, it avoids half-speed products.  Setting the variable also affects child
-processes and any other OpenBLAS loaded later in this process (e.g. SciPy's), which then get
-the same supported kernels.  Nothing here raises: any failure just means nothing is chosen.
+:func:`blas_info` / :func:`describe` (printed by ``nnefx run --profile``) report the kernels
+in use, with a hint when an AVX-512 CPU runs AVX2 ones.  Nothing here raises on a CPU it
+cannot read: any failure just means nothing is chosen.
 """
 
 from __future__ import annotations
@@ -53,8 +51,11 @@ SKYLAKEX_FLAGS = ("avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl")
 #: First AMD family OpenBLAS (≤ 0.3.31) does not recognise (Zen 5).
 AMD_FIRST_UNKNOWN_FAMILY = 0x1A
 
-#: What :func:`select` decided at import: (core type set or None, reason).
-DECISION: tuple[str | None, str] = (None, "not run")
+#: What :func:`configure` decided: (core type set or None, reason); "not run" until called.
+DECISION: tuple[str | None, str] = (None, "not configured: OpenBLAS chose its kernels itself")
+
+#: Words :func:`configure` and ``nnefx --blas`` take for "choose nothing".
+OFF_WORDS = ("off", "0", "no", "none", "false")
 
 
 def _cpu_fields(cpuinfo: str) -> tuple[str, int | None, set[str]]:
@@ -81,19 +82,23 @@ def _cpu_fields(cpuinfo: str) -> tuple[str, int | None, set[str]]:
 
 
 def decide(cpuinfo: str, *, machine: str, system: str, env: Mapping[str, str],
-           numpy_loaded: bool) -> tuple[str | None, str]:
-    """The core type to force (or None) and why; a pure function of its arguments."""
+           numpy_loaded: bool, wish: str = "auto") -> tuple[str | None, str]:
+    """The core type to force (or None) and why; a pure function of its arguments.
+
+    ``wish`` is what the caller asked for: ``auto`` (the rule in the module docstring), an
+    OpenBLAS core type name (used as is), or ``off``.
+    """
+    wish = (wish or "auto").strip()
+    if wish.lower() in OFF_WORDS:
+        return None, f"disabled ({wish})"
     if numpy_loaded:
-        return None, "numpy was imported before nnefx: OpenBLAS already chose its kernels"
+        return None, "numpy was imported first: OpenBLAS already chose its kernels"
     if env.get("OPENBLAS_CORETYPE"):
         return None, f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} set in the environment"
-    wish = env.get("NNEFX_BLAS_CORETYPE", "auto").strip()
-    if wish.lower() in ("off", "0", "no", "none", "false"):
-        return None, f"disabled by NNEFX_BLAS_CORETYPE={wish}"
-    if wish and wish.lower() != "auto":
+    if wish.lower() != "auto":
         if wish.isascii() and wish.isalnum() and len(wish) <= 32:
-            return wish, f"NNEFX_BLAS_CORETYPE={wish}"
-        return None, f"ignored NNEFX_BLAS_CORETYPE={wish!r} (not a core type name)"
+            return wish, f"asked for {wish}"
+        return None, f"ignored {wish!r} (not a core type name)"
     if system != "Linux" or machine.lower() not in ("x86_64", "amd64"):
         return None, f"not x86-64 Linux ({system} {machine})"
     vendor, family, flags = _cpu_fields(cpuinfo)
@@ -117,16 +122,24 @@ def _read_cpuinfo() -> str:
         return ""
 
 
-def select() -> tuple[str | None, str]:
-    """Decide for this process and set ``OPENBLAS_CORETYPE`` accordingly; never raises."""
+def configure(coretype: str = "auto") -> tuple[str | None, str]:
+    """Choose OpenBLAS's kernels for this process: call it before anything imports numpy.
+
+    ``coretype`` is ``"auto"`` (name the SkylakeX kernels on AVX-512 CPUs OpenBLAS's table
+    lacks; see the module docstring), an OpenBLAS core type name such as ``"SkylakeX"`` or
+    ``"Haswell"``, or ``"off"``.  Sets ``OPENBLAS_CORETYPE`` when it decides on one — never
+    when the variable is already set or numpy is already loaded (OpenBLAS has chosen then).
+    Returns (core type set or None, reason), also kept in :data:`DECISION` for
+    :func:`describe`.  Never raises.
+    """
     global DECISION
     try:
-        coretype, reason = decide(_read_cpuinfo(), machine=platform.machine(), system=platform.system(),
-                                  env=os.environ, numpy_loaded="numpy" in sys.modules)
-        if coretype is not None:
-            os.environ["OPENBLAS_CORETYPE"] = coretype
-        DECISION = (coretype, reason)
-    except Exception as exc:  # pragma: no cover - defensive: importing nnefx must not fail here
+        chosen, reason = decide(_read_cpuinfo(), machine=platform.machine(), system=platform.system(),
+                                env=os.environ, numpy_loaded="numpy" in sys.modules, wish=coretype)
+        if chosen is not None:
+            os.environ["OPENBLAS_CORETYPE"] = chosen
+        DECISION = (chosen, reason)
+    except Exception as exc:  # pragma: no cover - defensive: choosing kernels must not fail a program
         DECISION = (None, f"selection failed: {type(exc).__name__}")
     return DECISION
 
@@ -143,7 +156,7 @@ def _cpu_has_avx512() -> bool:
 def blas_info() -> dict[str, Any]:
     """What nnefx chose for OpenBLAS and, if ``threadpoolctl`` is installed, what is in use.
 
-    Keys: ``chosen`` (core type nnefx set, or None), ``reason``, ``forced`` (the
+    Keys: ``chosen`` (core type :func:`configure` set, or None), ``reason``, ``forced`` (the
     ``OPENBLAS_CORETYPE`` in effect, or None) and, when threadpoolctl can see the library,
     ``library``, ``version``, ``architecture`` (the kernels OpenBLAS runs) and ``threads``;
     ``hint`` when the kernels in use are not AVX-512 ones although the CPU has AVX-512.
@@ -168,8 +181,8 @@ def blas_info() -> dict[str, Any]:
         how = (f"OPENBLAS_CORETYPE={info['forced']} forces them" if info["forced"]
                else "OpenBLAS chose them")
         info["hint"] = (f"this CPU has AVX-512 but OpenBLAS runs its {arch} kernels ({how}); "
-                        "OPENBLAS_CORETYPE=SkylakeX, set before numpy is imported, runs matrix "
-                        "products faster (about 2x on AMD Zen 5)")
+                        "OPENBLAS_CORETYPE=SkylakeX (or nnefx.blas.configure() / nnefx --blas auto), set "
+                        "before numpy is imported, runs matrix products faster (about 2x on AMD Zen 5)")
     return info
 
 
@@ -185,7 +198,7 @@ def describe() -> str:
             parts.append(f"{info['threads']} threads")
     chosen = info["chosen"]
     choice = (f"nnefx set OPENBLAS_CORETYPE={chosen} ({info['reason']})" if chosen
-              else f"nnefx chose nothing ({info['reason']})")
+              else f"nnefx set nothing ({info['reason']})")
     line = "blas: " + (", ".join(parts) + "; " if parts else "") + choice
     if info.get("hint"):
         line += f"\nhint: {info['hint']}"
