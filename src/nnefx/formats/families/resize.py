@@ -226,7 +226,7 @@ def ir_interpolate_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     by_sizes = coord == "align_corners" or all(abs(sc - n / e) <= 1e-12 * abs(sc) for sc, n, e in
                                                zip(scales, sizes, extents, strict=True))
     if mode == "nearest":
-        from ...ops.ir_opset import interpolation_taps
+        from ...ops.ext.resize import interpolation_taps
 
         tables = [(ax, interpolation_taps(e, n, sc, "nearest", coord, nearest, -0.75)[0][:, 0])
                   for ax, n, sc, e in zip(axes, sizes, scales, extents, strict=True)]
