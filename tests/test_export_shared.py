@@ -1,4 +1,4 @@
-"""What the IR v11 and ONNX writers share (nnefx.formats._export, ._export_attrs): the refusal
+"""What the IR v11 and ONNX writers share (nnefx.formats.export: context, attrs): the refusal
 wording and location, the bookkeeping of their contexts, the constant fill rule, the
 temporary-then-rename write, and what NNEF's attributes mean (slices, windows, reductions,
 resize transforms).  Both writers rely on these, so they are checked once here,
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from nnefx.diagnostics import Location, NNEFXError
-from nnefx.formats import _export_attrs as attrs
-from nnefx.formats._export import (
+from nnefx.formats.export import attrs
+from nnefx.formats.export.context import (
     ExportContextBase,
     constant_array,
     input_shape,
@@ -158,7 +158,7 @@ def test_write_atomically_all_or_nothing(tmp_path):
     assert os.stat(a).st_mode & 0o777 == 0o666 & ~mask
 
 
-# --- NNEF attribute semantics (nnefx.formats._export_attrs) -----------------------------------
+# --- NNEF attribute semantics (nnefx.formats.export.attrs) -----------------------------------
 
 
 def _op(name: str, **attribs) -> Operation:
@@ -220,7 +220,7 @@ def test_linear_upsample_transform(method, border, transform):
 
 
 def test_fp16_storage_rule():
-    from nnefx.formats._export import fp16_storable
+    from nnefx.formats.export.context import fp16_storable
 
     assert fp16_storable(np.ones(4, np.float32))
     assert not fp16_storable(np.ones(1, np.float32))                          # a scalar stays exact
@@ -232,3 +232,90 @@ def test_fp16_storage_rule():
 def test_transpose_perm_keeps_trailing_dims():
     assert attrs.transpose_perm(_op("transpose", axes=[1, 0]), 4) == [1, 0, 2, 3]
     assert attrs.transpose_perm(_op("transpose", axes=[2, 0, 1]), 3) == [2, 0, 1]
+
+
+# --- the lowering both writers share (nnefx.formats.export.lowering) -----------------------------
+
+def _negative_padding_model():
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("neg")
+    x = b.external("x", shape=(1, 2, 7, 6))
+    w = b.variable("w", rng.uniform(-1, 1, (3, 2, 3, 3)).astype(np.float32))
+    b.output(b.op("max_pool", x, size=[1, 1, 3, 2], padding=[(0, 0), (0, 0), (-1, 1), (1, -2)],
+                  border="constant"), name="mp")
+    b.output(b.op("avg_pool", x, size=[1, 1, 2, 2], padding=[(0, 0), (0, 0), (0, -1), (-1, 0)],
+                  border="ignore"), name="ap")
+    b.output(b.op("conv", x, w, padding=[(-1, 1), (0, -1)], border="reflect"), name="cv")
+    b.output(b.op("pad", x, padding=[(0, 0), (0, 0), (-2, 1), (1, -3)], border="replicate"), name="pd")
+    feeds = {"x": rng.uniform(-2, -0.5, (1, 2, 7, 6)).astype(np.float32)}   # negative: a zero pad shows
+    return b.build(), feeds
+
+
+@pytest.mark.parametrize("fmt", ["xml", "onnx"])
+def test_negative_padding_crops_in_both_writers(tmp_path, fmt):
+    # decided once (lowering.pad / lowering.crop): a negative padding removes elements, in
+    # pad, convolutions and pools alike, so both formats write a slice and then pad the rest
+    import nnefx
+    from nnefx.runtime.session import Session
+
+    model, feeds = _negative_padding_model()
+    want = Session(model, "formal").run(feeds)
+    path = str(tmp_path / f"m.{fmt}")
+    nnefx.save(model, path)
+    if fmt == "xml":
+        ov = pytest.importorskip("openvino")
+        cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        res = cm(feeds)
+        got = {o.get_any_name(): np.asarray(res[o]) for o in cm.outputs}
+    else:
+        from _export_helpers import run_ort
+
+        got = run_ort(path, feeds)
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("fmt", ["xml", "onnx"])
+def test_round_ties_up_exactly_in_both_writers(tmp_path, fmt):
+    # NNEF round is floor(x + 0.5); written as f + (x - f >= 0.5): exact at 0.49999997, where
+    # x + 0.5 rounds up to 1 in float32
+    import nnefx
+    from nnefx.runtime.session import Session
+
+    b = GraphBuilder("r")
+    x = b.external("x", shape=(1, 6))
+    b.output(b.op("round", x), name="y")
+    model = b.build()
+    feeds = {"x": np.array([[0.49999997, 0.5, -0.5, 1.5, -2.5, 2.4999998]], np.float32)}
+    want = Session(model, "formal").run(feeds)["y"]
+    assert want.tolist() == [[0.0, 1.0, 0.0, 2.0, -2.0, 2.0]]
+    path = str(tmp_path / f"m.{fmt}")
+    nnefx.save(model, path)
+    if fmt == "xml":
+        ov = pytest.importorskip("openvino")
+        cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        got = np.asarray(cm(feeds)[cm.outputs[0]])
+    else:
+        from _export_helpers import run_ort
+
+        got = run_ort(path, feeds)["y"]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_compound_lowering_uses_the_format_form_or_the_definition():
+    # rcp: ONNX has Reciprocal, IR writes the definition 1 / x; silu: IR has Swish, ONNX
+    # writes x * sigmoid(x)
+    from nnefx.formats.ir.writer import build as build_ir
+    from nnefx.formats.onnx.writer import build as build_onnx
+
+    b = GraphBuilder("c")
+    x = b.external("x", shape=(2, 3))
+    b.output(b.op("rcp", x), name="r")
+    b.output(b.op("silu", x), name="s")
+    graph = b.build().graph
+    ir_types = [lay.type for lay in build_ir(graph).layers]
+    assert "Divide" in ir_types and "Swish" in ir_types
+    pytest.importorskip("onnx")
+    onnx_types = [n.op_type for n in build_onnx(graph).graph.node]
+    assert "Reciprocal" in onnx_types and "Sigmoid" in onnx_types and "Mul" in onnx_types

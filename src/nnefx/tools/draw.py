@@ -287,7 +287,7 @@ def compound_sites(atomic: Model) -> dict[tuple[Any, ...], str]:
 
 def render(dot: Any, path: str, fmt: str) -> None:
     """Write ``dot`` to ``path`` as ``fmt`` (atomically, with the umask's permissions)."""
-    from ..formats._export import write_atomically
+    from ..formats.export.context import write_atomically
 
     source = dot.source
     if fmt == "dot":

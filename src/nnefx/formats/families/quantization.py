@@ -7,6 +7,13 @@ Specifications: OpenVINO opset docs: FakeQuantize-1.
 
 from __future__ import annotations
 
+from ...graph import Operation
+from ..export.lowering import (
+    out,
+)
+from ..export.registry import to_ir
+from ..ir.spelling import out_shape
+from ..ir.writer import ExportContext as IRContext
 from ..reading.context import NodeContext
 from ..reading.registry import ANY, operator
 from ..reading.values import dtype_of
@@ -32,3 +39,16 @@ def _fake_quantize(ctx: NodeContext):
     ins = {name: ctx.tensor(i) for i, name in
            enumerate(("input", "input_low", "input_high", "output_low", "output_high"))}
     return ctx.result(ctx.emit1("ir_fake_quantize", ins, {"levels": levels}))
+
+
+# ================================================================================================
+# Writing
+# ================================================================================================
+
+# --- writers --------------------------------------------------------------------------------------
+
+@to_ir("ir_fake_quantize")
+def ir_fake_quantize_to_ir(ctx: IRContext, op: Operation) -> None:
+    # the limits broadcast numpy-style already (as in the IR layer it came from)
+    refs = [op.inputs[k] for k in ("input", "input_low", "input_high", "output_low", "output_high")]
+    ctx.bind(out(op), ctx.layer("FakeQuantize", refs, out_shape(ctx, op), attrs={"levels": int(op.attribs["levels"])}))

@@ -12,8 +12,10 @@ The writer is two layers:
   ``Result`` layers, port ``names`` so input and output names survive, and the ``.bin``
   with every constant aligned to 8 bytes.  ``compress_to_fp16=True`` stores float constants
   as f16 behind a ``Convert`` layer, the form ``openvino.save_model`` writes.
-* :mod:`.export_ops` knows the operations: one function per nnefx operation that emits
-  opset layers through :class:`ExportContext`.  An operation with no exporter, or with
+* The operations are known by their families (:mod:`nnefx.formats.families`): one function
+  per nnefx operation that emits opset layers through :class:`ExportContext`, found through
+  :mod:`nnefx.formats.export.registry`; :class:`ExportContext` also spells what the neutral
+  lowering (:mod:`nnefx.formats.export.lowering`) asks of IR.  An operation with no exporter, or with
   attributes that have no *exact* opset form, raises an :class:`NNEFXError` naming the
   operation and where it came from — nothing is dropped or approximated.
 
@@ -35,7 +37,8 @@ import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation
-from .. import _export
+from ..export import context as _export
+from ..export.registry import table as writers
 from .weights import pack_binary_filter
 
 #: nnefx data type -> IR element type.
@@ -227,7 +230,7 @@ class ExportContext(_export.ExportContextBase[Ref]):
     only when some exporter asks for the tensor as a port (:meth:`ref`); exporters that can use
     the data directly (a grouped filter reshaped, a bias flattened) ask :meth:`data` first.
     The bookkeeping (``refs``, ``consts``, ``op``), :meth:`fail`, :meth:`data` and :meth:`bind`
-    are those of every writer (:class:`~nnefx.formats._export.ExportContextBase`).
+    are those of every writer (:class:`~nnefx.formats.export.context.ExportContextBase`).
     """
 
     FORMAT = "IR v11"
@@ -302,9 +305,106 @@ class ExportContext(_export.ExportContextBase[Ref]):
         return got if outputs is not None else got[0]
 
 
+    # --- spelling (what :mod:`nnefx.formats.export.lowering` asks of a format) --------------------
+    LOGICAL = "boolean"
+
+    def dims(self, value: Any) -> tuple:
+        """Dimensions of a value: always static in IR (:meth:`shape`)."""
+        return self.shape(value)
+
+    def type_of(self, value: Any, default: Any = None) -> str:
+        return self.etype(value, default or "f32")
+
+    @staticmethod
+    def nnef_type(name: str | None) -> str:
+        return ETYPE.get(name or "scalar", "f32")
+
+    @staticmethod
+    def is_float(etype: str) -> bool:
+        return etype.startswith("f")
+
+    @staticmethod
+    def is_integer(etype: str) -> bool:
+        return etype[:1] in ("i", "u")
+
+    def live_data(self, value: Any) -> Any:
+        return self.data(value)
+
+    def fallback(self, message: str) -> NNEFXError:
+        """A form IR has no exact layers for: refused (a compound's definition is tried by
+        the writer only when the operation has no writer at all)."""
+        return self.fail(message)
+
+    def spells(self, kind: str) -> bool:
+        return kind in SPELLING or kind == "copy"
+
+    def data_ref(self, value: Any, arr: np.ndarray, etype: str | None, reshaped: bool) -> Ref:
+        """Load-time data of ``value`` (as ``arr``) as a Const."""
+        if isinstance(value, str):
+            return self.const(arr, self.etype(value))
+        return self.const(arr, etype or self.etype(value))
+
+    def spell(self, kind: str, refs: list[Ref], shape: tuple, etype: str, **attrs: Any) -> Ref | None:
+        """The opset layer of element-wise operation ``kind`` (an NNEF name), None if none."""
+        if kind == "copy":
+            return refs[0]
+        form = SPELLING.get(kind)
+        if form is None:
+            return None
+        layer, version = form
+        return self.layer(layer, refs, shape, etype=etype, attrs=attrs or None, version=version)
+
+    def reshape_value(self, ref: Ref, shape: tuple) -> Ref:
+        return self.layer("Reshape", [ref, self.ints(shape)], shape, attrs={"special_zero": False})
+
+    def unsqueeze(self, ref: Ref, axes: list[int], shape: tuple) -> Ref:
+        return self.layer("Unsqueeze", [ref, self.ints(axes)], shape)
+
+    def concat(self, refs: list[Any], axis: int, shape: tuple) -> Ref:
+        return self.layer("Concat", refs, shape, attrs={"axis": axis})
+
+    def slice_value(self, ref: Ref, starts: list[int], ends: list[int], axes: list[int], shape: tuple,
+                    steps: list[int] | None = None) -> Ref:
+        steps = steps if steps is not None else [1] * len(axes)
+        return self.layer("Slice", [ref, self.ints(starts), self.ints(ends), self.ints(steps), self.ints(axes)],
+                          shape, version="opset8")
+
+    def pad_value(self, ref: Ref, pads: list[tuple[int, int]], border: str, value: float) -> Ref:
+        if border not in PAD_MODE:
+            raise self.fail(f"border '{border}' has no opset Pad mode")
+        new = tuple(d + p + q for d, (p, q) in zip(self.shape(ref), pads, strict=True))
+        inputs = [ref, self.ints([p for p, _ in pads]), self.ints([q for _, q in pads])]
+        if border == "constant":
+            inputs.append(self.const(np.asarray(value), self.etype(ref)))
+        return self.layer("Pad", inputs, new, attrs={"pad_mode": PAD_MODE[border]})
+
+    def convert(self, ref: Ref, etype: str) -> Ref:
+        return self.layer("Convert", [ref], self.shape(ref), etype=etype, attrs={"destination_type": etype})
+
+
+#: NNEF element-wise operation -> (opset layer, version) where one layer is exact.
+SPELLING = {
+    "add": ("Add", "opset1"), "sub": ("Subtract", "opset1"), "mul": ("Multiply", "opset1"),
+    "div": ("Divide", "opset1"), "pow": ("Power", "opset1"), "min": ("Minimum", "opset1"),
+    "max": ("Maximum", "opset1"), "and": ("LogicalAnd", "opset1"), "or": ("LogicalOr", "opset1"),
+    "lt": ("Less", "opset1"), "gt": ("Greater", "opset1"), "le": ("LessEqual", "opset1"),
+    "ge": ("GreaterEqual", "opset1"), "eq": ("Equal", "opset1"), "ne": ("NotEqual", "opset1"),
+    "abs": ("Abs", "opset1"), "neg": ("Negative", "opset1"), "exp": ("Exp", "opset1"), "log": ("Log", "opset1"),
+    "sin": ("Sin", "opset1"), "cos": ("Cos", "opset1"), "tan": ("Tan", "opset1"), "asin": ("Asin", "opset1"),
+    "acos": ("Acos", "opset1"), "atan": ("Atan", "opset1"), "sinh": ("Sinh", "opset1"),
+    "cosh": ("Cosh", "opset1"), "tanh": ("Tanh", "opset1"), "asinh": ("Asinh", "opset4"),
+    "acosh": ("Acosh", "opset4"), "atanh": ("Atanh", "opset4"), "sqrt": ("Sqrt", "opset1"),
+    "floor": ("Floor", "opset1"), "ceil": ("Ceiling", "opset1"), "sign": ("Sign", "opset1"),
+    "not": ("LogicalNot", "opset1"), "sigmoid": ("Sigmoid", "opset1"), "relu": ("Relu", "opset1"),
+    "erf": ("Erf", "opset1"), "softplus": ("SoftPlus", "opset4"), "silu": ("Swish", "opset4"),
+    "elu": ("Elu", "opset1"), "clamp": ("Clamp", "opset1"), "select": ("Select", "opset1"),
+}
+#: NNEF border -> Pad-1 ``pad_mode``.
+PAD_MODE = {"constant": "constant", "replicate": "edge", "reflect": "reflect", "reflect-even": "symmetric"}
+
+
 def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
-    from .export_ops import find_exporter
 
     updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
@@ -330,7 +430,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if op.op == "update":
             _state_write(ctx, op)
             continue
-        fn = find_exporter(op.op) or _expanded_exporter(op.op)
+        fn = writers("ir").find(op.op) or _expanded_exporter(op.op)
         if fn is None:
             raise ctx.fail("no opset equivalent is known for this operation")
         ctx.run_exporter(fn, op)
@@ -361,14 +461,13 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
     to operations that have exporters, and export those in its place.
 
     The one operation is printed as a tiny document whose externals stand for its tensor
-    inputs (:func:`~nnefx.formats._export.export_definition`); errors name the original
+    inputs (:func:`~nnefx.formats.export.context.export_definition`); errors name the original
     operation and its position.
     """
-    from .export_ops import exportable_ops, find_exporter
 
     sub, local = _export.single_operation_graph(ctx.graph, op, ctx.shape)
     try:
-        expanded = _export.compile_expanded(sub, set(exportable_ops()))
+        expanded = _export.compile_expanded(sub, set(writers("ir").names()))
     except NNEFXError as exc:
         raise ctx.fail(f"its definition cannot be expanded ({exc.message})") from None
     child = ExportContext(expanded, ctx.w)
@@ -380,7 +479,7 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
         return np.asarray(arr, dtype=NUMPY[ETYPE.get(expanded.tensors[n].dtype, "f32")])
 
     def export(sop: Operation) -> None:
-        fn = find_exporter(sop.op)
+        fn = writers("ir").find(sop.op)
         if fn is None:
             raise ctx.fail(f"its definition uses '{sop.op}', which has no opset equivalent")
         try:

@@ -3,8 +3,8 @@
 The file is parsed with the optional ``onnx`` package (``pip install nnefx[onnx]``); nothing
 from it is executed.  Nodes are translated one by one onto nnefx registry operations by the
 readers of their operator families (``nnefx/formats/families/``) on the format-neutral
-import layer (:mod:`nnefx.formats.reading`), see :mod:`.reader`.  Writing goes
-the other way, one exporter per nnefx operation, see :mod:`.writer` and :mod:`.export_ops`.
+import layer (:mod:`nnefx.formats.reading`), see :mod:`.reader`.  Writing goes the other
+way, one writer per nnefx operation, see :mod:`.writer` and :mod:`nnefx.formats.families`.
 """
 
 from __future__ import annotations

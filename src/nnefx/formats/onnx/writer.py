@@ -8,8 +8,10 @@ The design mirrors the IR v11 writer (:mod:`nnefx.formats.ir.writer`):
 
 * :class:`Emitter` (this module) knows the format: nodes, initializers, unique value and
   node names, the (possibly symbolic) shape and element type of every value it made.
-* :mod:`.export_ops` knows the operations: one function per nnefx operation that emits
-  ONNX nodes through :class:`ExportContext`.  Exporters are *exact or refused*: where NNEF
+* The operations are known by their families (:mod:`nnefx.formats.families`): one function
+  per nnefx operation that emits ONNX nodes through :class:`ExportContext` (which also
+  spells what the neutral lowering, :mod:`nnefx.formats.export.lowering`, asks of ONNX),
+  found through :mod:`nnefx.formats.export.registry`.  Writers are *exact or refused*: where NNEF
   and ONNX differ (broadcasting aligned from the left, automatic padding, border modes,
   round-half-up, integer casts that floor), extra nodes reproduce NNEF's result; where no
   exact form exists the exporter raises :class:`Fallback`, and a compound operation is then
@@ -34,7 +36,8 @@ import numpy as np
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
 from ...runtime.dtypes import DEFAULT_STORAGE
-from .. import _export
+from ..export import context as _export
+from ..export.registry import table as writers
 
 #: The ONNX operator set the writer targets (default domain).
 OPSET = 18
@@ -67,22 +70,6 @@ def _onnx() -> Any:
     except ImportError:
         raise NNEFXError("writing ONNX models needs the 'onnx' package: pip install nnefx[onnx]") from None
     return onnx
-
-
-def _dims_broadcast(a: tuple, b: tuple) -> tuple:
-    """numpy broadcasting of two shapes that may hold ``None`` (unknown) dims."""
-    n = max(len(a), len(b))
-    a = (1,) * (n - len(a)) + tuple(a)
-    b = (1,) * (n - len(b)) + tuple(b)
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if x == 1:
-            out.append(y)
-        elif y == 1:
-            out.append(x)
-        else:
-            out.append(x if x is not None else y)
-    return tuple(out)
 
 
 class Emitter:
@@ -198,7 +185,7 @@ class ExportContext(_export.ExportContextBase[str]):
     tensor as a value (:meth:`ref`); exporters that can use the data directly (a bias made
     1-D, a filter reshaped) ask :meth:`data` first.  The bookkeeping (``refs``, ``consts``,
     ``op``), :meth:`fail`, :meth:`data` and :meth:`bind` are those of every writer
-    (:class:`~nnefx.formats._export.ExportContextBase`); numpy arrays and scalars count as
+    (:class:`~nnefx.formats.export.context.ExportContextBase`); numpy arrays and scalars count as
     literals here, since ONNX exporters pass computed tables (kernels of ones, gate orders).
     """
 
@@ -303,6 +290,97 @@ class ExportContext(_export.ExportContextBase[str]):
         return got if outputs is not None else got[0]
 
 
+    # --- spelling (what :mod:`nnefx.formats.export.lowering` asks of a format) --------------------
+    LOGICAL = NUMPY["logical"]
+
+    def type_of(self, value: Any, default: Any = None) -> np.dtype:
+        return self.dtype(value, default)
+
+    @staticmethod
+    def nnef_type(name: str | None) -> np.dtype:
+        return NUMPY.get(name or "scalar", NUMPY["scalar"])
+
+    @staticmethod
+    def is_float(dtype: Any) -> bool:
+        return np.dtype(dtype).kind == "f"
+
+    @staticmethod
+    def is_integer(dtype: Any) -> bool:
+        return np.dtype(dtype).kind in "iu"
+
+    def live_data(self, value: Any) -> Any:
+        """Load-time data of ``value`` unless it already is an ONNX value."""
+        if isinstance(value, str) and value in self.refs:
+            return None
+        return self.data(value)
+
+    def data_ref(self, value: Any, arr: np.ndarray, dtype: Any, reshaped: bool) -> str:
+        """Load-time data of ``value`` (as ``arr``): the variable's own (named) initializer
+        where unchanged, else a new one."""
+        if isinstance(value, str) and not reshaped:
+            return self.ref(value)
+        return self.const(arr.astype(dtype) if dtype is not None else arr)
+
+    def spell(self, kind: str, refs: list[str], shape: tuple, dtype: Any, **attrs: Any) -> str | None:
+        """The ONNX node of element-wise operation ``kind`` (an NNEF name), None if none."""
+        if kind == "clamp":   # Clip's bounds are inputs
+            dt = self.dtype(refs[0])
+            bounds = [self.const(np.asarray(attrs[k]), dt) for k in ("min", "max")]
+            return self.node("Clip", [refs[0], *bounds], shape)
+        if kind == "select":
+            return self.node("Where", refs, shape, dtype=self.dtype(refs[1]))
+        form = SPELLING.get(kind)
+        if form is None:
+            return None
+        return self.node(form, refs, shape, dtype=dtype, **attrs)
+
+    def spells(self, kind: str) -> bool:
+        return kind in SPELLING or kind in ("clamp", "select")
+
+    def reshape_value(self, ref: str, shape: tuple) -> str:
+        return self.node("Reshape", [ref, self.ints(shape)], shape, allowzero=1)
+
+    def unsqueeze(self, ref: str, axes: list[int], shape: tuple) -> str:
+        return self.node("Unsqueeze", [ref, self.ints(axes)], shape)
+
+    def concat(self, refs: list[Any], axis: int, shape: tuple) -> str:
+        return self.node("Concat", refs, shape, axis=axis)
+
+    def slice_value(self, ref: str, starts: list[int], ends: list[int], axes: list[int], shape: tuple,
+                    steps: list[int] | None = None) -> str:
+        inputs = [ref, self.ints(starts), self.ints(ends), self.ints(axes)]
+        return self.node("Slice", inputs + ([self.ints(steps)] if steps is not None else []), shape)
+
+    def pad_value(self, ref: str, pads: list[tuple[int, int]], border: str, value: float) -> str:
+        """Pad in NNEF border mode ``border``; 'reflect' in chunks below the extent (Pad's
+        limit) and 'reflect-even' (numpy 'symmetric', which Pad lacks) by mirrored slices."""
+        from .spelling import padded
+
+        return padded(self, ref, pads, border, value)
+
+    def convert(self, ref: str, dtype: Any) -> str:
+        return self.node("Cast", [ref], self.dims(ref), dtype=dtype, to=tensor_type(dtype))
+
+
+def tensor_type(dtype: Any) -> int:
+    """ONNX ``TensorProto`` element type of a numpy dtype."""
+    from onnx import helper
+
+    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+
+
+#: NNEF element-wise operation -> the ONNX node that computes it exactly.
+SPELLING = {
+    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "min": "Min", "max": "Max",
+    "and": "And", "or": "Or", "lt": "Less", "gt": "Greater", "le": "LessOrEqual", "ge": "GreaterOrEqual",
+    "eq": "Equal", "mod": "Mod", "abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sin": "Sin",
+    "cos": "Cos", "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh",
+    "cosh": "Cosh", "tanh": "Tanh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "sqrt": "Sqrt",
+    "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "not": "Not", "sigmoid": "Sigmoid", "relu": "Relu",
+    "rcp": "Reciprocal", "copy": "Identity", "erf": "Erf", "softplus": "Softplus", "elu": "Elu",
+}
+
+
 # --- the driver --------------------------------------------------------------------------------
 
 def _variable_data(ctx: ExportContext, op: Operation, name: str) -> np.ndarray:
@@ -337,10 +415,9 @@ def _constant_data(ctx: ExportContext, op: Operation, name: str, graph: Graph) -
 
 def export_operation(ctx: ExportContext, op: Operation, depth: int = 0) -> None:
     """Export one operation: its exporter, else (or on :class:`Fallback`) its definition."""
-    from .export_ops import find_exporter
 
     ctx.op = op
-    fn = find_exporter(op.op)
+    fn = writers("onnx").find(op.op)
     reason = "no ONNX equivalent is known for this operation"
     if fn is not None:
         try:
@@ -362,16 +439,15 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
     """Write ``op`` through its fragment body: the one operation is printed as a tiny NNEF
     document whose externals stand for its tensor inputs, expanded by the front-end down to
     operations with exporters, and each of those is exported in its place
-    (:func:`~nnefx.formats._export.export_definition`).  Errors name the original operation
+    (:func:`~nnefx.formats.export.context.export_definition`).  Errors name the original operation
     and its position."""
-    from .export_ops import exportable_ops
 
     try:
         sub, local = _export.single_operation_graph(ctx.graph, op, ctx.shape)
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}; its definition needs static input shapes ({exc.message})") from None
     try:
-        expanded = _export.compile_expanded(sub, set(exportable_ops()) - {op.op})
+        expanded = _export.compile_expanded(sub, set(writers("onnx").names()) - {op.op})
     except NNEFXError as exc:
         raise ctx.fail(f"{reason}, and its definition cannot be expanded ({exc.message})") from None
     child = ExportContext(expanded, ctx.e, top=False)

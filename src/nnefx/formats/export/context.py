@@ -8,7 +8,7 @@ format, so they live here once, together with the part of the exporters' context
 does not depend on the format (:class:`ExportContextBase`: which graph tensor is which
 format value, the load-time data of variables and constants, and how a refusal is worded
 and located) and the temporary-then-rename file write.  What NNEF's attributes *mean*
-(padding, borders, coordinate transforms, ...) is in :mod:`._export_attrs`.
+(padding, borders, coordinate transforms, ...) is in :mod:`.attrs`.
 
 Keeping one copy matters beyond tidiness: a refusal must read the same (``cannot write
 operation 'X' as FORMAT: ...`` at the operation's source position) whichever format was
@@ -25,9 +25,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ..diagnostics import Location, NNEFXError
-from ..graph import Graph, Operation, Tensor
-from ..io.files import set_final_mode
+from ...diagnostics import Location, NNEFXError
+from ...graph import Graph, Operation, Tensor
+from ...io.files import set_final_mode
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -128,7 +128,7 @@ def graph_with_shapes(graph: Graph) -> Graph:
     """``graph`` itself when every tensor shape is known, else a copy with shapes inferred:
     writers declare every value's shape."""
     if any(t.shape is None for t in graph.tensors.values()):
-        from ..semantics.shapes import infer_shapes
+        from ...semantics.shapes import infer_shapes
 
         return infer_shapes(graph)
     return graph
@@ -137,7 +137,7 @@ def graph_with_shapes(graph: Graph) -> Graph:
 def is_compound(name: str) -> bool:
     """Whether ``name`` is a compound (fragment-defined) operation: one a writer may write
     through its NNEF definition when it has no exporter of its own."""
-    from ..ops import registry
+    from ...ops import registry
 
     d = registry.find(name)
     return d is not None and bool(d.compound)
@@ -288,8 +288,8 @@ def export_copy_n(ctx: ExportContextBase[Any], op: Operation) -> None:
 def compile_expanded(sub: Graph, atomic: set[str]) -> Graph:
     """``sub`` (from :func:`single_operation_graph`) printed and compiled with every compound
     expanded except the ``atomic`` operations (those the writer has exporters for)."""
-    from ..semantics.frontend import compile_document
-    from ..syntax.printer import print_graph
+    from ...semantics.frontend import compile_document
+    from ...syntax.printer import print_graph
 
     return compile_document(print_graph(sub), expand_all=True, atomic=atomic)
 

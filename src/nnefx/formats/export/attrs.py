@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..graph import Operation
+from ...graph import Operation
 
 #: The stop index of a backward slice that runs through index 0 (-1 would wrap to the end).
 INT64_MIN = -(2 ** 63)
@@ -54,7 +54,7 @@ def window_padding(op: Operation, n: int, size: list[int], extents: Callable[[],
     extents ``out_extents()``).  The extents are asked for only then, so a writer that
     cannot know them statically fails only where it must.
     """
-    from ..ops._common import resolve_padding_down, resolve_padding_up, window_arrays
+    from ...ops._common import resolve_padding_down, resolve_padding_up, window_arrays
 
     size, pads, stride, dil = window_arrays(op.op, n, size, op.attribs.get("padding", []),
                                             op.attribs.get("stride", []), op.attribs.get("dilation", []))
