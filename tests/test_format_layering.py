@@ -1,6 +1,8 @@
 """The format wing's layering: no format package imports another's, and the format-neutral
-import layer and the family modules import no format package at all (read from the sources,
-so an import hidden inside a function counts too)."""
+import and export layers import no format package at all (read from the sources, so an import
+hidden inside a function counts too).  The family modules are where the formats meet: each
+holds an operator's IR and ONNX reading and writing side by side, so they may use each
+format's spelling."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _imported_formats(path: str, package: str) -> set[str]:
     return {p for p in found if p in PACKAGES and p != package}
 
 
-@pytest.mark.parametrize("package", ["ir", "onnx", "cvm", "reading", "families"])
+@pytest.mark.parametrize("package", ["ir", "onnx", "cvm", "reading", "export"])
 def test_no_format_package_imports_another(package):
     folder = os.path.join(FORMATS, package)
     offenders = {}
