@@ -69,3 +69,18 @@ def error(message: str, file: str | None = None, line: int | None = None, column
           field: str | None = None) -> NNEFXError:
     """Shorthand to build an :class:`NNEFXError` with a location."""
     return NNEFXError(message, Location(file, line, column, field))
+
+
+class NNEFXWarning(UserWarning):
+    """Something nnefx accepted although the specification would not (``lenient=True``), or
+    checked and found doubtful: what and where, printed as ``FILE:LINE:COL: warning: MESSAGE``."""
+
+    def __init__(self, message: str, location: Location | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+    def __str__(self) -> str:
+        if self.location is None:
+            return f"warning: {self.message}"
+        return f"{self.location}: warning: {self.message}"

@@ -14,8 +14,9 @@ Conventions:
   ``str`` there is always a reference.
 * ``Operation.attribs`` holds non-tensor parameters as plain Python values.
 * ``Operation.outputs`` maps result names to tensor names (or lists of them).
-* Shapes are tuples of ints; ``None`` stands for a dimension not known yet, and a
-  ``Tensor.shape`` of ``None`` means nothing is known.
+* Shapes are tuples of ints; ``None`` stands for a dimension not known yet, a
+  :class:`nnefx.dims.Dim` for one known by name (``B``, ``2*S``: the graph's ``symbols``),
+  and a ``Tensor.shape`` of ``None`` means nothing is known.
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ class Graph:
     #: (or asks a caller's shape function), the planner refuses them ("no kernel"), and the
     #: NNEF printer writes the declarations back.
     declarations: dict[str, str] = field(default_factory=dict)
+    #: names of the symbolic extents (:class:`nnefx.dims.Dim`) the shapes may use, bound
+    #: from the inputs when a session runs
+    symbols: list[str] = field(default_factory=list)
+    #: constraints on those symbols (:class:`nnefx.dims.Assertion`), checked at load where
+    #: extents are known and when a session binds the symbols
+    assertions: list[Any] = field(default_factory=list)
 
     def tensor(self, name: str) -> Tensor:
         try:

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..diagnostics import Location, NNEFXError
-from . import files
+from . import files, tract_items
 
 HEADER_SIZE = 128
 MAX_RANK = 8
@@ -122,10 +122,13 @@ class Header:
     """A decoded header: where the data is and how to interpret it."""
 
     __slots__ = ("layout", "version", "data_offset", "data_length", "shape", "bits", "item_type",
-                 "quant")
+                 "quant", "vendor_type")
 
     def __init__(self, layout: str, version: tuple[int, int], data_offset: int, data_length: int,
-                 shape: tuple[int, ...], bits: int, item_type: ItemType, quant: dict[str, Any] | None):
+                 shape: tuple[int, ...], bits: int, item_type: ItemType, quant: dict[str, Any] | None,
+                 vendor_type: int = 0):
+        #: tract's vendor item type (layout ``"tract"``, see :mod:`nnefx.io.tract_items`)
+        self.vendor_type = vendor_type
         self.layout = layout
         self.version = version
         self.data_offset = data_offset
@@ -241,6 +244,9 @@ def _parse_final(buf: memoryview, file: str | None, strict: bool) -> Header:
                            f"extents[{i}]")
     bits, code = _u32(buf, 44), _u32(buf, 48)
     vendor, type_code = code >> 16, code & 0xFFFF
+    if vendor == tract_items.VENDOR:
+        tract_items.check(type_code, bits, shape, data_length, size - HEADER_SIZE, file)
+        return Header("tract", (1, 0), HEADER_SIZE, data_length, shape, bits, ItemType.FLOAT, None, type_code)
     if vendor:
         raise _err(f"item_type 0x{code:08X} is vendor-specific (vendor 0x{vendor:04X}); only Khronos "
                    "item types are supported", file, "item_type")
@@ -401,12 +407,15 @@ def _pack_items(values: np.ndarray, bits: int) -> bytes:
     return b"".join(parts)
 
 
-def decode_data(buf: memoryview | bytes | bytearray | _mmap.mmap, header: Header) -> np.ndarray:
+def decode_data(buf: memoryview | bytes | bytearray | _mmap.mmap, header: Header,
+                file: str | None = None) -> np.ndarray:
     """The tensor stored in ``buf`` (the whole file) as described by ``header``.
 
     Byte-aligned items are a zero-copy ``np.frombuffer`` view of ``buf`` (an mmap stays
     mapped as long as the array lives); bit-packed items are unpacked into a new array.
     """
+    if header.layout == "tract":
+        return tract_items.decode(buf, header.data_offset, header.vendor_type, header.shape, file)
     count = header.volume
     start = header.data_offset
     t, bits = header.item_type, header.bits
@@ -490,7 +499,7 @@ def read_tensor(source: str | os.PathLike | bytes | bytearray | memoryview | Bin
         buf = content
     view = memoryview(buf)
     header = parse_header(view, file, strict=strict)
-    return decode_data(buf, header), (dict(header.quant) if header.quant else None)
+    return decode_data(buf, header, file), (dict(header.quant) if header.quant else None)
 
 
 def read_header(source: str | os.PathLike | bytes | bytearray | memoryview, *, name: str | None = None

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
+from ..dims import Dim
 
 DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}
 
@@ -71,13 +72,18 @@ def broadcast_shapes(op: str, *shapes: Sequence[int | None]) -> tuple:
 
     Per dimension the extents must be equal or one of them 1; an unknown (``None``) extent
     broadcasts with 1 to ``None`` and with a known extent k > 1 to k (assumed compatible).
+    A symbolic extent (:class:`nnefx.dims.Dim`) acts the same way: with 1 or itself it stays,
+    with k > 1 it gives k (valid only if it is 1 or k), with anything else it is unknown.
     """
     rank = max((len(s) for s in shapes), default=0)
-    out: list[int | None] = []
+    out: list[int | Dim | None] = []
     for i in range(rank):
-        dim: int | None = 1
+        dim: int | Dim | None = 1
         for s in shapes:
             d = s[i] if i < len(s) else 1
+            if isinstance(d, Dim) or isinstance(dim, Dim):
+                dim = _broadcast_symbolic(dim, d)
+                continue
             if d == 1:
                 continue
             if d is None:
@@ -91,6 +97,15 @@ def broadcast_shapes(op: str, *shapes: Sequence[int | None]) -> tuple:
                                + f" cannot be broadcast (dimension {i}: {dim} vs {d})")
         out.append(dim)
     return tuple(out)
+
+
+def _broadcast_symbolic(dim: Any, d: Any) -> Any:
+    if isinstance(d, Dim) and isinstance(dim, Dim):
+        return dim if dim.terms == d.terms else None
+    sym, other = (d, dim) if isinstance(d, Dim) else (dim, d)
+    if other is None:
+        return None
+    return sym if other == 1 else other
 
 
 def nnef_view(x: np.ndarray, rank: int) -> np.ndarray:

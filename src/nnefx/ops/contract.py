@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
+from ..dims import Dim
 from .signature import signature
 
 #: Largest number of elements a kernel result may have (2^31: 8 GiB of float32); kernels
@@ -99,7 +100,7 @@ def _fits(value: Any, typ: str) -> bool:
         return isinstance(value, (list, tuple)) and len(value) == len(items) and \
             all(_fits(v, t) for v, t in zip(value, items, strict=True))
     if typ == "integer":
-        return _is_int(value)
+        return _is_int(value) or isinstance(value, Dim)  # a symbolic extent (nnefx.dims)
     if typ == "scalar":
         return _is_int(value) or (isinstance(value, (float, np.floating)))
     if typ == "logical":

@@ -84,8 +84,17 @@ class Session:
         # Declared intermediate shapes only hold while the inputs have their declared shapes.
         same = all(name in graph.tensors and graph.tensors[name].shape is not None
                    and tuple(graph.tensors[name].shape) == shape for name, shape in substitutes.items())
+        self._fold = fold
         self._compile_options = dict(storage=merged_storage, fold=fold, resolve=resolve, source=model.source,
                                      check_shapes=same, release=release, fuse=fuse)
+        #: symbolic extents (tract_symbol): one plan per binding, made on first use
+        self._symbolic = graph
+        self._bound_plans: dict[tuple, Plan] = {}
+        if graph.symbols:
+            from .symbols import specialize
+
+            graph = specialize(graph, {})
+            self._compile_options["fold"] = False  # the unbound plan only describes inputs/outputs
         self._graph = graph
         self._initial_values = {str(k).lower(): v for k, v in (variables or {}).items()}
         self._values = dict(self._initial_values)
@@ -107,6 +116,9 @@ class Session:
         if precision != "f32" and backend in NUMPY_BACKENDS:
             raise NNEFXError(f"the {backend} backend computes in full precision only (asked for {precision})")
         if backend not in NUMPY_BACKENDS and backend != "auto":
+            if self._symbolic.symbols:
+                raise NNEFXError(f"the {backend} backend runs graphs of fixed shapes; this one has symbolic extents "
+                                 f"({', '.join(self._symbolic.symbols)}): give input_shapes when loading")
             from ..engines import EngineRunner, get
 
             self._engine = EngineRunner(get(backend), self._graph, **self._engine_options)
@@ -195,6 +207,7 @@ class Session:
 
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
+        self._bound_plans = {}
         self._var_of_key = {spec.key: spec for spec in plan.variables}
         self._fetch_plans: dict[tuple[str, ...], Plan] = {}
 
@@ -253,8 +266,12 @@ class Session:
         if missing:
             raise NNEFXError(f"missing input{'s' if len(missing) > 1 else ''} "
                              f"{', '.join(repr(m) for m in missing)} of graph '{plan.graph.name}'")
-        checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name]) for spec in plan.inputs}
-        if self.backend == "auto" and self._engine is None and not fetch:
+        shapes = self._input_shapes
+        if self._symbolic.symbols:
+            plan, shapes = self._plan_bound(inputs, fetch)
+        checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name], shapes)
+                   for spec in plan.inputs}
+        if self.backend == "auto" and self._engine is None and not fetch and not self._symbolic.symbols:
             from ..engines.auto import choose
 
             self._engine, self.backend_reason = choose(self, checked)
@@ -307,7 +324,25 @@ class Session:
             profile.total_seconds += time.perf_counter() - start
         return result
 
-    def _check_input(self, name: str, dtype: str, value: Any) -> np.ndarray:
+    def _plan_bound(self, inputs: Mapping[str, Any], fetch: Sequence[str]) -> tuple[Plan, dict]:
+        """The plan for the symbol values these inputs give, and the input shapes it expects."""
+        from .symbols import MAX_BINDINGS, bind_inputs, specialize
+
+        values = bind_inputs(self._symbolic, inputs)
+        key = (tuple(sorted(values.items())), tuple(fetch))
+        plan = self._bound_plans.get(key)
+        if plan is None:
+            graph = specialize(self._symbolic, values)
+            options = dict(self._compile_options, fold=self._fold)
+            backend = self.backend if self.backend in ("fast", "formal") else "fast"
+            plan = compile_plan(graph, backend, variables=self._values, fetch=tuple(fetch), **options)
+            if len(self._bound_plans) >= MAX_BINDINGS:
+                self._bound_plans.clear()
+            self._bound_plans[key] = plan
+        shapes = {spec.name: plan.graph.tensors[spec.name].shape for spec in plan.inputs}
+        return plan, shapes
+
+    def _check_input(self, name: str, dtype: str, value: Any, shapes: Mapping[str, Any] | None = None) -> np.ndarray:
         if not isinstance(value, np.ndarray):
             try:
                 value = np.asarray(value)
@@ -315,7 +350,7 @@ class Session:
                 raise NNEFXError(f"input '{name}' is not array-like ({exc})") from None
         if value.dtype == object:
             raise NNEFXError(f"input '{name}' is not a numeric array")
-        shape = self._input_shapes[name]
+        shape = (shapes or self._input_shapes)[name]
         if shape is not None:
             if value.ndim != len(shape) or any(d is not None and d != v for d, v in zip(shape, value.shape, strict=True)):
                 want = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"

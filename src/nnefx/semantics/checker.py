@@ -14,6 +14,7 @@ once a real tensor flows into it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..diagnostics import Location, NNEFXError
 from ..syntax import ast
@@ -57,18 +58,29 @@ def literal_type(kind: str) -> Type:
     return Prim(kind) if t is None else t
 
 
-def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "final") -> dict[str, ast.Argument]:
+def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "final",
+                    tolerance: Any = None) -> dict[str, ast.Argument]:
     """Map parameter names to the invocation's arguments (NNEF spec §2.4 invocations;
     provisional 1.0 §3.3.1): only tensor parameters may be bound positionally, in both
     dialects.  (The provisional chapter's own recursion example, ``sum_of(items[1:])``,
     breaks this rule; nnefx follows the rule, as the official parser does for the same call
-    in the final dialect.)
+    in the final dialect.)  With a ``tolerance`` (:class:`nnefx.semantics.dialect.Tolerance`:
+    tract's dialect, or ``lenient=True``) a positional attribute and surplus positional
+    arguments are accepted too; the invocation is then rewritten in place (positional
+    arguments named, surplus ones dropped) so later passes see standard NNEF.
     """
     bound: dict[str, ast.Argument] = {}
     positional_done = False
     if len(inv.args) > len(frag.params):
-        raise NNEFXError(f"too many arguments for '{inv.name}': it takes at most {len(frag.params)}, "
-                         f"found {len(inv.args)}", inv.args[len(frag.params)].loc)
+        extra = inv.args[len(frag.params)]
+        if tolerance is not None and all(a.name is None for a in inv.args[len(frag.params):]):
+            tolerance.allow("extra-argument", f"'{inv.name}' takes {len(frag.params)} arguments, found "
+                            f"{len(inv.args)}; the surplus positional ones are ignored", extra.loc)
+            del inv.args[len(frag.params):]
+        else:
+            raise NNEFXError(f"too many arguments for '{inv.name}': it takes at most {len(frag.params)}, "
+                             f"found {len(inv.args)}", extra.loc)
+    rename = False
     for i, arg in enumerate(inv.args):
         if arg.name is None:
             if positional_done:
@@ -76,8 +88,12 @@ def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "fin
                                  "(positional arguments must come first)", arg.loc)
             param = frag.params[i]
             if not param.type.type.is_tensor():
-                raise NNEFXError(f"argument {i + 1} of '{inv.name}' must be named: parameter '{param.name}' "
-                                 f"has non-tensor type {param.type.type} (write {param.name} = ...)", arg.loc)
+                if tolerance is None:
+                    raise NNEFXError(f"argument {i + 1} of '{inv.name}' must be named: parameter '{param.name}' "
+                                     f"has non-tensor type {param.type.type} (write {param.name} = ...)", arg.loc)
+                tolerance.allow("positional-attribute", f"argument {i + 1} of '{inv.name}' is attribute "
+                                f"'{param.name}', passed positionally", arg.loc)
+                rename = True
             bound[param.name] = arg
         else:
             positional_done = True
@@ -93,6 +109,10 @@ def match_arguments(frag: ast.Fragment, inv: ast.Invocation, dialect: str = "fin
         if p.name not in bound and p.default is None:
             raise NNEFXError(f"missing argument for parameter '{p.name}' of '{inv.name}' (it has no default)",
                              inv.loc)
+    if rename:
+        for i, arg in enumerate(inv.args):
+            if arg.name is None:
+                arg.name = frag.params[i].name
     return bound
 
 
@@ -220,9 +240,14 @@ class Scope:
 class Checker:
     """Type-checks bodies against a fragment table (name → declaration)."""
 
-    def __init__(self, fragments: dict[str, ast.Fragment], dialect: str):
+    def __init__(self, fragments: dict[str, ast.Fragment], dialect: str, *, tolerance: Any = None,
+                 symbols: Any = ()):
         self.fragments = fragments
         self.dialect = dialect
+        #: departures from NNEF 1.0.5 accepted (tract's dialect, lenient mode); None: strict
+        self.tolerance = tolerance
+        #: symbolic dimensions declared by the document, integer identifiers of the graph body
+        self.symbols = tuple(symbols)
         self.generic: str | None = None
         self.in_graph = False
         #: identifiers introduced by ``variable`` in the graph body
@@ -253,6 +278,8 @@ class Checker:
         self.in_graph = True
         self.generic = None
         scope = Scope()
+        for name in self.symbols:
+            scope.types[name] = INTEGER
         params = {}
         for p in graph.params:
             if p.name in params:
@@ -408,6 +435,46 @@ class Checker:
                 raise NNEFXError(f"operand of type {t} does not convert to {want} expected by '{name}'", where)
         return result_type(frag, g)
 
+    def _coerce(self, frag: ast.Fragment, p: ast.Param, arg: ast.Argument, got: Type, want: Type,
+                e: ast.Invocation, scope: Scope) -> bool:
+        """Accept ``got`` for ``want`` the way tract coerces values (nnef/src/deser.rs
+        ``CoerceFrom``), rewriting the argument into standard NNEF; False if no rule applies."""
+        value = arg.value
+        tol = self.tolerance
+        if isinstance(want, ArrayT):
+            item = want.item
+            if isinstance(item, TupleT) and isinstance(value, ast.ArrayExpr) and all(
+                    isinstance(x, ast.ArrayExpr) and len(x.items) == len(item.items) for x in value.items):
+                new = ast.ArrayExpr(loc=value.loc, end=value.end, items=[
+                    ast.TupleExpr(loc=x.loc, end=x.end, items=list(x.items)) for x in value.items])
+                kind = "nested-array-padding"
+            elif isinstance(value, ast.TupleExpr):
+                new = ast.ArrayExpr(loc=value.loc, end=value.end, items=list(value.items))
+                kind = "scalar-for-array"
+            elif not isinstance(got, (ArrayT, EmptyArrayT, TupleT)):
+                new = ast.ArrayExpr(loc=value.loc, end=value.end, items=[value])
+                kind = "scalar-for-array"
+            else:
+                return False
+            if not can_cast(self.type_of(new, scope), want):
+                return False
+            tol.allow(kind, f"argument '{p.name}' of '{e.name}' expects {want}, found {got}", value.loc)
+            arg.value = new
+            return True
+        if isinstance(want, Prim) and isinstance(got, TensorT) and frag.origin != "stdlib" \
+                and frag.body is not None and can_cast(TensorT(want.name), TensorT(got.dtype)):
+            # a document fragment whose attribute receives a tensor: the parameter becomes a
+            # tensor inside the fragment (its body is checked again with that type)
+            tol.allow("tensor-for-attribute", f"argument '{p.name}' of '{e.name}' is declared {want} but "
+                      f"receives a tensor; '{p.name}' is treated as {TensorT(want.name)} in '{frag.name}'",
+                      value.loc)
+            p.type = ast.TypeNode(loc=p.type.loc, end=p.type.end, type=TensorT(want.name))
+            saved = (self.in_graph, self.generic)
+            self.check_fragment_body(frag)
+            self.in_graph, self.generic = saved
+            return True
+        return False
+
     def _lenient(self) -> str | None:
         return "scalar" if self.dialect == "provisional" else None
 
@@ -495,7 +562,7 @@ class Checker:
             raise NNEFXError(f"undefined operation '{e.name}'", e.loc)
         if not self.in_graph and e.name in GRAPH_ONLY[self.dialect]:
             raise NNEFXError(f"'{e.name}' can only be used in the graph body, not inside fragments", e.loc)
-        bound = match_arguments(frag, e, self.dialect)
+        bound = match_arguments(frag, e, self.dialect, self.tolerance)
         arg_types: dict[str, Type] = {}
         for p in frag.params:
             if p.name in bound:
@@ -508,6 +575,8 @@ class Checker:
                 want = p.type.type.bind(g)
                 got = arg_types[p.name]
                 if not can_cast(got, want):
+                    if self.tolerance is not None and self._coerce(frag, p, bound[p.name], got, want, e, scope):
+                        continue
                     raise NNEFXError(f"argument '{p.name}' of '{e.name}' expects {want}, found {got}",
                                      bound[p.name].value.loc)
         if e.name == "update" and self.in_graph:

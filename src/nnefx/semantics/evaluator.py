@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..diagnostics import Location, NNEFXError
+from ..dims import Dim, UnknownDim
 from .types import EMPTY, INTEGER, LOGICAL, SCALAR, STRING, ArrayT, TensorT, TupleT, Type, common_type
 
 #: Largest array or string a compile-time expression may build.
@@ -60,7 +61,7 @@ def value_type(v: Any) -> Type:
     # the shared (frozen, compared by value) primitive types: no new object per value
     if isinstance(v, bool):
         return LOGICAL
-    if isinstance(v, int):
+    if isinstance(v, (int, Dim)):
         return INTEGER
     if isinstance(v, float):
         return SCALAR
@@ -130,6 +131,8 @@ def _float_op(op: str, a: float, b: float) -> float:
 
 def binary(op: str, a: Any, b: Any, loc: Location | None) -> Any:
     """``a op b`` on attribute values (short-circuit operators are handled by the caller)."""
+    if isinstance(a, Dim) or isinstance(b, Dim):
+        return _dim_binary(op, a, b, loc)
     if op == "in":
         return any(_equal(a, x) for x in b)
     if op in ("==", "!="):
@@ -165,6 +168,26 @@ def binary(op: str, a: Any, b: Any, loc: Location | None) -> Any:
     if op == "^":
         return _int_pow(a, b, loc)
     raise NNEFXError(f"operator '{op}' cannot be evaluated on {a!r} and {b!r}", loc)
+
+
+def _dim_binary(op: str, a: Any, b: Any, loc: Location | None) -> Any:
+    """Integer arithmetic on symbolic extents (tract_symbol): exact or a located error."""
+    try:
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a // b
+        if op in ("==", "!="):
+            return (a == b) if op == "==" else (a != b)
+        if op in ("<", "<=", ">", ">="):
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    except UnknownDim as exc:
+        raise NNEFXError(f"cannot evaluate at load time: {exc}", loc) from None
+    raise NNEFXError(f"operator '{op}' cannot be evaluated on symbolic extent {a} and {b}", loc)
 
 
 def _equal(a: Any, b: Any) -> bool:

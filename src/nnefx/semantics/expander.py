@@ -68,6 +68,8 @@ class Expander:
         self._shaped = 0
         self.steps = 0
         self.max_steps = MAX_STEPS
+        #: symbolic extents the graph body may name (tract_symbol), as :class:`nnefx.dims.Dim`
+        self.symbols: dict[str, Any] = {}
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -79,7 +81,7 @@ class Expander:
         for a in gdef.body:
             self.reserved.update(_names(a.lhs))
         self.reserved.update(graph.inputs)
-        env: dict[str, Any] = {}
+        env: dict[str, Any] = dict(self.symbols)
         for a in gdef.body:
             self.doc_loc = a.rhs.loc
             target = _graph_target(a.lhs)

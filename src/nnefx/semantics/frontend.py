@@ -12,40 +12,66 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .. import dims
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation
 from ..syntax import ast
 from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant, paused_gc
 from ..syntax.printer import format_declaration
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
+from .dialect import Tolerance, TractHeader, read_tract_header, take_properties
 from .expander import Expander
 from .fastpath import compile_if_flat
 from .shapes import infer_shapes
-from .stdlib import KNOWN_EXTENSIONS, visible_fragments
+from .stdlib import KNOWN_EXTENSIONS, TRACT_DOMAIN_EXTENSION, visible_fragments
 from .types import can_cast
 
 
-def fragment_table(doc: ast.Document) -> dict[str, ast.Fragment]:
-    """Standard fragments visible to ``doc`` plus its own, after declaration checks."""
+def fragment_table(doc: ast.Document, tolerance: Tolerance | None = None) -> dict[str, ast.Fragment]:
+    """Standard fragments visible to ``doc`` plus its own, after declaration checks.
+
+    A ``tolerance`` (tract's dialect, lenient mode) lets a document fragment replace a
+    standard operation of the same name, as tract does (``ModelBuilder::wire_invocation``
+    looks in the document first)."""
     for ext in doc.extensions:
+        if ext.text is not None:
+            continue  # tract's header lines: read by dialect.read_tract_header
         for name in ext.names:
             if name not in KNOWN_EXTENSIONS:
                 raise NNEFXError(f"unknown extension '{name}' (known: {', '.join(KNOWN_EXTENSIONS)})", ext.loc)
-    table = visible_fragments(doc.dialect, doc.extension_names())
+    names = doc.extension_names()
+    if doc.tract:
+        names = [*names, TRACT_DOMAIN_EXTENSION]
+    table = visible_fragments(doc.dialect, names)
+    own: set[str] = set()
     for frag in doc.fragments:
         if frag.name in table:
-            where = "a standard operation" if table[frag.name].origin == "stdlib" else "defined earlier"
-            raise NNEFXError(f"fragment '{frag.name}' is already defined ({where}); fragment names must be unique",
-                             frag.loc)
+            stdlib = table[frag.name].origin == "stdlib"
+            if stdlib and frag.name not in own and tolerance is not None and frag.body is not None:
+                tolerance.allow("redefined-standard-fragment", f"fragment '{frag.name}' replaces the standard "
+                                f"operation '{frag.name}' (the document's definition is used)", frag.loc)
+            else:
+                where = "a standard operation" if stdlib else "defined earlier"
+                raise NNEFXError(f"fragment '{frag.name}' is already defined ({where}); fragment names must be "
+                                 "unique", frag.loc)
         check_declaration(frag, doc.dialect)
         table[frag.name] = frag
+        own.add(frag.name)
     return table
 
 
-def check_document(doc: ast.Document) -> dict[str, ast.Fragment]:
+def tolerance_for(doc: ast.Document, lenient: bool) -> Tolerance | None:
+    """tract's dialect for documents declaring ``tract_*`` extensions, else lenient or strict."""
+    if doc.tract:
+        return Tolerance("tract")
+    return Tolerance("lenient") if lenient else None
+
+
+def check_document(doc: ast.Document, tolerance: Tolerance | None = None,
+                   header: TractHeader | None = None) -> dict[str, ast.Fragment]:
     """All static checks of NNEF 1.0 §3.3; returns the fragment table used."""
-    table = fragment_table(doc)
-    checker = Checker(table, doc.dialect)
+    table = fragment_table(doc, tolerance)
+    checker = Checker(table, doc.dialect, tolerance=tolerance, symbols=header.symbols if header else ())
     with deep_recursion():
         for frag in doc.fragments:
             checker.check_fragment_body(frag)
@@ -58,7 +84,8 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
                      lowered: Iterable[str] | None = None, expand_all: bool = False,
                      atomic: Iterable[str] | None = None, input_shapes: dict[str, tuple] | None = None,
                      quant_file: str | None = None, shapes: bool = True,
-                     custom_shapes: Mapping[str, Callable[..., Any]] | None = None) -> Graph:
+                     custom_shapes: Mapping[str, Callable[..., Any]] | None = None, lenient: bool = False,
+                     extras: dict[str, Any] | None = None) -> Graph:
     """Parse, check, expand and shape an NNEF document; returns the flat graph.
 
     * ``dialect``: ``"provisional"`` or ``"final"``; detected from the header when None.
@@ -72,13 +99,23 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
       (custom primitives), ``{name: f(*input_shapes, **attribs) -> shape | (shape, ...)}``
       as the official tools' ``custom_shapes``; without one their results stay unknown.
 
+    * ``lenient``: accept the known exporter deviations from NNEF 1.0.5, each with a located
+      :class:`~nnefx.diagnostics.NNEFXWarning` (see :mod:`nnefx.semantics.dialect`).
+    * ``extras``: a dict that receives what the document says about the model besides its
+      graph (``"properties"``: tract's ``tract_core_properties``).
+
+    Documents in tract's dialect (a ``tract_*`` extension) are read by tract's rules: the
+    header declares registries, symbols (``Graph.symbols``, symbolic extents in shapes) and
+    assertions (``Graph.assertions``).
+
     Document-defined fragments are always expanded; standard compounds stay atomic unless
     lowered.  Raises :class:`NNEFXError` with a location for every invalid input.
     """
     try:
         with paused_gc(), deep_recursion():
-            fast = compile_if_flat(text, file=file, dialect=dialect, lowered=lowered, expand_all=expand_all,
-                                   atomic=atomic, input_shapes=input_shapes, shapes=shapes)
+            fast = None if lenient else compile_if_flat(
+                text, file=file, dialect=dialect, lowered=lowered, expand_all=expand_all, atomic=atomic,
+                input_shapes=input_shapes, shapes=shapes)
             if fast is not None:
                 # the same graph and table as below, so the same quantization result or error
                 graph, table = fast
@@ -87,11 +124,20 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
                     attach_quant(graph, quant, table, file=quant_file or "<quant>", dialect=FINAL)
                 return graph
             doc = parse_document(text, file, dialect)
-            table = check_document(doc)
+            header = read_tract_header(doc)
+            properties = take_properties(doc) if header is not None else None
+            table = check_document(doc, tolerance_for(doc, lenient), header)
             expander = Expander(table, doc.dialect, lowered=lowered, expand_all=expand_all, atomic=atomic)
             assert doc.graph is not None
+            if header is not None:
+                expander.symbols = {s: dims.symbol(s) for s in header.symbols}
             graph = expander.expand_graph(doc.graph)
             graph.declarations = declarations(doc, expander)
+            if header is not None:
+                graph.symbols = list(header.symbols)
+                graph.assertions = list(header.assertions)
+            if properties is not None and extras is not None:
+                extras["properties"] = properties
             graph.validate_structure()
             check_variables(graph)
             if shapes:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..diagnostics import NNEFXError
+from ..dims import Dim
 from ..graph import Graph, Operation
 from ..ops.contract import Undecided
 
@@ -45,10 +46,15 @@ def infer_shapes(graph: Graph, input_shapes: dict[str, tuple] | None = None,
 def _shape_attr(op: Operation, allow_unknown: bool) -> tuple:
     shape = op.attribs.get("shape")
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                       for d in shape):
+                                                       or isinstance(d, Dim) for d in shape):
         raise NNEFXError(f"'{op.op}' needs a 'shape' given as an array of integers", op.location)
     out = []
     for d in shape:
+        if isinstance(d, Dim):
+            if not allow_unknown:
+                raise NNEFXError(f"'{op.op}' shape must be known numbers, found symbolic {d}", op.location)
+            out.append(d)
+            continue
         if d < 0 or (d == 0 and not allow_unknown):
             raise NNEFXError(f"'{op.op}' shape items must be positive, found {list(shape)}", op.location)
         out.append(None if d == 0 else d)
@@ -153,8 +159,26 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
             for n in outs:
                 _set(graph, n, None, op)
             return
+    attribs = op.attribs
+    if any(_symbolic(a) for a in args) or any(_symbolic(v) for v in attribs.values() if isinstance(v, (list, tuple))):
+        # symbols first; a rule that cannot decide with them (UnknownDim, or any failure)
+        # is run again with the symbolic extents unknown (None): unknown, never a wrong number
+        try:
+            result = _checked_result(entry.infer(args, attribs, op.dtype), outs)
+        except Exception:
+            args = [_unsymbolic(a) for a in args]
+            attribs = {k: _unsymbolic(v) if isinstance(v, (list, tuple)) else v for k, v in attribs.items()}
+            if any(_unknown_attr(v) for v in attribs.values()):
+                # an attribute itself is symbolic (reshape to [B, 4]): nothing to learn without it
+                for n in outs:
+                    _set(graph, n, None, op)
+                return
+        else:
+            for names, shape in zip(outs, result, strict=False):
+                _set(graph, names, shape, op)
+            return
     try:
-        result = entry.infer(args, op.attribs, op.dtype)
+        result = entry.infer(args, attribs, op.dtype)
     except Undecided:  # a rule that cannot handle unknown extents defers
         for n in outs:
             _set(graph, n, None, op)
@@ -206,6 +230,48 @@ def _tupled(shape: Any, op: Operation) -> Any:
     return tuple(d.__index__() for d in shape)
 
 
+def _symbolic(v: Any) -> bool:
+    if isinstance(v, Dim):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_symbolic(x) for x in v)
+    return False
+
+
+def _unknown_attr(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_unknown_attr(x) for x in v)
+    return False
+
+
+def _unsymbolic(v: Any) -> Any:
+    if isinstance(v, Dim):
+        return None
+    if isinstance(v, list):
+        return [_unsymbolic(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_unsymbolic(x) for x in v)
+    return v
+
+
+def _checked_result(result: Any, outs: list) -> tuple:
+    """A symbolic run's result in the form ``_set`` takes, or an exception (then rerun)."""
+    if not isinstance(result, tuple) or (len(outs) == 1 and _is_shape(result)):
+        result = (result,)
+    if len(result) != len(outs):
+        raise ValueError("result count")
+    for shape in result:
+        for s in (shape if isinstance(shape, list) else [shape]):
+            if s is not None and (not isinstance(s, (tuple, list)) or not _dims(s)):
+                raise ValueError("invalid shape")
+            for d in s or ():
+                if isinstance(d, int) and d < 0:
+                    raise ValueError("negative extent")
+    return result
+
+
 def _find(name: str) -> Any:
     """``registry.find`` (imported on first use: the registry imports the operator families)."""
     global _find
@@ -219,7 +285,7 @@ def _dims(v: Any) -> bool:
     """Whether every item of ``v`` is an extent: None or an int that is not a bool (a plain
     loop, exact ``int`` first: it runs for every result shape)."""
     for d in v:
-        if type(d) is not int and d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+        if type(d) is not int and d is not None and (not isinstance(d, (int, Dim)) or isinstance(d, bool)):
             return False
     return True
 
@@ -230,3 +296,10 @@ def _is_shape(v: Any) -> bool:
 
 def _fmt(shape: tuple) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def check_assertions(graph: Graph) -> None:
+    """The graph's symbol assertions that extents known at load already decide."""
+    for a in graph.assertions:
+        if a.holds({}) is False:
+            raise NNEFXError(f"tract_assert '{a}' does not hold", a.loc)

@@ -13,6 +13,7 @@ visible when a final-dialect document declares the matching extension:
 ``nnefx_ir``       domain ``ir``: IR layers without NNEF counterpart (``ir_*``)
 ``nnefx_ops``      domain ``nnefx``: nnefx extension operations named by meaning (``erf``,
                    ``top_k``, ``gather_nd``, ``lstm_sequence``, ... — :mod:`nnefx.ops.ext`)
+``tract_*``        domain ``tract``: tract's operations (any tract header line)
 =================  =========================================================
 
 Names of earlier versions: documents written by nnefx 0.1 call the ``nnefx`` domain's
@@ -37,6 +38,11 @@ from ..syntax.parser import EXT_FRAGMENTS, EXT_OPERATORS, parse_library
 
 EXTENSION_DOMAINS = {"nnefx_cvm": "cvm", "nnefx_ir": "ir", "nnefx_ops": "nnefx"}
 KNOWN_EXTENSIONS = (EXT_FRAGMENTS, EXT_OPERATORS, *EXTENSION_DOMAINS)
+#: documents in tract's dialect (any ``tract_*`` extension line) see domain ``tract``: the
+#: operations of tract's registries (tract_core, tract_transformers, ...).  Not a name a
+#: document writes, so the fast path never takes tract documents.
+TRACT_DOMAIN_EXTENSION = "tract_registry"
+_DOMAINS_BY_EXTENSION = {**EXTENSION_DOMAINS, TRACT_DOMAIN_EXTENSION: "tract"}
 
 #: provisional name -> (final operation, {provisional param: final param}, fixed attributes,
 #: final params hidden from the provisional signature)
@@ -107,7 +113,7 @@ def library() -> Library:
 def visible_fragments(dialect: str, extensions: list[str]) -> dict[str, ast.Fragment]:
     """Standard fragments a document of ``dialect`` with ``extensions`` may call."""
     lib = library()
-    domains = frozenset({"nnef"} | {EXTENSION_DOMAINS[e] for e in extensions if e in EXTENSION_DOMAINS})
+    domains = frozenset({"nnef"} | {_DOMAINS_BY_EXTENSION[e] for e in extensions if e in _DOMAINS_BY_EXTENSION})
     if dialect != "provisional":
         # the filtered table per library build and domain set (a fresh dict per call: callers own it)
         key = (lib, domains)

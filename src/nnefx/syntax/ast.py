@@ -178,6 +178,9 @@ class GraphDef(Node):
 @dataclass(kw_only=True)
 class Extension(Node):
     names: list[str]
+    #: tract's form ``extension NAME TEXT;`` (``tract_registry tract_core``, ``tract_symbol B``,
+    #: ``tract_assert S >= 1``): the text after the name, as tract reads it (nnef/src/ast/parse.rs)
+    text: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -190,6 +193,11 @@ class Document(Node):
 
     def extension_names(self) -> list[str]:
         return [n for e in self.extensions for n in e.names]
+
+    @property
+    def tract(self) -> bool:
+        """Whether the document is in tract's dialect (declares a ``tract_*`` extension)."""
+        return any(e.text is not None for e in self.extensions)
 
 
 @dataclass(kw_only=True)

@@ -40,6 +40,8 @@ KEYWORDS = {
 
 EXT_FRAGMENTS = "KHR_enable_fragment_definitions"
 EXT_OPERATORS = "KHR_enable_operator_expressions"
+#: extensions named ``tract_*`` follow tract's grammar and switch the document to its dialect
+TRACT_PREFIX = "tract_"
 
 _BINARY_PRECEDENCE = {
     "in": 1, "&&": 2, "||": 2,
@@ -137,6 +139,8 @@ class Parser:
         self.compositional = True
         self.flat_reason = ""
         self.extensions: set[str] = set()
+        #: whether the document is in tract's dialect (a ``tract_*`` extension line)
+        self.tract = False
 
     # --- token helpers ------------------------------------------------------------------
 
@@ -215,6 +219,11 @@ class Parser:
             while self.is_kw("extension"):
                 doc.extensions.append(self.parse_extension())
         self.extensions = set(doc.extension_names())
+        self.tract = doc.tract
+        if doc.tract:
+            # tract reads fragment definitions and operator expressions without the KHR
+            # extensions (nnef/src/ast/parse.rs), and its exporters rely on it
+            self.extensions |= {EXT_FRAGMENTS, EXT_OPERATORS}
         while self.tok.kind == NAME and self.tok.value == "fragment":
             if self.dialect == FINAL and EXT_FRAGMENTS not in self.extensions:
                 raise self.error(f"fragment definitions need 'extension {EXT_FRAGMENTS};' "
@@ -258,7 +267,18 @@ class Parser:
 
     def parse_extension(self) -> ast.Extension:
         start = self.advance()
-        names = [self.expect_identifier("an extension name").value]
+        first = self.expect_identifier("an extension name")
+        names = [first.value]
+        if first.value.startswith(TRACT_PREFIX):
+            # tract's extension grammar: ``extension NAME <anything but ';'>;``
+            parts = []
+            while not self.is_op(";"):
+                if self.tok.kind == EOF:
+                    raise self.error(f"expected ';' to end 'extension {first.value}'")
+                parts.append(f"'{self.tok.value}'" if self.tok.kind == STRING else self.tok.value)
+                self.advance()
+            self.advance()
+            return ast.Extension(loc=self.loc(start), end=self.end(), names=names, text=" ".join(parts))
         while not self.is_op(";"):
             if self.is_op(","):
                 self.advance()
@@ -293,8 +313,9 @@ class Parser:
                 generic_default = self.parse_type_name(allow_generic=False)
             self.expect_op(">", "to close the generic declaration")
         self.expect_op("(", "to open the parameter list")
-        params = [self.parse_param()]
-        while self.is_op(","):
+        # tract's grammar allows an empty parameter list (``tract_core_properties()``)
+        params = [] if self.tract and self.is_op(")") else [self.parse_param()]
+        while params and self.is_op(","):
             self.advance()
             params.append(self.parse_param())
         self.expect_op(")", "to close the parameter list")

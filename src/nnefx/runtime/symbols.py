@@ -1,0 +1,79 @@
+"""Binding a graph's symbolic extents (:mod:`nnefx.dims`) when a session runs.
+
+A graph whose shapes name symbols (tract's ``tract_symbol B``) is planned once per set of
+values its inputs give the symbols: :func:`bind_inputs` reads the values off the input
+arrays (a mismatch names the symbol and both values; the graph's assertions are checked),
+:func:`specialize` writes them into a copy of the graph (attributes such as a ``reshape``
+shape ``[B, 4]`` and every tensor shape), which the planner then compiles like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import dims
+from ..diagnostics import NNEFXError
+from ..graph import Graph, Operation
+
+#: plans kept per session, one per distinct binding of the symbols
+MAX_BINDINGS = 16
+
+
+def bind_inputs(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, int]:
+    """The symbols' values given by ``inputs`` (arrays by input name)."""
+    values: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for name in graph.inputs:
+        declared = graph.tensors[name].shape
+        if declared is None or name not in inputs or not dims.has_symbols(declared):
+            continue
+        shape = np.shape(inputs[name])
+        if len(shape) != len(declared):
+            raise NNEFXError(f"input '{name}' must have shape {dims.fmt_shape(declared)}, got {list(shape)}")
+        dims.bind(tuple(declared), tuple(shape), values, f"input '{name}'", origin=origin)
+    for a in graph.assertions:
+        if a.holds(values) is False:
+            bound = ", ".join(f"{s} = {values[s]}" for s in sorted(a.symbols()) if s in values)
+            raise NNEFXError(f"the inputs violate tract_assert '{a}' ({bound})", a.loc)
+    return values
+
+
+def specialize(graph: Graph, values: Mapping[str, int]) -> Graph:
+    """A copy of ``graph`` with ``values`` written for its symbols (unbound ones: unknown)."""
+    tensors = {}
+    for name, t in graph.tensors.items():
+        shape = t.shape
+        if dims.has_symbols(shape):
+            shape = dims.concrete(dims.substitute(shape, values))
+            t = dataclasses.replace(t, shape=shape)
+        tensors[name] = t
+    ops = []
+    for op in graph.operations:
+        attribs = {k: _subst(v, values) for k, v in op.attribs.items()}
+        ops.append(op if not _has_dim(op.attribs) else
+                   Operation(op.op, op.inputs, op.outputs, attribs, op.dtype, op.location))
+    return dataclasses.replace(graph, tensors=tensors, operations=ops, symbols=[], assertions=[])
+
+
+def _has_dim(v: Any) -> bool:
+    if isinstance(v, dims.Dim):
+        return True
+    if isinstance(v, dict):
+        return any(_has_dim(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return any(_has_dim(x) for x in v)
+    return False
+
+
+def _subst(v: Any, values: Mapping[str, int]) -> Any:
+    if isinstance(v, dims.Dim):
+        return v.substitute(values)
+    if isinstance(v, list):
+        return [_subst(x, values) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_subst(x, values) for x in v)
+    return v
