@@ -110,7 +110,9 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     """Read a model from ``path`` in whatever supported format it is.
 
     Options are passed to the format's loader, e.g. ``params=`` for CVM models,
-    ``dialect=`` for NNEF documents, ``format=`` to force a format.
+    ``dialect=`` for NNEF documents, ``lenient=True`` to accept known exporter deviations
+    from NNEF 1.0.5 in NNEF documents (each one a located
+    :class:`~nnefx.diagnostics.NNEFXWarning`), ``format=`` to force a format.
     """
     path = os.fspath(path)
     if not os.path.exists(path) and options.get("json_text") is None:  # (CVM: content given in memory)

@@ -95,6 +95,8 @@ def _add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", dest="input_format", choices=_FORMAT_CHOICES, metavar="FORMAT",
                    help="read the model as this format instead of telling it from the path "
                         "(folder, archive, file, ir, cvm, onnx)")
+    p.add_argument("--lenient", action="store_true",
+                   help="accept known exporter deviations from NNEF 1.0.5 (each reported as a warning)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bars (they are shown only on a terminal, after a second of work)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -113,10 +115,22 @@ def _load(args: argparse.Namespace, **extra):
         options["format"] = args.input_format
     if getattr(args, "shape", None):
         options["input_shapes"] = _parse_shapes(args.shape)
+    if getattr(args, "lenient", False):
+        options["lenient"] = True
+    import warnings
+
+    from .diagnostics import NNEFXWarning
     from .tools.progress import activity
 
-    with activity(f"loading {args.model}"):
-        model = load(args.model, **options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NNEFXWarning)
+        try:
+            with activity(f"loading {args.model}"):
+                model = load(args.model, **options)
+        finally:  # also when loading fails: the deviations accepted before the error
+            for w in caught:
+                if isinstance(w.message, NNEFXWarning):
+                    print(str(w.message), file=sys.stderr)
     from .graph import Model  # here, not at the top: `nnefx --blas` must run before numpy loads
 
     if not isinstance(model, Model) and getattr(args, "func", None) is not cmd_run:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .dims import Dim
 from .graph import Graph, Model
 
 
@@ -30,7 +31,7 @@ def graph_json(graph: Graph) -> dict[str, Any]:
         "inputs": list(graph.inputs),
         "outputs": list(graph.outputs),
         "tensors": {
-            name: {"shape": None if t.shape is None else [None if d is None else int(d) for d in t.shape],
+            name: {"shape": None if t.shape is None else [None if d is None else _dim_json(d) for d in t.shape],
                    "dtype": t.dtype}
             for name, t in graph.tensors.items()
         },
@@ -40,6 +41,11 @@ def graph_json(graph: Graph) -> dict[str, Any]:
             for op in graph.operations
         ],
     }
+
+
+def _dim_json(d: Any) -> Any:
+    """An extent in JSON: an int, or a symbolic one (``nnefx.dims.Dim``) as its text."""
+    return str(d) if isinstance(d, Dim) else int(d)
 
 
 def _fmt_shape(shape: Any) -> str:
@@ -64,6 +70,13 @@ def summary_text(model: Model, cost: bool = False, ops: bool = False) -> str:
         for name in names:
             t = g.tensors.get(name)
             lines.append(f"  {name}: {t.dtype if t else '?'} {_fmt_shape(t.shape if t else None)}")
+    if g.symbols:
+        lines.append("symbols: " + ", ".join(g.symbols))
+        lines.extend(f"  assert {a}" for a in g.assertions)
+    props = model.extras.get("properties") if isinstance(model.extras, dict) else None
+    if props:
+        lines.append("properties:")
+        lines.extend(f"  {k}: {v}" for k, v in props.items())
     counts: dict[str, int] = {}
     for op in g.operations:
         counts[op.op] = counts.get(op.op, 0) + 1
@@ -86,7 +99,7 @@ def summary_text(model: Model, cost: bool = False, ops: bool = False) -> str:
     for op, t in g.variables():
         label = str(op.attribs.get("label", t.name))
         nbytes = int(t.data.nbytes) if t.data is not None else 0
-        items = int(np.prod(t.shape)) if t.shape and all(d is not None for d in t.shape) else 0
+        items = int(np.prod(t.shape)) if t.shape and all(isinstance(d, int) for d in t.shape) else 0
         total_bytes += nbytes
         total_items += items
         storage = str(t.data.dtype) if t.data is not None else "no data"

@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .. import etypes
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Model
 from . import binary
@@ -116,6 +117,8 @@ class _TensorStore:
 def _declared_dtype_fits(declared: str, array: np.ndarray, quant: Any) -> bool:
     if quant is not None:
         return declared == "scalar"
+    if array.dtype == object:   # tract's string tensors (vendor 'TR')
+        return False
     kind = array.dtype.kind
     return {"f": "scalar", "i": "integer", "u": "integer", "b": "logical"}.get(kind) == declared
 
@@ -152,6 +155,10 @@ def _attach_variables(model: Model, store: _TensorStore, file_name: Callable[[st
             raise NNEFXError(f"variable '{tensor.name}' is declared {tensor.dtype} but its file stores "
                              f"{stored}", Location(file_name(found), field="item_type"))
         tensor.data = array
+        if quant is None and array.dtype != object and tensor.etype is None:
+            stored = etypes.from_numpy(array.dtype)
+            if stored != etypes.of(tensor):
+                tensor.etype = stored   # f16 stays f16, f64 stays f64, i32 stays i32, ...
         if quant is not None:
             if quant.get("op_name") and tensor.quant is None:
                 tensor.quant = dict(quant)       # legacy / provisional header algorithm
@@ -186,10 +193,11 @@ def _decode_text(data: bytes, file: str) -> str:
         raise NNEFXError(f"not UTF-8 text (byte {exc.start})", Location(file, field="encoding")) from None
 
 
-def _compile(text: str, file: str, quant: str | None, quant_file: str, opts: dict[str, Any]) -> Graph:
+def _compile(text: str, file: str, quant: str | None, quant_file: str, opts: dict[str, Any],
+             extras: dict[str, Any] | None = None) -> Graph:
     from ..semantics.frontend import compile_document
 
-    graph = compile_document(text, file=file, quant=quant, quant_file=quant_file, **opts)
+    graph = compile_document(text, file=file, quant=quant, quant_file=quant_file, extras=extras, **opts)
     _check_quant_keys(graph, quant, quant_file)   # also holds if the front-end drops unknown keys
     return graph
 
@@ -233,8 +241,9 @@ def load_folder(path: str | os.PathLike, **opts: Any) -> Model:
     text = _decode_text(_read_file(graph_path), graph_path)
     quant_path = os.path.join(root, QUANT_FILE)
     quant = _decode_text(_read_file(quant_path), quant_path) if os.path.isfile(quant_path) else None
-    graph = _compile(text, graph_path, quant, quant_path, compile_opts)
-    model = Model(graph, format="nnef-folder", source=root)
+    extras: dict[str, Any] = {}
+    graph = _compile(text, graph_path, quant, quant_path, compile_opts, extras)
+    model = Model(graph, format="nnef-folder", source=root, extras=extras)
     if mine.get("load_variables", True):
         use_mmap = bool(mine.get("mmap", True))
         strict = bool(mine.get("strict", False))
@@ -270,8 +279,9 @@ def load_document(path: str | os.PathLike, **opts: Any) -> Model:
     text = _decode_text(_read_file(doc), doc)
     quant_path = doc[: -len(".nnef")] + ".quant" if doc.endswith(".nnef") else doc + ".quant"
     quant = _decode_text(_read_file(quant_path), quant_path) if os.path.isfile(quant_path) else None
-    graph = _compile(text, doc, quant, quant_path, compile_opts)
-    return Model(graph, format="nnef-file", source=doc)
+    extras: dict[str, Any] = {}
+    graph = _compile(text, doc, quant, quant_path, compile_opts, extras)
+    return Model(graph, format="nnef-file", source=doc, extras=extras)
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,8 +342,9 @@ def load_archive(path: str | os.PathLike, **opts: Any) -> Model:
     text = _decode_text(bytes(contents[prefix + GRAPH_FILE]), member_file(GRAPH_FILE))
     quant_raw = contents.get(prefix + QUANT_FILE)
     quant = _decode_text(bytes(quant_raw), member_file(QUANT_FILE)) if quant_raw is not None else None
-    graph = _compile(text, member_file(GRAPH_FILE), quant, member_file(QUANT_FILE), compile_opts)
-    model = Model(graph, format="nnef-archive", source=archive)
+    extras: dict[str, Any] = {}
+    graph = _compile(text, member_file(GRAPH_FILE), quant, member_file(QUANT_FILE), compile_opts, extras)
+    model = Model(graph, format="nnef-archive", source=archive, extras=extras)
     if load_vars:
         readers = {}
         for name, buf in contents.items():

@@ -13,6 +13,7 @@ once a real tensor flows into it).
 
 from __future__ import annotations
 
+import copy as _copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -461,13 +462,25 @@ class Checker:
             tol.allow(kind, f"argument '{p.name}' of '{e.name}' expects {want}, found {got}", value.loc)
             arg.value = new
             return True
-        if isinstance(want, Prim) and isinstance(got, TensorT) and frag.origin != "stdlib" \
-                and frag.body is not None and can_cast(TensorT(want.name), TensorT(got.dtype)):
-            # a document fragment whose attribute receives a tensor: the parameter becomes a
-            # tensor inside the fragment (its body is checked again with that type)
+        if isinstance(want, Prim) and isinstance(got, TensorT) and frag.body is not None \
+                and can_cast(TensorT(got.dtype), TensorT(want.name)):
+            # an attribute of a compound receives a tensor (tract reads its value at load):
+            # the parameter becomes a tensor inside the compound (its body is checked again
+            # with that type).  A standard compound is not changed: this call uses a private
+            # copy, expanded through its definition.
             tol.allow("tensor-for-attribute", f"argument '{p.name}' of '{e.name}' is declared {want} but "
-                      f"receives a tensor; '{p.name}' is treated as {TensorT(want.name)} in '{frag.name}'",
-                      value.loc)
+                      f"receives a tensor; '{p.name}' is treated as {TensorT(want.name)} in "
+                      f"'{frag.emit_as or frag.name}'", value.loc)
+            if frag.origin == "stdlib":
+                alias = _copy.copy(frag)
+                alias.params = [_copy.copy(x) for x in frag.params]
+                alias.name = f"{frag.name}__{len(self.fragments)}"
+                alias.emit_as = frag.name
+                alias.origin = "document"
+                self.fragments[alias.name] = alias
+                e.name = alias.name
+                frag = alias
+                p = alias.param(p.name)
             p.type = ast.TypeNode(loc=p.type.loc, end=p.type.end, type=TensorT(want.name))
             saved = (self.in_graph, self.generic)
             self.check_fragment_body(frag)

@@ -46,7 +46,8 @@ DEVIATIONS = {
     "extra-argument": "more positional arguments than the operation has parameters",
     "scalar-for-array": "a single value (or a tuple) where an array is declared",
     "nested-array-padding": "integer[][] where (integer, integer)[] is declared",
-    "tensor-for-attribute": "a tensor passed where a non-tensor attribute is declared",
+    "tensor-for-attribute": "a tensor passed where a non-tensor attribute of a compound is declared",
+    "batched-linear": "'linear' applied to an input of rank > 2 (expanded through its definition)",
 }
 
 

@@ -70,6 +70,8 @@ class Expander:
         self.max_steps = MAX_STEPS
         #: symbolic extents the graph body may name (tract_symbol), as :class:`nnefx.dims.Dim`
         self.symbols: dict[str, Any] = {}
+        #: departures from NNEF 1.0.5 accepted (:class:`nnefx.semantics.dialect.Tolerance`)
+        self.tolerance: Any = None
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -335,9 +337,23 @@ class Expander:
                                  locs.get(p.name, loc))
             if prov:
                 args[p.name] = convert_value(args[p.name], want)
-        if self._expands(frag):
+        if self._expands(frag) or self.tolerance is not None and self._tolerated_expansion(frag, args, loc):
             return self.expand(frag, args, g, self._name_results(frag, g, target), loc)
         return self.emit(frag, args, g, target, loc)
+
+    def _tolerated_expansion(self, frag: ast.Fragment, args: dict[str, Any], loc: Location) -> bool:
+        """tract (and lenient mode) apply ``linear`` to inputs of any rank: its NNEF definition
+        (``matmul(input, filter, transposeB = true) + bias``, §4.9.2) broadcasts the batch
+        dimensions, so such a call is expanded through that definition."""
+        if frag.name != "linear" or frag.origin != "stdlib" or frag.body is None:
+            return False
+        x = args.get("input")
+        shape = self._current_shape(x.name) if isinstance(x, TensorRef) else None
+        if shape is None or len(shape) == 2:
+            return False
+        self.tolerance.allow("batched-linear", f"'linear' on an input of rank {len(shape)} (NNEF 1.0.5 §4.9.2 "
+                             "declares rank 2); expanded through its definition", self._loc(loc))
+        return True
 
     def _name_results(self, frag: ast.Fragment, g: str | None, target: Any) -> Any:
         """Unnamed single-tensor results of an expanded compound are named after it

@@ -126,8 +126,10 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             doc = parse_document(text, file, dialect)
             header = read_tract_header(doc)
             properties = take_properties(doc) if header is not None else None
-            table = check_document(doc, tolerance_for(doc, lenient), header)
+            tolerance = tolerance_for(doc, lenient)
+            table = check_document(doc, tolerance, header)
             expander = Expander(table, doc.dialect, lowered=lowered, expand_all=expand_all, atomic=atomic)
+            expander.tolerance = tolerance
             assert doc.graph is not None
             if header is not None:
                 expander.symbols = {s: dims.symbol(s) for s in header.symbols}
