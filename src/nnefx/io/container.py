@@ -52,6 +52,8 @@ from .files import set_final_mode
 GRAPH_FILE = "graph.nnef"
 QUANT_FILE = "graph.quant"
 DAT_SUFFIX = ".dat"
+#: weights tract reads beside .dat files (nnef/src/resource.rs SafeTensorsLoader)
+SAFETENSORS_SUFFIX = ".safetensors"
 
 #: Archive limits: the largest tensor file (4 GiB data + header), the largest text member,
 #: the most members.  Anything beyond is refused before memory is allocated for it.
@@ -127,8 +129,10 @@ def _fmt(shape: Any) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def _attach_variables(model: Model, store: _TensorStore, file_name: Callable[[str], str]) -> None:
-    """Read every variable's data into its tensor, checking shapes, types and strays."""
+def _attach_variables(model: Model, store: _TensorStore, file_name: Callable[[str], str],
+                      optional: set[str] = frozenset()) -> None:
+    """Read every variable's data into its tensor, checking shapes, types and strays
+    (``optional`` tensors, from ``.safetensors`` files, may stay unused as in tract)."""
     graph = model.graph
     claimed: set[str] = set()
     by_label: dict[str, tuple[np.ndarray, Any, str]] = {}
@@ -164,7 +168,7 @@ def _attach_variables(model: Model, store: _TensorStore, file_name: Callable[[st
                 tensor.quant = dict(quant)       # legacy / provisional header algorithm
             if quant.get("bits") and quant["bits"] != array.dtype.itemsize * 8:
                 stored_bits[label] = int(quant["bits"])
-    stray = sorted(set(store.readers) - claimed)
+    stray = sorted(set(store.readers) - claimed - optional)
     if stray:
         raise NNEFXError(f"tensor file '{stray[0]}' belongs to no variable of the graph"
                          + (f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""),
@@ -249,11 +253,15 @@ def load_folder(path: str | os.PathLike, **opts: Any) -> Model:
         strict = bool(mine.get("strict", False))
         readers: dict[str, Callable[[], tuple[np.ndarray, Any]]] = {}
         real_root = os.path.realpath(root)
+        optional: set[str] = set()
         for rel, full in _walk_dat_files(root):
             if not os.path.realpath(full).startswith(real_root + os.sep):
                 raise NNEFXError("tensor file links outside the model folder", Location(full, field="file"))
+            if rel.endswith(SAFETENSORS_SUFFIX):
+                optional |= _add_safetensors(readers, _read_file(full, MAX_DAT_SIZE), full)
+                continue
             readers[rel] = (lambda f=full: binary.read_tensor(f, mmap=use_mmap, strict=strict))
-        _attach_variables(model, _TensorStore(root, readers), lambda rel: os.path.join(root, rel))
+        _attach_variables(model, _TensorStore(root, readers), lambda rel: os.path.join(root, rel), optional)
     return model
 
 
@@ -261,7 +269,7 @@ def _walk_dat_files(root: str) -> Iterator[tuple[str, str]]:
     for folder, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(files):
-            if name.endswith(DAT_SUFFIX):
+            if name.endswith((DAT_SUFFIX, SAFETENSORS_SUFFIX)):
                 full = os.path.join(folder, name)
                 yield os.path.relpath(full, root).replace(os.sep, "/"), full
 
@@ -346,12 +354,19 @@ def load_archive(path: str | os.PathLike, **opts: Any) -> Model:
     graph = _compile(text, member_file(GRAPH_FILE), quant, member_file(QUANT_FILE), compile_opts, extras)
     model = Model(graph, format="nnef-archive", source=archive, extras=extras)
     if load_vars:
-        readers = {}
+        readers: dict[str, Any] = {}
+        optional: set[str] = set()
+        for name, buf in contents.items():
+            if name.startswith(prefix) and name.endswith(SAFETENSORS_SUFFIX):
+                optional |= _add_safetensors(readers, buf, member_file(name[len(prefix):]))
         for name, buf in contents.items():
             if name.startswith(prefix) and name.endswith(DAT_SUFFIX):
                 rel = name[len(prefix):]
+                if rel in readers:
+                    raise NNEFXError(f"tensor '{rel}' is stored twice (also in a .safetensors file)",
+                                     Location(member_file(rel), field="file"))
                 readers[rel] = (lambda b=buf, r=rel: binary.read_tensor(b, name=member_file(r), strict=strict))
-        _attach_variables(model, _TensorStore(archive, readers), member_file)
+        _attach_variables(model, _TensorStore(archive, readers), member_file, optional)
     return model
 
 
@@ -371,7 +386,7 @@ def _check_member(archive: str, member: tarfile.TarInfo, seen: set[str], limit: 
     if name in seen:
         raise _member_error(archive, member.name, "archive has this member twice")
     seen.add(name)
-    cap = min(limit, MAX_DAT_SIZE if name.endswith(DAT_SUFFIX) else MAX_TEXT_SIZE)
+    cap = min(limit, MAX_DAT_SIZE if name.endswith((DAT_SUFFIX, SAFETENSORS_SUFFIX)) else MAX_TEXT_SIZE)
     if member.size > cap:
         raise _member_error(archive, member.name, f"archive member claims {member.size} bytes, more than "
                             f"the archive can hold or a model file may be ({cap})")
@@ -380,7 +395,44 @@ def _check_member(archive: str, member: tarfile.TarInfo, seen: set[str], limit: 
 
 def _wanted(name: str, load_vars: bool) -> bool:
     base = name.rsplit("/", 1)[-1]
-    return base in (GRAPH_FILE, QUANT_FILE) or (load_vars and name.endswith(DAT_SUFFIX))
+    return base in (GRAPH_FILE, QUANT_FILE) or (load_vars and name.endswith((DAT_SUFFIX, SAFETENSORS_SUFFIX)))
+
+
+def _safetensors_readers(data: Any, file: str) -> dict[str, Callable[[], tuple[np.ndarray, Any]]]:
+    """The tensors of one ``.safetensors`` file as readers keyed like ``.dat`` files (``NAME.dat``).
+
+    tract reads every tensor of a model's ``.safetensors`` files as variable data under its
+    name (``nnef/src/resource.rs`` ``SafeTensorsLoader``, ``framework.rs``), f32 and f16
+    only.  The header is validated by the ``safetensors`` package (offsets in range, not
+    overlapping, sizes matching dtype and shape); any fault is a located error.
+    """
+    try:
+        from safetensors.numpy import load as _load_safetensors
+    except ImportError:  # pragma: no cover - a core dependency
+        raise NNEFXError("reading .safetensors needs the 'safetensors' package (pip install safetensors)",
+                         Location(file, field="file")) from None
+    try:
+        tensors = _load_safetensors(bytes(data))
+    except Exception as exc:  # the package raises its own SafetensorError and ValueErrors
+        raise NNEFXError(f"not a valid .safetensors file: {exc}", Location(file, field="header")) from None
+    out: dict[str, Callable[[], tuple[np.ndarray, Any]]] = {}
+    for name, array in tensors.items():
+        if array.dtype not in (np.float32, np.float16):
+            raise NNEFXError(f"tensor '{name}' is {array.dtype}; tract reads f32 and f16 tensors from "
+                             ".safetensors", Location(file, field=f"tensor '{name}'"))
+        out[name + DAT_SUFFIX] = (lambda a=array: (a, None))
+    return out
+
+
+def _add_safetensors(readers: dict[str, Any], data: Any, file: str) -> set[str]:
+    """Merge one ``.safetensors`` file's tensors into ``readers``; returns their keys."""
+    found = _safetensors_readers(data, file)
+    for rel in found:
+        if rel in readers:
+            raise NNEFXError(f"tensor '{rel[:-len(DAT_SUFFIX)]}' is stored twice (also as '{rel}' or in another "
+                             ".safetensors file)", Location(file, field="file"))
+    readers.update(found)
+    return set(found)
 
 
 def _read_stream(archive: str, size: int, load_vars: bool, contents: dict[str, Any]) -> list[str]:
