@@ -19,6 +19,8 @@ def _jsonable(value: Any) -> Any:
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, Dim):
+        return str(value)
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return str(value)
     return value
