@@ -122,13 +122,15 @@ def test_inspect_shows_properties_and_symbols(tmp_path):
     ("extension tract_assert B >= ;", "unexpected end"),
     ("extension tract_assert 1 >= 2;", "can never hold"),
     ("extension tract_frobnicate;", "unknown tract extension 'tract_frobnicate'"),
+    ("extension tract_assert 2 * B == 3;\nextension tract_assert B == 3;\nextension tract_assert B == 4;",
+     r"tract_assert 'B == 4' contradicts an earlier one \(B = 3\)"),
 ])
 def test_bad_header_lines_are_located(line, message):
     text = HEADER + line + "\n" + BODY
     with pytest.raises(NNEFXError, match=message) as info:
         compile_document(text, file="g.nnef")
     assert info.value.location.file == "g.nnef"
-    assert info.value.location.line == 4
+    assert info.value.location.line == 4 + line.count("\n")
 
 
 @pytest.mark.parametrize("registry", ["tract_core", "tract_transformers", "tract_resource", "tract_onnx",

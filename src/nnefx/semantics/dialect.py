@@ -108,15 +108,37 @@ def read_tract_header(doc: ast.Document) -> TractHeader | None:
             raise NNEFXError(f"unknown tract extension '{name}' (known: {', '.join(TRACT_EXTENSIONS)})", loc)
     header.symbols.update({s: None for s in external_symbols(doc, header) if s not in header.symbols})
     known = set(header.symbols)
+    fixed: dict[str, int] = {}
     for scenario, rule, loc in pending:
         a = dims.parse_assertion(rule, loc, known)
         if scenario is None:
             if a.holds({}) is False:
                 raise NNEFXError(f"tract_assert '{a}' can never hold", loc)
             header.assertions.append(a)
+            pinned = _pinned(a)
+            if pinned is not None:
+                name, value = pinned
+                if fixed.setdefault(name, value) != value:
+                    raise NNEFXError(f"tract_assert '{a}' contradicts an earlier one ({name} = {fixed[name]})", loc)
         else:
             header.scenarios.setdefault(scenario, []).append(a)
+    for a in header.assertions:   # what the pinned symbols already decide
+        if a.holds(fixed) is False:
+            pins = ", ".join(f"{k} = {v}" for k, v in fixed.items() if k in a.symbols())
+            raise NNEFXError(f"tract_assert '{a}' contradicts the others ({pins})", a.loc)
     return header
+
+
+def _pinned(a: dims.Assertion) -> tuple[str, int] | None:
+    """``S == 3`` (or ``3 == S``) pins symbol S."""
+    if a.op not in ("==", "="):
+        return None
+    for sym, value in ((a.left, a.right), (a.right, a.left)):
+        if isinstance(sym, dims.Dim) and isinstance(value, int) and len(sym.symbols()) == 1:
+            (name,) = sym.symbols()
+            if sym.terms == dims.symbol(name).terms:
+                return name, value
+    return None
 
 
 def external_symbols(doc: ast.Document, header: TractHeader) -> list[str]:
