@@ -48,6 +48,7 @@ DEVIATIONS = {
     "nested-array-padding": "integer[][] where (integer, integer)[] is declared",
     "tensor-for-attribute": "a tensor passed where a non-tensor attribute of a compound is declared",
     "batched-linear": "'linear' applied to an input of rank > 2 (expanded through its definition)",
+    "tuple-from-array": "an array result unpacked into a tuple of identifiers",
 }
 
 
@@ -213,3 +214,26 @@ def _literal(e: ast.Expr) -> Any:
     if isinstance(e, ast.Unary) and e.op == "-" and isinstance(e.operand, ast.Literal):
         return -e.operand.value
     raise NNEFXError("property values must be literals", e.loc)
+
+
+def lower_externals(graph: Any) -> None:
+    """``tract_core_external(shape, datum_type)`` is a graph input like ``external``
+    (tract ``nnef/src/ops/core/source.rs``): written as the standard operation, with the
+    datum type kept as the tensor's element type, so every later pass sees one kind of input."""
+    from .. import etypes
+
+    for op in graph.operations:
+        if op.op != "tract_core_external":
+            continue
+        name = op.output_names()[0]
+        etype = etypes.parse(str(op.attribs.get("datum_type", "f32")), op.location)
+        dtype = etypes.abstract(etype)
+        if dtype is None:
+            raise NNEFXError(f"graph input '{name}' has datum type '{etype}', which nnefx cannot feed", op.location)
+        op.op = "external"
+        op.attribs = {"shape": op.attribs.get("shape", [])}
+        op.dtype = dtype
+        tensor = graph.tensors[name]
+        tensor.dtype = dtype
+        if etype != etypes.DEFAULTS.get(dtype):
+            tensor.etype = etype

@@ -19,7 +19,7 @@ from ..syntax import ast
 from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant, paused_gc
 from ..syntax.printer import format_declaration
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
-from .dialect import Tolerance, TractHeader, read_tract_header, take_properties
+from .dialect import Tolerance, TractHeader, lower_externals, read_tract_header, take_properties
 from .expander import Expander
 from .fastpath import compile_if_flat
 from .shapes import infer_shapes
@@ -136,6 +136,7 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             graph = expander.expand_graph(doc.graph)
             graph.declarations = declarations(doc, expander)
             if header is not None:
+                lower_externals(graph)
                 graph.symbols = list(header.symbols)
                 graph.assertions = list(header.assertions)
             if properties is not None and extras is not None:
