@@ -440,3 +440,28 @@ def test_lenient_at_the_cli(tmp_path):
                              capture_output=True, text=True)
     assert lenient.returncode == 0, lenient.stderr
     assert "graph.nnef:5:1: warning: accepted exporter deviation 'redefined-standard-fragment'" in lenient.stderr
+
+
+def test_symbols_survive_an_nnef_round_trip_and_other_writers_see_unknowns(tmp_path):
+    model = nnefx.load("tests/fixtures/tract/symbolic")
+    nnefx.save(model, tmp_path / "again")
+    text = (tmp_path / "again" / "graph.nnef").read_text()
+    assert "extension tract_symbol B;" in text and "extension tract_assert B >= 1;" in text
+    again = nnefx.load(tmp_path / "again")
+    assert again.graph.tensors["y"].shape == (dims.symbol("B"), 4)
+    x = np.ones((2, 8), np.float32)
+    np.testing.assert_array_equal(nnefx.Session(again).run({"x": x})["y"], nnefx.Session(model).run({"x": x})["y"])
+    pytest.importorskip("onnx")
+    nnefx.save(model, tmp_path / "m.onnx")
+    import onnx
+
+    dim0 = onnx.load(str(tmp_path / "m.onnx")).graph.input[0].type.tensor_type.shape.dim[0]
+    assert not dim0.HasField("dim_value")    # unknown, never a made-up number
+
+
+def test_symbolic_attribute_cannot_be_written_elsewhere(tmp_path):
+    g = compile_document(HEADER + "graph g(x) -> (y) { x = external(shape = [B, 2]); "
+                         "y = reshape(x, shape = [2 * B]); }", file="g.nnef")
+    with pytest.raises(NNEFXError, match=r"attribute 'shape' holds a symbolic extent \(B\)") as info:
+        nnefx.save(nnefx.graph.Model(g), tmp_path / "m.onnx")
+    assert info.value.location.line == 4

@@ -152,6 +152,13 @@ def save(model: Model, path: str | os.PathLike, format: str | None = None, **opt
     fmt = FORMAT_ALIASES.get(format, format) if format else save_format_for(path)
     if fmt not in _FORMATS:
         raise NNEFXError(f"unknown format '{format}' (known: {', '.join(sorted(FORMAT_ALIASES))})")
+    if not fmt.startswith("nnef") and model.graph.symbols:
+        # symbolic extents (tract_symbol) are NNEF's; other writers get them as unknown
+        import dataclasses
+
+        from .runtime.symbols import without_symbols
+
+        model = dataclasses.replace(model, graph=without_symbols(model.graph, fmt))
     if fmt.startswith("nnef") and model.format in ("ir", "onnx"):
         # IR and ONNX tensor names (e.g. "/att/Reshape_output_0", "input.1") are not NNEF identifiers
         from .formats.ir.names import with_nnef_identifiers

@@ -77,3 +77,29 @@ def _subst(v: Any, values: Mapping[str, int]) -> Any:
     if isinstance(v, tuple):
         return tuple(_subst(x, values) for x in v)
     return v
+
+
+def without_symbols(graph: Graph, fmt: str) -> Graph:
+    """``graph`` for a writer without symbolic extents: shapes' symbols become unknown
+    (``None``); a symbol inside an attribute cannot be written and is a located error."""
+    ops = []
+    for op in graph.operations:
+        if op.op == "external" and _has_dim(op.attribs.get("shape")):
+            # writers declare inputs from tensor shapes; 0 is NNEF's unspecified extent
+            shape = [0 if isinstance(d, dims.Dim) else d for d in op.attribs["shape"]]
+            op = Operation(op.op, op.inputs, op.outputs, {**op.attribs, "shape": shape}, op.dtype, op.location)
+        ops.append(op)
+        for key, value in op.attribs.items():
+            if _has_dim(value):
+                raise NNEFXError(f"cannot write '{op.op}' as {fmt}: attribute '{key}' holds a symbolic extent "
+                                 f"({', '.join(sorted(_symbols(value)))}); give the inputs fixed shapes "
+                                 "(input_shapes=...) first", op.location)
+    return specialize(dataclasses.replace(graph, operations=ops), {})
+
+
+def _symbols(v: Any) -> set[str]:
+    if isinstance(v, dims.Dim):
+        return v.symbols()
+    if isinstance(v, (list, tuple)):
+        return set().union(*(_symbols(x) for x in v)) if v else set()
+    return set()

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from ..diagnostics import NNEFXError
+from ..dims import Dim
 from ..graph import Graph, Operation
 from .parser import KEYWORDS
 
@@ -58,6 +59,8 @@ def format_value(v: Any, *, tensor: bool = False) -> str:
         if '"' not in v:
             return f'"{v}"'
         raise NNEFXError(f"the string {v!r} contains both quote characters and cannot be written")
+    if isinstance(v, Dim):
+        return str(v).replace(" ", "")   # a symbolic extent, in tract's expression syntax
     if isinstance(v, list):
         return "[" + ", ".join(format_value(x, tensor=tensor) for x in v) + "]"
     if isinstance(v, tuple):
@@ -133,10 +136,15 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
     if dialect == "final":
         for ext in _domain_extensions(graph):
             lines.append(f"extension {ext};")
+        # symbolic extents are written in tract's dialect (its header declares them)
+        lines.extend(f"extension tract_symbol {name};" for name in graph.symbols)
+        lines.extend(f"extension tract_assert {a};" for a in graph.assertions)
         if graph.declarations:
             lines.append("extension KHR_enable_fragment_definitions;")
             lines.append("")
             lines.extend(f"{text};" for text in graph.declarations.values())
+    elif graph.symbols:
+        raise NNEFXError(f"the provisional dialect cannot write symbolic extents ({', '.join(graph.symbols)})")
     lines.append("")
     for n in [graph.name, *graph.inputs, *graph.outputs]:
         _check_name(n, dialect)
