@@ -105,22 +105,10 @@ class Dim:
         return self
 
     def __sub__(self, other: Any) -> Any:
-        o = _terms_of(other)
-        if o is None:
-            return NotImplemented
-        acc = self._acc()
-        for m, c in o:
-            acc[m] = acc.get(m, 0) - c
-        return Dim._make(acc)
+        return NotImplemented if _terms_of(other) is None else self + (-other)
 
     def __rsub__(self, other: Any) -> Any:
-        o = _terms_of(other)
-        if o is None:
-            return NotImplemented
-        acc = dict(o)
-        for m, c in self._terms:
-            acc[m] = acc.get(m, 0) - c
-        return Dim._make(acc)
+        return NotImplemented if _terms_of(other) is None else (-self) + other
 
     def __mul__(self, other: Any) -> Any:
         o = _terms_of(other)

@@ -10,6 +10,7 @@ values: division by zero, invalid casts, out-of-range subscripts and runaway siz
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -170,24 +171,21 @@ def binary(op: str, a: Any, b: Any, loc: Location | None) -> Any:
     raise NNEFXError(f"operator '{op}' cannot be evaluated on {a!r} and {b!r}", loc)
 
 
+#: attribute operators on symbolic extents (``/`` is exact integer division there)
+_DIM_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.floordiv,
+            "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
+
+
 def _dim_binary(op: str, a: Any, b: Any, loc: Location | None) -> Any:
     """Integer arithmetic on symbolic extents (tract_symbol): exact or a located error."""
+    fn = _DIM_OPS.get(op)
+    if fn is None:
+        raise NNEFXError(f"operator '{op}' cannot be evaluated on symbolic extent {a} and {b}", loc)
     try:
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            return a // b
-        if op in ("==", "!="):
-            return (a == b) if op == "==" else (a != b)
-        if op in ("<", "<=", ">", ">="):
-            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+        return fn(a, b)
     except UnknownDim as exc:
         raise NNEFXError(f"cannot evaluate at load time: {exc}", loc) from None
-    raise NNEFXError(f"operator '{op}' cannot be evaluated on symbolic extent {a} and {b}", loc)
 
 
 def _equal(a: Any, b: Any) -> bool:
