@@ -465,3 +465,20 @@ def test_symbolic_attribute_cannot_be_written_elsewhere(tmp_path):
     with pytest.raises(NNEFXError, match=r"attribute 'shape' holds a symbolic extent \(B\)") as info:
         nnefx.save(nnefx.graph.Model(g), tmp_path / "m.onnx")
     assert info.value.location.line == 4
+
+
+@pytest.mark.parametrize("member", ["../evil.dat", "/abs.safetensors", "a/../../evil.safetensors"])
+def test_hostile_archive_members_are_refused(tmp_path, member):
+    import io
+    import tarfile
+
+    archive = tmp_path / "m.nnef.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in (("graph.nnef", (HEADER + BODY).encode()), (member, b"\0" * 16)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(NNEFXError, match="archive member") as info:
+        nnefx.load(archive)
+    assert info.value.location.file == str(archive)
+    assert not (tmp_path.parent / "evil.dat").exists()
