@@ -133,6 +133,8 @@ def load(path: str | os.PathLike, **options: Any) -> Model:
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt not in _FORMATS:
         raise NNEFXError(f"unknown format '{fmt}' (known: {', '.join(sorted(FORMAT_ALIASES))})")
+    if not fmt.startswith("nnef"):
+        options.pop("lenient", None)   # the exporter deviations it accepts are NNEF text's
     if fmt == "ir" and "input_shapes" in options:
         # One spelling for every format: the IR reader calls the same thing ``shapes``.
         options["shapes"] = options.pop("input_shapes")
