@@ -482,3 +482,14 @@ def test_hostile_archive_members_are_refused(tmp_path, member):
         nnefx.load(archive)
     assert info.value.location.file == str(archive)
     assert not (tmp_path.parent / "evil.dat").exists()
+
+
+def test_input_shapes_at_load_bind_symbols():
+    text = ("version 1.0;\nextension tract_symbol B;\nextension tract_assert B >= 2;\n"
+            "graph g(x) -> (y) { x = external(shape = [B, 2]); y = reshape(x, shape = [2 * B]); }")
+    g = compile_document(text, input_shapes={"x": (3, 2)})
+    assert g.symbols == [] and g.tensors["y"].shape == (6,)
+    np.testing.assert_array_equal(nnefx.Session(g).run({"x": np.ones((3, 2), np.float32)})["y"], np.ones(6))
+    with pytest.raises(NNEFXError, match=r"violate tract_assert 'B >= 2' \(B = 1\)") as info:
+        compile_document(text, file="g.nnef", input_shapes={"x": (1, 2)})
+    assert info.value.location.line == 3

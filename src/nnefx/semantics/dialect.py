@@ -237,3 +237,39 @@ def lower_externals(graph: Any) -> None:
         tensor.dtype = dtype
         if etype != etypes.DEFAULTS.get(dtype):
             tensor.etype = etype
+
+
+def bind_given_shapes(graph: Any, input_shapes: dict[str, tuple] | None) -> None:
+    """Input shapes given at load (``input_shapes=``) bind the symbols they fill: the values
+    are written into every attribute, the symbols leave ``graph.symbols``, and the graph's
+    assertions are checked with them."""
+    if not input_shapes or not graph.symbols:
+        return
+    values: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for op in graph.operations:
+        if op.op == "external":
+            name = op.output_names()[0]
+            shape = op.attribs.get("shape")
+            if name in input_shapes and isinstance(shape, list) and len(shape) == len(input_shapes[name]):
+                dims.bind(tuple(shape), tuple(input_shapes[name]), values, f"input '{name}'", op.location, origin)
+    if not values:
+        return
+    for a in graph.assertions:
+        if a.holds(values) is False:
+            bound = ", ".join(f"{k} = {values[k]}" for k in sorted(a.symbols()) if k in values)
+            raise NNEFXError(f"the input shapes violate tract_assert '{a}' ({bound})", a.loc)
+    for op in graph.operations:
+        op.attribs = {k: _substituted(v, values) for k, v in op.attribs.items()}
+    graph.symbols = [s for s in graph.symbols if s not in values]
+    graph.assertions = [a for a in graph.assertions if a.holds(values) is None]
+
+
+def _substituted(v: Any, values: dict[str, int]) -> Any:
+    if isinstance(v, dims.Dim):
+        return v.substitute(values)
+    if isinstance(v, list):
+        return [_substituted(x, values) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_substituted(x, values) for x in v)
+    return v

@@ -19,7 +19,14 @@ from ..syntax import ast
 from ..syntax.parser import FINAL, deep_recursion, parse_document, parse_quant, paused_gc
 from ..syntax.printer import format_declaration
 from .checker import Checker, check_declaration, match_arguments, static_literal_type
-from .dialect import Tolerance, TractHeader, lower_externals, read_tract_header, take_properties
+from .dialect import (
+    Tolerance,
+    TractHeader,
+    bind_given_shapes,
+    lower_externals,
+    read_tract_header,
+    take_properties,
+)
 from .expander import Expander
 from .fastpath import compile_if_flat
 from .shapes import infer_shapes
@@ -139,6 +146,7 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
                 lower_externals(graph)
                 graph.symbols = list(header.symbols)
                 graph.assertions = list(header.assertions)
+                bind_given_shapes(graph, input_shapes)
             if properties is not None and extras is not None:
                 extras["properties"] = properties
             graph.validate_structure()
