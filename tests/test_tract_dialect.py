@@ -493,3 +493,21 @@ def test_input_shapes_at_load_bind_symbols():
     with pytest.raises(NNEFXError, match=r"violate tract_assert 'B >= 2' \(B = 1\)") as info:
         compile_document(text, file="g.nnef", input_shapes={"x": (1, 2)})
     assert info.value.location.line == 3
+
+
+def test_engines_refuse_symbolic_graphs_cleanly_and_take_them_once_bound():
+    pytest.importorskip("onnxruntime")
+    from nnefx.cli import main
+
+    folder = "tests/fixtures/tract/symbolic"
+    with pytest.raises(NNEFXError, match=r"symbolic extents \(B\): give input_shapes"):
+        nnefx.Session(nnefx.load(folder), backend="onnxruntime")
+    from nnefx.engines.query import query
+
+    problems = query(nnefx.load(folder), ["onnxruntime"])["onnxruntime"]
+    assert "symbolic extents (B)" in str(problems[0])
+    model = nnefx.load(folder, input_shapes={"x": (3, 8)})
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    ours = nnefx.Session(model, backend="onnxruntime").run({"x": x})["y"]
+    np.testing.assert_allclose(ours, reference(model, x), rtol=1e-5, atol=1e-6)
+    assert main(["check", folder]) == 0

@@ -28,6 +28,10 @@ def query(model: Model | Graph, backends: list[str] | None = None) -> dict[str, 
         if not engine.available():
             result[name] = [Problem("backend", None, f"not installed: pip install 'nnefx[{engine.extra}]'")]
             continue
+        if graph.symbols:   # engines compile fixed shapes: symbolic extents (tract_symbol) are theirs to refuse
+            result[name] = [Problem("backend", None, f"the graph has symbolic extents ({', '.join(graph.symbols)}); "
+                                    "load it with input_shapes to run it on this backend")]
+            continue
         from .base import stateless_graph
 
         result[name] = engine.problems(stateless_graph(graph).graph)

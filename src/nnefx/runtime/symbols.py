@@ -43,7 +43,9 @@ def bind_inputs(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, int]:
 
 
 def specialize(graph: Graph, values: Mapping[str, int]) -> Graph:
-    """A copy of ``graph`` with ``values`` written for its symbols (unbound ones: unknown)."""
+    """A copy of ``graph`` with ``values`` written for its symbols: in attributes and shapes;
+    a symbol left unbound is an unknown extent in shapes (and ``0``, unspecified, in an
+    ``external`` shape) and stays in ``symbols``."""
     tensors = {}
     for name, t in graph.tensors.items():
         shape = t.shape
@@ -53,10 +55,16 @@ def specialize(graph: Graph, values: Mapping[str, int]) -> Graph:
         tensors[name] = t
     ops = []
     for op in graph.operations:
+        if not _has_dim(op.attribs):
+            ops.append(op)
+            continue
         attribs = {k: _subst(v, values) for k, v in op.attribs.items()}
-        ops.append(op if not _has_dim(op.attribs) else
-                   Operation(op.op, op.inputs, op.outputs, attribs, op.dtype, op.location))
-    return dataclasses.replace(graph, tensors=tensors, operations=ops, symbols=[], assertions=[])
+        if op.op == "external":   # an input extent still unbound: NNEF's unspecified (0)
+            attribs["shape"] = [0 if isinstance(d, dims.Dim) else d for d in attribs.get("shape", [])]
+        ops.append(Operation(op.op, op.inputs, op.outputs, attribs, op.dtype, op.location))
+    left = [s for s in graph.symbols if s not in values]
+    return dataclasses.replace(graph, tensors=tensors, operations=ops, symbols=left,
+                               assertions=[a for a in graph.assertions if a.holds(values) is None])
 
 
 def _has_dim(v: Any) -> bool:
@@ -82,19 +90,13 @@ def _subst(v: Any, values: Mapping[str, int]) -> Any:
 def without_symbols(graph: Graph, fmt: str) -> Graph:
     """``graph`` for a writer without symbolic extents: shapes' symbols become unknown
     (``None``); a symbol inside an attribute cannot be written and is a located error."""
-    ops = []
     for op in graph.operations:
-        if op.op == "external" and _has_dim(op.attribs.get("shape")):
-            # writers declare inputs from tensor shapes; 0 is NNEF's unspecified extent
-            shape = [0 if isinstance(d, dims.Dim) else d for d in op.attribs["shape"]]
-            op = Operation(op.op, op.inputs, op.outputs, {**op.attribs, "shape": shape}, op.dtype, op.location)
-        ops.append(op)
         for key, value in op.attribs.items():
-            if _has_dim(value):
+            if _has_dim(value) and not (op.op == "external" and key == "shape"):
                 raise NNEFXError(f"cannot write '{op.op}' as {fmt}: attribute '{key}' holds a symbolic extent "
                                  f"({', '.join(sorted(_symbols(value)))}); give the inputs fixed shapes "
                                  "(input_shapes=...) first", op.location)
-    return specialize(dataclasses.replace(graph, operations=ops), {})
+    return specialize(graph, {})
 
 
 def _symbols(v: Any) -> set[str]:

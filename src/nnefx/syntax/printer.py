@@ -106,7 +106,13 @@ def _domain_extensions(graph: Graph) -> list[str]:
     exts = []
     for op in graph.operations:
         entry = registry.find(op.op)
-        if entry is not None and entry.domain in _DOMAIN_EXTENSIONS:
+        if entry is not None and entry.domain == "tract":
+            # tract's registries (its own reader needs the right one; nnefx any of them)
+            ext = "tract_registry " + ("tract_transformers" if op.op.startswith("tract_transformers_")
+                                       else "tract_core")
+            if ext not in exts:
+                exts.append(ext)
+        elif entry is not None and entry.domain in _DOMAIN_EXTENSIONS:
             ext = _DOMAIN_EXTENSIONS[entry.domain]
             if ext not in exts:
                 exts.append(ext)

@@ -95,7 +95,7 @@ class _View:
         if not isinstance(name, str):
             return ()  # a literal: a scalar
         t = self.graph.tensors.get(name)
-        if t is None or t.shape is None or any(d is None for d in t.shape):
+        if t is None or t.shape is None or any(not isinstance(d, int) for d in t.shape):  # None or symbolic
             raise _Unknown(f"shape of '{name}' unknown")
         return tuple(int(d) for d in t.shape)
 
@@ -323,7 +323,7 @@ def _variable_names(graph: Graph) -> set[str]:
 
 def _items(graph: Graph, name: str) -> int:
     t = graph.tensors.get(name)
-    if t is None or t.shape is None or any(d is None for d in t.shape):
+    if t is None or t.shape is None or any(not isinstance(d, int) for d in t.shape):  # None or symbolic
         return 0
     return prod(int(d) for d in t.shape)
 

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
+from ...dims import Dim
 from ...graph import Graph, Operation, Tensor
 from ...io.files import set_final_mode
 
@@ -167,7 +168,7 @@ def input_shape(graph: Graph, name: str) -> tuple:
     t = graph.tensors[name]
     if t.shape is None:
         raise NNEFXError(f"input '{name}' has no known shape", Location(field=name))
-    return tuple(t.shape)
+    return tuple(None if isinstance(d, Dim) else d for d in t.shape)   # a symbolic extent: unknown here
 
 
 def constant_array(op: Operation, shape: tuple) -> np.ndarray | None:

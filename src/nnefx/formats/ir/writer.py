@@ -406,6 +406,11 @@ PAD_MODE = {"constant": "constant", "replicate": "edge", "reflect": "reflect", "
 def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
     """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
 
+    if graph.symbols:   # symbolic extents (tract_symbol) are unknown here (and refused where needed)
+        from ...runtime.symbols import without_symbols
+
+        graph = without_symbols(graph, "IR")
+
     updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, w)

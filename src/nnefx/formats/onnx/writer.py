@@ -487,6 +487,10 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
     from onnx import helper
 
     graph = model.graph if isinstance(model, Model) else model
+    if graph.symbols:   # symbolic extents (tract_symbol) are written as unknown dims
+        from ...runtime.symbols import without_symbols
+
+        graph = without_symbols(graph, "onnx")
     if opset != OPSET:
         raise NNEFXError(f"nnefx writes ONNX opset {OPSET} only (asked for {opset})")
     if isinstance(model, Model):
