@@ -314,6 +314,18 @@ def substitute(shape: tuple | None, values: Mapping[str, int | Dim]) -> tuple | 
     return tuple(d.substitute(values) if isinstance(d, Dim) else d for d in shape)
 
 
+def substitute_in(value: Any, values: Mapping[str, int | Dim]) -> Any:
+    """``value`` (an extent, or lists/tuples of them, as in an attribute) with ``values``
+    written for its symbols."""
+    if isinstance(value, Dim):
+        return value.substitute(values)
+    if isinstance(value, list):
+        return [substitute_in(x, values) for x in value]
+    if isinstance(value, tuple):
+        return tuple(substitute_in(x, values) for x in value)
+    return value
+
+
 def fmt(d: Any) -> str:
     return "?" if d is None else str(d)
 
@@ -514,4 +526,4 @@ def parse_assertion(text: str, loc: Location | None = None, known: set[str] | No
 
 
 __all__ = ["Assertion", "Dim", "Extent", "UnknownDim", "bind", "concrete", "fmt", "fmt_shape", "has_symbols",
-           "is_symbolic", "parse_assertion", "parse_dim", "substitute", "symbol", "symbols_of"]
+           "is_symbolic", "parse_assertion", "parse_dim", "substitute", "substitute_in", "symbol", "symbols_of"]

@@ -58,7 +58,7 @@ def specialize(graph: Graph, values: Mapping[str, int]) -> Graph:
         if not _has_dim(op.attribs):
             ops.append(op)
             continue
-        attribs = {k: _subst(v, values) for k, v in op.attribs.items()}
+        attribs = {k: dims.substitute_in(v, values) for k, v in op.attribs.items()}
         if op.op == "external":   # an input extent still unbound: NNEF's unspecified (0)
             attribs["shape"] = [0 if isinstance(d, dims.Dim) else d for d in attribs.get("shape", [])]
         ops.append(Operation(op.op, op.inputs, op.outputs, attribs, op.dtype, op.location))
@@ -75,16 +75,6 @@ def _has_dim(v: Any) -> bool:
     if isinstance(v, (list, tuple)):
         return any(_has_dim(x) for x in v)
     return False
-
-
-def _subst(v: Any, values: Mapping[str, int]) -> Any:
-    if isinstance(v, dims.Dim):
-        return v.substitute(values)
-    if isinstance(v, list):
-        return [_subst(x, values) for x in v]
-    if isinstance(v, tuple):
-        return tuple(_subst(x, values) for x in v)
-    return v
 
 
 def without_symbols(graph: Graph, fmt: str) -> Graph:

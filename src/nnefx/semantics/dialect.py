@@ -260,16 +260,6 @@ def bind_given_shapes(graph: Any, input_shapes: dict[str, tuple] | None) -> None
             bound = ", ".join(f"{k} = {values[k]}" for k in sorted(a.symbols()) if k in values)
             raise NNEFXError(f"the input shapes violate tract_assert '{a}' ({bound})", a.loc)
     for op in graph.operations:
-        op.attribs = {k: _substituted(v, values) for k, v in op.attribs.items()}
+        op.attribs = {k: dims.substitute_in(v, values) for k, v in op.attribs.items()}
     graph.symbols = [s for s in graph.symbols if s not in values]
     graph.assertions = [a for a in graph.assertions if a.holds(values) is None]
-
-
-def _substituted(v: Any, values: dict[str, int]) -> Any:
-    if isinstance(v, dims.Dim):
-        return v.substitute(values)
-    if isinstance(v, list):
-        return [_substituted(x, values) for x in v]
-    if isinstance(v, tuple):
-        return tuple(_substituted(x, values) for x in v)
-    return v
