@@ -148,7 +148,8 @@ def save(model: Model, path: str | os.PathLike, format: str | None = None, **opt
     """Write ``model`` to ``path``; the format follows the path unless named.
 
     Savers write to a temporary file or folder beside the target and rename it into place,
-    so an interrupted save never leaves a half-written model.
+    so an interrupted save never leaves a half-written model.  ``dialect="tract"`` writes NNEF
+    that tract reads (standard and ``tract_core_*`` operations; see :mod:`nnefx.formats.tract`).
     """
     path = os.fspath(path)
     fmt = FORMAT_ALIASES.get(format, format) if format else save_format_for(path)
@@ -166,4 +167,11 @@ def save(model: Model, path: str | os.PathLike, format: str | None = None, **opt
         from .formats.ir.names import with_nnef_identifiers
 
         model = with_nnef_identifiers(model)
+    if options.get("dialect") == "tract":  # NNEF that tract reads: formats/tract rewrites the graph
+        options.pop("dialect")
+        if not fmt.startswith("nnef"):
+            raise NNEFXError(f"dialect 'tract' is NNEF; it cannot be written as {fmt}")
+        from .formats.tract import to_tract
+
+        model = to_tract(model)
     _entry(fmt, 1)(model, path, **options)

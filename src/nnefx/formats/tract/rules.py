@@ -1,0 +1,258 @@
+"""One rewrite per operation tract lacks, into standard NNEF or ``tract_core_*`` operations.
+
+Each rule states why its form computes the same values; the forms follow tract's
+declarations (``nnef/src/ops/core/*.rs``) as mirrored by the ``tract`` domain of the registry.
+Arguments a rule needs as numbers (a broadcast's target shape, one-hot's values) must be
+input-independent: the rewrite folds them first; otherwise the rule refuses, located.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...diagnostics import NNEFXError
+from ...graph import Operation
+from .rewrite import Rewriter, rule
+
+
+def _refuse(op: Operation, why: str) -> NNEFXError:
+    return NNEFXError(f"cannot write operation '{op.op}' for tract: {why}", op.location)
+
+
+def _out(op: Operation) -> str:
+    return op.output_names()[0]
+
+
+def _folded(rw: Rewriter, op: Operation, param: str) -> np.ndarray:
+    v = rw.value(op.inputs[param])
+    if v is None:
+        raise _refuse(op, f"its '{param}' depends on the model's inputs (tract takes it as a number)")
+    return v
+
+
+def _rank_to(rw: Rewriter, op: Operation, x: Any, rank: int) -> Any:
+    """``x`` with leading unit axes up to ``rank`` (numpy's right alignment made explicit;
+    NNEF's own broadcasting aligns ranks from the left)."""
+    if not isinstance(x, str):
+        return x
+    r = len(rw.shape(x))
+    if r >= rank:
+        return x
+    t = rw.tensor(x)
+    return rw.temp("unsqueeze", {"input": x}, {"axes": list(range(rank - r))}, like=op, dtype=t.dtype,
+                   shape=(1,) * (rank - r) + rw.shape(x), etype=t.etype)
+
+
+@rule("ir_erf")
+def _erf(rw: Rewriter, op: Operation) -> None:
+    # OpenVINO Erf and tract_core_erf are both the error function, element-wise
+    rw.emit("tract_core_erf", {"x": op.inputs["x"]}, {}, _out(op), like=op)
+
+
+@rule("ir_reshape")
+def _reshape(rw: Rewriter, op: Operation) -> None:
+    # the target is folded, so the result's static shape is the whole meaning
+    out = _out(op)
+    rw.emit("reshape", {"input": op.inputs["input"]}, {"shape": list(rw.shape(out)), "axis_start": 0,
+                                                        "axis_count": -1}, out, like=op, dtype=op.dtype)
+
+
+@rule("ir_broadcast")
+def _broadcast(rw: Rewriter, op: Operation) -> None:
+    # numpy / bidirectional: right-aligned, then tract_core_broadcast to the (static) result
+    # shape; explicit: the input's axes placed at axes_mapping by a reshape, then broadcast
+    _folded(rw, op, "shape")
+    x, out = op.inputs["input"], _out(op)
+    target = rw.shape(out)
+    t = rw.tensor(x)
+    if op.attribs.get("mode", "numpy") == "explicit":
+        mapping = list(op.attribs.get("axes_mapping", []))
+        shape = [1] * len(target)
+        for d, ax in zip(rw.shape(x), mapping, strict=True):
+            shape[ax] = d
+        x = rw.temp("reshape", {"input": x}, {"shape": shape, "axis_start": 0, "axis_count": -1}, like=op,
+                    dtype=t.dtype, shape=tuple(shape), etype=t.etype)
+    else:
+        x = _rank_to(rw, op, x, len(target))
+    rw.emit("tract_core_broadcast", {"input": x}, {"shape": list(target)}, out, like=op)
+
+
+#: ir_convert's destination names -> tract datum types
+_DATUM = {"f64": "f64", "f32": "f32", "f16": "f16", "i64": "i64", "i32": "i32", "i16": "i16", "i8": "i8",
+          "u64": "u64", "u32": "u32", "u16": "u16", "u8": "u8", "boolean": "bool", "bool": "bool"}
+
+
+@rule("ir_convert")
+def _convert(rw: Rewriter, op: Operation) -> None:
+    # tract_core_cast is Rust's `as`: float -> float rounds, int -> int keeps the low bits,
+    # int -> float rounds, x -> bool is x != 0 — each what OpenVINO Convert does.  float -> int
+    # differs out of range (`as` saturates, OpenVINO gives the 32/64-bit minimum and keeps the
+    # low bits): written as cast to i64 (truncation toward zero), the out-of-range and NaN
+    # elements replaced by the minimum with select, then cast to the target width.
+    x, out = op.inputs["input"], _out(op)
+    dest = op.attribs.get("destination_type")
+    if dest not in _DATUM:
+        raise _refuse(op, f"destination type '{dest}' has no tract datum type")
+    src = rw.tensor(x)
+    from ... import etypes
+
+    src_et = etypes.of(src)
+    to = _DATUM[dest]
+    if not (etypes.is_float(src_et) and to not in ("f64", "f32", "f16", "bool")):
+        rw.emit("tract_core_cast", {"input": x}, {"to": to}, out, like=op)
+        return
+    wide = "i64" if to in ("i64", "u64") else "i32"
+    lo, hi = (-2.0 ** 63, 2.0 ** 63) if wide == "i64" else (-2.0 ** 31, 2.0 ** 31 - 1)
+    shape = rw.shape(x)
+    f = src.dtype
+    x64 = rw.temp("tract_core_cast", {"input": x}, {"to": "f64"}, like=op, dtype=f, shape=shape, etype="f64")
+    t = rw.temp("tract_core_cast", {"input": x64}, {"to": "i64"}, like=op, dtype="integer", shape=shape,
+                etype="i64")
+    trunc = rw.temp("tract_core_cast", {"input": t}, {"to": "f64"}, like=op, dtype=f, shape=shape, etype="f64")
+    finite_t = rw.temp("sub", {"x": x64, "y": x64}, {}, like=op, dtype=f, shape=shape, etype="f64")
+    nan = rw.temp("ne", {"x": finite_t, "y": finite_t}, {}, like=op, dtype="logical", shape=shape, etype="bool")
+    under = rw.temp("lt", {"x": trunc, "y": lo}, {}, like=op, dtype="logical", shape=shape, etype="bool")
+    # comparing x itself (not its i64 cast, which saturates) against the top of the range
+    x_trunc_hi = rw.temp("gt", {"x": x64, "y": hi if wide == "i32" else hi - 1024.0}, {}, like=op,
+                         dtype="logical", shape=shape, etype="bool")
+    bad1 = rw.temp("or", {"x": nan, "y": under}, {}, like=op, dtype="logical", shape=shape, etype="bool")
+    bad = rw.temp("or", {"x": bad1, "y": x_trunc_hi}, {}, like=op, dtype="logical", shape=shape, etype="bool")
+    low = rw.constant(out, np.array(int(lo), np.int64), op, fresh=True)
+    picked = rw.temp("select", {"condition": bad, "true_value": low, "false_value": t}, {}, like=op,
+                     dtype="integer", shape=shape, etype="i64")
+    if wide == "i32":
+        picked = rw.temp("tract_core_cast", {"input": picked}, {"to": "i32"}, like=op, dtype="integer",
+                         shape=shape, etype="i32")
+    rw.emit("tract_core_cast", {"input": picked}, {"to": to}, out, like=op)
+
+
+@rule("ir_gather")
+def _gather(rw: Rewriter, op: Operation) -> None:
+    # Gather-8 with batch_dims 0: tract_core_gather (negative indices count from the end in both)
+    if op.attribs.get("batch_dims", 0) != 0:
+        raise _refuse(op, "batch_dims other than 0 has no tract_core_gather form")
+    axis = op.attribs["axis"] % max(1, len(rw.shape(op.inputs["input"])))
+    rw.emit("tract_core_gather", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
+            {"axis": axis}, _out(op), like=op)
+
+
+@rule("ir_gather_elements")
+def _gather_elements(rw: Rewriter, op: Operation) -> None:
+    axis = op.attribs["axis"] % max(1, len(rw.shape(op.inputs["input"])))
+    rw.emit("tract_core_gather_elements", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
+            {"axis": axis}, _out(op), like=op)
+
+
+@rule("ir_gather_nd")
+def _gather_nd(rw: Rewriter, op: Operation) -> None:
+    rw.emit("tract_core_gather_nd", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
+            {"batch_dims": op.attribs.get("batch_dims", 0)}, _out(op), like=op)
+
+
+@rule("ir_top_k")
+def _top_k(rw: Rewriter, op: Operation) -> None:
+    # TopK sorted by value: tract_core_topk (largest for 'max'); other sort orders have no form
+    if op.attribs.get("sort", "value") != "value":
+        raise _refuse(op, f"sort '{op.attribs.get('sort')}' (tract_core_topk sorts by value)")
+    x = op.inputs["input"]
+    axis = op.attribs["axis"] % len(rw.shape(x))
+    values, indices = op.output_names()
+    rw.emit("tract_core_topk", {"input": x, "k": int(op.attribs["k"])},
+            {"axis": axis, "largest": op.attribs.get("mode", "max") == "max"}, values, like=op,
+            extra={"values": values, "indices": indices})
+
+
+@rule("ir_reduce_prod")
+def _reduce_prod(rw: Rewriter, op: Operation) -> None:
+    rank = len(rw.shape(op.inputs["input"]))
+    rw.emit("tract_core_product_reduce", {"input": op.inputs["input"]},
+            {"axes": sorted(a % rank for a in op.attribs["axes"])}, _out(op), like=op)
+
+
+@rule("ir_round")
+def _round(rw: Rewriter, op: Operation) -> None:
+    if op.attribs.get("mode", "half_to_even") != "half_to_even":
+        raise _refuse(op, f"mode '{op.attribs.get('mode')}' (tract_core_round_even rounds half to even)")
+    rw.emit("tract_core_round_even", {"x": op.inputs["x"]}, {}, _out(op), like=op)
+
+
+@rule("ir_einsum")
+def _einsum(rw: Rewriter, op: Operation) -> None:
+    eq = op.attribs["equation"]
+    if "." in eq:
+        raise _refuse(op, "an ellipsis in the equation (tract_core_einsum names every axis)")
+    rw.emit("tract_core_einsum", {"inputs": op.inputs["inputs"]}, {"expr": eq, "acc": "f32", "output": ""},
+            _out(op), like=op, extra={"result": _out(op)})
+
+
+_ARITH = {"add": "add", "subtract": "sub", "multiply": "mul", "maximum": "max", "minimum": "min"}
+_FLOAT_ARITH = {"divide": "div", "power": "pow"}
+_COMPARE = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
+            "greater_equal": "ge"}
+
+
+def _binary(rw: Rewriter, op: Operation, name: str) -> None:
+    x, y, out = op.inputs["x"], op.inputs["y"], _out(op)
+    rank = len(rw.shape(out))
+    rw.emit(name, {"x": _rank_to(rw, op, x, rank), "y": _rank_to(rw, op, y, rank)}, {}, out, like=op)
+
+
+@rule("ir_arith")
+def _arith(rw: Rewriter, op: Operation) -> None:
+    # numpy-broadcast arithmetic: the NNEF binary operation on right-aligned ranks; division
+    # and power only on floats (integer division rounds differently in OpenVINO and tract)
+    from ... import etypes
+
+    kind = op.attribs.get("op")
+    floats = etypes.is_float(etypes.of(rw.tensor(_out(op))))
+    name = _ARITH.get(kind) or (_FLOAT_ARITH.get(kind) if floats else None)
+    if name is None:
+        raise _refuse(op, f"'{kind}' on {'float' if floats else 'integer'} tensors has no exact tract form")
+    _binary(rw, op, name)
+
+
+@rule("ir_compare")
+def _compare(rw: Rewriter, op: Operation) -> None:
+    kind = op.attribs.get("op")
+    if kind not in _COMPARE:
+        raise _refuse(op, f"comparison '{kind}'")
+    _binary(rw, op, _COMPARE[kind])
+
+
+@rule("ir_one_hot")
+def _one_hot(rw: Rewriter, op: Operation) -> None:
+    on = _folded(rw, op, "on_value")
+    off = _folded(rw, op, "off_value")
+    if on.size != 1 or off.size != 1:
+        raise _refuse(op, "on/off values that are not single numbers")
+    out = _out(op)
+    axis = op.attribs.get("axis", -1) % len(rw.shape(out))
+    rw.emit("tract_core_one_hot", {"input": op.inputs["indices"]},
+            {"axis": axis, "dim": int(op.attribs["depth"]), "value_off": off.reshape(()).item(),
+             "value_on": on.reshape(()).item()}, out, like=op)
+
+
+@rule("deconv")
+def _deconv(rw: Rewriter, op: Operation) -> None:
+    # NNEF deconv's filter is [C_in, C_out / groups, ...] (the transpose of the matching conv's);
+    # tract's deconv reads [C_out, C_in / groups, ...] (its kernel's second axis must equal the
+    # input's channels).  The same filter, regrouped: [g, C_in/g, C_out/g, ...] swapped in the
+    # middle, as a reshape/transpose/reshape tract folds for variable filters.
+    f = op.inputs["filter"]
+    shape = rw.shape(f)
+    g = int(op.attribs.get("groups", 1)) or rw.shape(op.inputs["input"])[1] // shape[0]
+    c_in, c_out_g, k = shape[0], shape[1], list(shape[2:])
+    t = rw.tensor(f)
+    grouped = rw.temp("reshape", {"input": f}, {"shape": [g, c_in // g, c_out_g, *k], "axis_start": 0,
+                                                "axis_count": -1},
+                      like=op, dtype=t.dtype, shape=(g, c_in // g, c_out_g, *k))
+    swapped = rw.temp("transpose", {"input": grouped}, {"axes": [0, 2, 1, *range(3, 3 + len(k))]}, like=op,
+                      dtype=t.dtype, shape=(g, c_out_g, c_in // g, *k))
+    tract_filter = rw.temp("reshape", {"input": swapped}, {"shape": [g * c_out_g, c_in // g, *k],
+                                                            "axis_start": 0, "axis_count": -1},
+                           like=op, dtype=t.dtype, shape=(g * c_out_g, c_in // g, *k))
+    inputs = dict(op.inputs)
+    inputs["filter"] = tract_filter
+    rw.emit("deconv", inputs, op.attribs, _out(op), like=op, extra=dict(op.outputs))
