@@ -103,6 +103,10 @@ def _add_load_options(p: argparse.ArgumentParser) -> None:
                    help="on an internal error, show the Python traceback")
 
 
+def _choice(p: argparse.ArgumentParser, flag: str) -> argparse.Action:
+    return next(a for a in p._actions if flag in a.option_strings)
+
+
 def _load(args: argparse.Namespace, **extra):
     from .api import load
 
@@ -173,8 +177,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from .api import save
 
+    # --dialect tract names the dialect to write (NNEF for tract); provisional/final the one to read
+    write_tract = args.dialect == "tract"
+    if write_tract:
+        args.dialect = None
     model = _load(args)
     options = {"compress_to_fp16": True} if args.fp16 else {}
+    if write_tract:
+        options["dialect"] = "tract"
     from .tools.progress import activity
 
     with activity(f"writing {args.output}"):
@@ -263,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write this format whatever OUTPUT's suffix (folder, archive, file, ir, onnx, cvm)")
     p.add_argument("--fp16", action="store_true",
                    help="IR/ONNX output: store float weights as float16 (behind Convert layers / Cast nodes)")
+    _choice(p, "--dialect").choices = ["provisional", "final", "tract"]
+    _choice(p, "--dialect").help = ("provisional/final: force the input's NNEF dialect; tract: write NNEF that "
+                                    "tract loads (standard and tract_core_* operations)")
     p.set_defaults(func=cmd_convert)
 
     p = _subcommand(sub, "run", "execute a model on given or random inputs and print or save its outputs",

@@ -70,11 +70,13 @@ class Rewriter:
     def tensor(self, name: str) -> Tensor:
         return self.source.tensors[name]
 
-    def shape(self, name: str) -> tuple[int, ...]:
-        """The static shape of source tensor ``name`` (a located error if not all known)."""
+    def shape(self, name: str, op: Operation | None = None) -> tuple[int, ...]:
+        """The static shape of source tensor ``name`` (a located error naming ``op`` if not known)."""
         t = self.tensor(name)
         if t.shape is None or any(not isinstance(d, int) for d in t.shape):
-            raise NNEFXError(f"tensor '{name}' has no static shape here")
+            what = f"cannot write operation '{op.op}' for tract: " if op is not None else ""
+            raise NNEFXError(f"{what}the shape of '{name}' is not static (tract's forms of it take numbers)",
+                             op.location if op is not None else None)
         return tuple(t.shape)
 
     def value(self, name: Any) -> np.ndarray | None:

@@ -37,12 +37,17 @@ def _rank_to(rw: Rewriter, op: Operation, x: Any, rank: int) -> Any:
     NNEF's own broadcasting aligns ranks from the left)."""
     if not isinstance(x, str):
         return x
-    r = len(rw.shape(x))
+    r = len(rw.shape(x, op))
     if r >= rank:
         return x
     t = rw.tensor(x)
     return rw.temp("unsqueeze", {"input": x}, {"axes": list(range(rank - r))}, like=op, dtype=t.dtype,
-                   shape=(1,) * (rank - r) + rw.shape(x), etype=t.etype)
+                   shape=(1,) * (rank - r) + rw.shape(x, op), etype=t.etype)
+
+
+def _axis(rw: Rewriter, op: Operation, axis: int, of: str) -> int:
+    """``axis`` counted from the front (tract's attributes take no negative axes)."""
+    return axis if axis >= 0 else axis % len(rw.shape(of, op))
 
 
 @rule("ir_erf")
@@ -54,23 +59,29 @@ def _erf(rw: Rewriter, op: Operation) -> None:
 @rule("ir_reshape")
 def _reshape(rw: Rewriter, op: Operation) -> None:
     # the target is folded, so the result's static shape is the whole meaning
-    out = _out(op)
-    rw.emit("reshape", {"input": op.inputs["input"]}, {"shape": list(rw.shape(out)), "axis_start": 0,
-                                                        "axis_count": -1}, out, like=op, dtype=op.dtype)
+    from ...ops.ir_opset import reshape_target
+
+    out, x = _out(op), op.inputs["input"]
+    target = reshape_target(rw.shape(x, op), [int(d) for d in _folded(rw, op, "shape").reshape(-1)],
+                            bool(op.attribs.get("special_zero", True)))
+    rw.emit("reshape", {"input": x}, {"shape": list(target), "axis_start": 0, "axis_count": -1}, out,
+            like=op, dtype=op.dtype)
 
 
 @rule("ir_broadcast")
 def _broadcast(rw: Rewriter, op: Operation) -> None:
     # numpy / bidirectional: right-aligned, then tract_core_broadcast to the (static) result
     # shape; explicit: the input's axes placed at axes_mapping by a reshape, then broadcast
-    _folded(rw, op, "shape")
+    target = tuple(int(d) for d in _folded(rw, op, "shape").reshape(-1))
     x, out = op.inputs["input"], _out(op)
-    target = rw.shape(out)
     t = rw.tensor(x)
-    if op.attribs.get("mode", "numpy") == "explicit":
+    mode = op.attribs.get("mode", "numpy")
+    if mode == "bidirectional":
+        target = tuple(np.broadcast_shapes(rw.shape(x, op), target))
+    if mode == "explicit":
         mapping = list(op.attribs.get("axes_mapping", []))
         shape = [1] * len(target)
-        for d, ax in zip(rw.shape(x), mapping, strict=True):
+        for d, ax in zip(rw.shape(x, op), mapping, strict=True):
             shape[ax] = d
         x = rw.temp("reshape", {"input": x}, {"shape": shape, "axis_start": 0, "axis_count": -1}, like=op,
                     dtype=t.dtype, shape=tuple(shape), etype=t.etype)
@@ -105,7 +116,7 @@ def _convert(rw: Rewriter, op: Operation) -> None:
         return
     wide = "i64" if to in ("i64", "u64") else "i32"
     lo, hi = (-2.0 ** 63, 2.0 ** 63) if wide == "i64" else (-2.0 ** 31, 2.0 ** 31 - 1)
-    shape = rw.shape(x)
+    shape = rw.shape(x, op)
     f = src.dtype
     x64 = rw.temp("tract_core_cast", {"input": x}, {"to": "f64"}, like=op, dtype=f, shape=shape, etype="f64")
     t = rw.temp("tract_core_cast", {"input": x64}, {"to": "i64"}, like=op, dtype="integer", shape=shape,
@@ -133,14 +144,14 @@ def _gather(rw: Rewriter, op: Operation) -> None:
     # Gather-8 with batch_dims 0: tract_core_gather (negative indices count from the end in both)
     if op.attribs.get("batch_dims", 0) != 0:
         raise _refuse(op, "batch_dims other than 0 has no tract_core_gather form")
-    axis = op.attribs["axis"] % max(1, len(rw.shape(op.inputs["input"])))
+    axis = _axis(rw, op, op.attribs["axis"], op.inputs["input"])
     rw.emit("tract_core_gather", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
             {"axis": axis}, _out(op), like=op)
 
 
 @rule("ir_gather_elements")
 def _gather_elements(rw: Rewriter, op: Operation) -> None:
-    axis = op.attribs["axis"] % max(1, len(rw.shape(op.inputs["input"])))
+    axis = _axis(rw, op, op.attribs["axis"], op.inputs["input"])
     rw.emit("tract_core_gather_elements", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
             {"axis": axis}, _out(op), like=op)
 
@@ -157,7 +168,7 @@ def _top_k(rw: Rewriter, op: Operation) -> None:
     if op.attribs.get("sort", "value") != "value":
         raise _refuse(op, f"sort '{op.attribs.get('sort')}' (tract_core_topk sorts by value)")
     x = op.inputs["input"]
-    axis = op.attribs["axis"] % len(rw.shape(x))
+    axis = _axis(rw, op, op.attribs["axis"], x)
     values, indices = op.output_names()
     rw.emit("tract_core_topk", {"input": x, "k": int(op.attribs["k"])},
             {"axis": axis, "largest": op.attribs.get("mode", "max") == "max"}, values, like=op,
@@ -166,7 +177,7 @@ def _top_k(rw: Rewriter, op: Operation) -> None:
 
 @rule("ir_reduce_prod")
 def _reduce_prod(rw: Rewriter, op: Operation) -> None:
-    rank = len(rw.shape(op.inputs["input"]))
+    rank = len(rw.shape(op.inputs["input"], op))
     rw.emit("tract_core_product_reduce", {"input": op.inputs["input"]},
             {"axes": sorted(a % rank for a in op.attribs["axes"])}, _out(op), like=op)
 
@@ -195,7 +206,7 @@ _COMPARE = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", 
 
 def _binary(rw: Rewriter, op: Operation, name: str) -> None:
     x, y, out = op.inputs["x"], op.inputs["y"], _out(op)
-    rank = len(rw.shape(out))
+    rank = len(rw.shape(out, op))
     rw.emit(name, {"x": _rank_to(rw, op, x, rank), "y": _rank_to(rw, op, y, rank)}, {}, out, like=op)
 
 
@@ -228,7 +239,7 @@ def _one_hot(rw: Rewriter, op: Operation) -> None:
     if on.size != 1 or off.size != 1:
         raise _refuse(op, "on/off values that are not single numbers")
     out = _out(op)
-    axis = op.attribs.get("axis", -1) % len(rw.shape(out))
+    axis = op.attribs.get("axis", -1) % len(rw.shape(out, op))
     rw.emit("tract_core_one_hot", {"input": op.inputs["indices"]},
             {"axis": axis, "dim": int(op.attribs["depth"]), "value_off": off.reshape(()).item(),
              "value_on": on.reshape(()).item()}, out, like=op)
@@ -241,8 +252,8 @@ def _deconv(rw: Rewriter, op: Operation) -> None:
     # input's channels).  The same filter, regrouped: [g, C_in/g, C_out/g, ...] swapped in the
     # middle, as a reshape/transpose/reshape tract folds for variable filters.
     f = op.inputs["filter"]
-    shape = rw.shape(f)
-    g = int(op.attribs.get("groups", 1)) or rw.shape(op.inputs["input"])[1] // shape[0]
+    shape = rw.shape(f, op)
+    g = int(op.attribs.get("groups", 1)) or rw.shape(op.inputs["input"], op)[1] // shape[0]
     c_in, c_out_g, k = shape[0], shape[1], list(shape[2:])
     t = rw.tensor(f)
     grouped = rw.temp("reshape", {"input": f}, {"shape": [g, c_in // g, c_out_g, *k], "axis_start": 0,
