@@ -8,11 +8,12 @@ that only nnefx folds.  :func:`to_tract` rewrites such a graph, operation by ope
 into standard NNEF operations where they suffice and ``tract_core_*`` operations where they
 do not, each with the same meaning (:mod:`.rules`); an operation without an exact form is a
 located :class:`~nnefx.diagnostics.NNEFXError` naming it.  The rewritten model is then
-written by the ordinary NNEF container writer with tract's header (:func:`tract_header`).
+written by the ordinary NNEF container writer, whose printer heads a graph of tract operations
+with tract's ``extension tract_registry`` lines.
 """
 
 from __future__ import annotations
 
-from .rewrite import TRACT_UNKNOWN, tract_header, to_tract
+from .rewrite import TRACT_UNKNOWN, to_tract
 
-__all__ = ["TRACT_UNKNOWN", "tract_header", "to_tract"]
+__all__ = ["TRACT_UNKNOWN", "to_tract"]

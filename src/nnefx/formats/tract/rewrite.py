@@ -37,17 +37,6 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
     return deco
 
 
-def tract_header(graph: Graph) -> list[str]:
-    """The ``extension tract_registry ...`` lines a graph of tract operations needs."""
-    regs = []
-    for op in graph.operations:
-        if op.op.startswith("tract_"):
-            reg = "tract_transformers" if op.op.startswith("tract_transformers_") else "tract_core"
-            if reg not in regs:
-                regs.append(reg)
-    return [f"extension tract_registry {r};" for r in regs]
-
-
 class Rewriter:
     """Builds the tract graph: ``emit`` operations, ``constant`` arrays as variables."""
 
@@ -103,6 +92,12 @@ class Rewriter:
                 self._declare(n, src)
         self.graph.operations.append(new)
         return result
+
+    def keep(self, op: Operation) -> None:
+        """Write ``op`` as it is (tract has it)."""
+        self.graph.operations.append(op)
+        for n in op.output_names():
+            self._declare(n, self.source.tensors.get(n))
 
     def temp(self, op: str, inputs: dict[str, Any], attribs: dict[str, Any], *, like: Operation,
              dtype: str = "scalar", shape: tuple | None = None, etype: str | None = None) -> str:
@@ -216,9 +211,7 @@ def to_tract(model: Model) -> Model:
         if entry is None or op.op in TRACT_UNKNOWN or entry.domain not in ("nnef", "tract"):
             raise NNEFXError(f"cannot write operation '{op.op}' for tract: it has no exact form in tract's "
                              "operations (standard NNEF, tract_core)", op.location)
-        rw.graph.operations.append(op)
-        for n in outs:
-            rw._declare(n, graph.tensors.get(n))
+        rw.keep(op)
     for n in graph.inputs:
         rw._declare(n, graph.tensors.get(n)) if n not in rw.graph.tensors else None
     new_graph = rw.graph
@@ -228,4 +221,4 @@ def to_tract(model: Model) -> Model:
     return Model(new_graph, format=model.format, source=model.source, extras=dict(model.extras or {}))
 
 
-from . import rules  # noqa: E402,F401  (registers the rules)
+from . import rules, rules_cvm  # noqa: E402,F401  (registers the rules)
