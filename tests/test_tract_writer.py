@@ -297,7 +297,7 @@ def test_each_integer_rule_matches_tract_exactly(tmp_path):
     small = np.array([[3, -1, 40, 2], [0, -7, 5, 17], [-2, 9, 1, -3], [6, 0, -4, 1]], np.int32)
     for key, (ins, outs, body) in CVM_CASES.items():
         decl = "\n".join(f"    {n.strip()} = external<integer>(shape = [4, 4]);" for n in ins.split(","))
-        text = f"version 1.0;\nextension nnefx_cvm;\n\ngraph g( {ins} ) -> ( {outs} )\n{{\n{decl}\n    {body}\n}}\n"
+        text = f"version 1.0;\nextension nnefx_cvm;\nextension KHR_enable_operator_expressions;\n\ngraph g( {ins} ) -> ( {outs} )\n{{\n{decl}\n    {body}\n}}\n"
         (tmp_path / f"{key}.nnef").write_text(text)
         models[key] = nnefx.load(tmp_path / f"{key}.nnef")
         feeds[key] = [EDGES, small]
