@@ -215,6 +215,13 @@ def to_tract(model: Model) -> Model:
     for n in graph.inputs:
         rw._declare(n, graph.tensors.get(n)) if n not in rw.graph.tensors else None
     new_graph = rw.graph
+    # folded values a rule took as numbers (a reshape's target) need no variable of their own
+    used = {n for op in new_graph.operations for n in op.input_names()} | set(new_graph.outputs)
+    dropped = {n for n in rw._written if n not in used}
+    new_graph.operations = [op for op in new_graph.operations
+                            if not (op.op == "variable" and set(op.output_names()) <= dropped)]
+    for n in dropped:
+        new_graph.tensors.pop(n, None)
     for attr in ("symbols", "assertions"):
         if hasattr(graph, attr):
             setattr(new_graph, attr, getattr(graph, attr))
