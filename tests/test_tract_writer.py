@@ -120,55 +120,55 @@ def test_onnx_model_runs_in_tract(tmp_path):
     _check({"onnx_net": nnefx.load(path)}, tmp_path)
 
 
-_DOC = "version 1.0;\nextension nnefx_ir;\n\ngraph g( {ins} ) -> ( {outs} )\n{{\n{body}\n}}\n"
+_DOC = "version 1.0;\nextension nnefx_ops;\n\ngraph g( {ins} ) -> ( {outs} )\n{{\n{body}\n}}\n"
 
 #: one small graph per rule: (inputs as 'name: type[shape]', outputs, body)
 RULE_CASES = {
     "erf_gather_topk": ("x = external<scalar>(shape = [2, 3, 4]); i = external<integer>(shape = [2]);",
                         "y, v, k",
-                        """e = ir_erf(x);
-    s = ir_shape_of(x);
-    r = ir_reshape(e, s, special_zero = true);
-    y = ir_gather(r, i, axis = 2);
-    (v, k) = ir_top_k(x, k = 2, axis = 2, mode = 'max', sort = 'value');"""),
+                        """e = erf(x);
+    s = tensor_shape(x);
+    r = reshape_to(e, s, special_zero = true);
+    y = gather_axis(r, i, axis = 2);
+    (v, k) = top_k(x, k = 2, axis = 2, mode = 'max', sort = 'value');"""),
     "topk_min": ("x = external<scalar>(shape = [3, 5]);", "v, k",
-                 "(v, k) = ir_top_k(x, k = 3, axis = 1, mode = 'min', sort = 'value');"),
+                 "(v, k) = top_k(x, k = 3, axis = 1, mode = 'min', sort = 'value');"),
     "broadcast": ("x = external<scalar>(shape = [3, 1]); z = external<scalar>(shape = [4]);", "y, b, e",
                   """s = constant<integer>(shape = [3], value = [2, 3, 4]);
-    y = ir_broadcast(x, s, mode = 'numpy');
-    b = ir_broadcast(x, s, mode = 'bidirectional');
+    y = broadcast_to(x, s, mode = 'numpy');
+    b = broadcast_to(x, s, mode = 'bidirectional');
     t = constant<integer>(shape = [2], value = [4, 2]);
-    e = ir_broadcast(z, t, mode = 'explicit', axes_mapping = [0]);"""),
+    e = broadcast_to(z, t, mode = 'explicit', axes_mapping = [0]);"""),
     "convert": ("x = external<scalar>(shape = [12]); n = external<integer>(shape = [4]);", "a, b, c, d, f",
                 """w = constant<scalar>(shape = [12], value = [-2.5, 2.5, 300.7, -300.7, 1e10, -1e10, 3e9, 0.49,
         -0.0, 65535.9, 2147483647.0, -2147483648.0]);
     v = add(x, w);
-    a = ir_convert<integer>(w, destination_type = 'i32');
-    b = ir_convert<integer>(v, destination_type = 'u8');
-    c = ir_convert<integer>(v, destination_type = 'i64');
-    d = ir_convert<scalar>(n, destination_type = 'f32');
-    f = ir_convert<logical>(v, destination_type = 'boolean');"""),
+    a = convert_element_type<integer>(w, destination_type = 'i32');
+    b = convert_element_type<integer>(v, destination_type = 'u8');
+    c = convert_element_type<integer>(v, destination_type = 'i64');
+    d = convert_element_type<scalar>(n, destination_type = 'f32');
+    f = convert_element_type<logical>(v, destination_type = 'boolean');"""),
     "indexing": ("x = external<scalar>(shape = [3, 4]); i = external<integer>(shape = [3, 2]);", "y, z",
-                 """y = ir_gather_elements(x, i, axis = 1);
+                 """y = gather_elements(x, i, axis = 1);
     j = constant<integer>(shape = [2, 2], value = [0, 1, 2, 3]);
-    z = ir_gather_nd(x, j, batch_dims = 0);"""),
+    z = gather_nd(x, j, batch_dims = 0);"""),
     "reductions": ("x = external<scalar>(shape = [2, 3, 4]);", "p, r, e",
-                   """p = ir_reduce_prod(x, axes = [1, 2]);
+                   """p = prod_reduce(x, axes = [1, 2]);
     h = constant<scalar>(shape = [6], value = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]);
-    r = ir_round(h, mode = 'half_to_even');
+    r = round_with_mode(h, mode = 'half_to_even');
     y = constant<scalar>(shape = [4, 2], value = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
-    e = ir_einsum([x, y], equation = 'abc,cd->abd');"""),
+    e = einsum([x, y], equation = 'abc,cd->abd');"""),
     "arith": ("x = external<scalar>(shape = [2, 3]); y = external<scalar>(shape = [3]); "
               "i = external<integer>(shape = [2, 3]); j = external<integer>(shape = [3]);", "a, d, p, m, c",
-              """a = ir_arith(x, y, op = 'add');
-    d = ir_arith(x, y, op = 'divide');
-    p = ir_arith(y, x, op = 'maximum');
-    m = ir_arith(i, j, op = 'multiply');
-    c = ir_compare(x, y, op = 'less_equal');"""),
+              """a = integer_arith(x, y, op = 'add');
+    d = integer_arith(x, y, op = 'divide');
+    p = integer_arith(y, x, op = 'maximum');
+    m = integer_arith(i, j, op = 'multiply');
+    c = integer_compare(x, y, op = 'less_equal');"""),
     "one_hot": ("i = external<integer>(shape = [2, 3]);", "y",
                 """on = constant<scalar>(shape = [], value = [5.0]);
     off = constant<scalar>(shape = [], value = [-1.0]);
-    y = ir_one_hot(i, on, off, depth = 3, axis = 1);"""),
+    y = one_hot(i, on, off, depth = 3, axis = 1);"""),
 }
 
 
@@ -198,7 +198,7 @@ def test_convert_cli_writes_for_tract(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("source,message", [
-    ("tests/fixtures/ir/opset/lstm.xml", "cannot write operation 'ir_shape_of' for tract"),
+    ("tests/fixtures/ir/opset/lstm.xml", "cannot write operation 'tensor_shape' for tract"),
     ("tests/fixtures/cvm/ex03_gvc_nms.json", "cannot write operation 'cvm_get_valid_counts' for tract"),
 ])
 def test_no_exact_form_is_a_located_error(tmp_path, source, message):
@@ -212,8 +212,8 @@ def test_no_exact_form_is_a_located_error(tmp_path, source, message):
 
 def test_topk_sorted_by_index_refused(tmp_path):
     (tmp_path / "k.nnef").write_text(_DOC.format(ins="x", outs="v, k", body="""    x = external<scalar>(shape = [5]);
-    (v, k) = ir_top_k(x, k = 2, axis = 0, mode = 'max', sort = 'index');"""))
-    with pytest.raises(NNEFXError, match=r"'ir_top_k' for tract: sort 'index'") as info:
+    (v, k) = top_k(x, k = 2, axis = 0, mode = 'max', sort = 'index');"""))
+    with pytest.raises(NNEFXError, match=r"'top_k' for tract: sort 'index'") as info:
         nnefx.save(nnefx.load(tmp_path / "k.nnef"), tmp_path / "out", dialect="tract")
     assert info.value.location.line == 7
 

@@ -1,7 +1,7 @@
 """The graph-to-graph rewrite behind ``dialect="tract"``: one rule per operation tract lacks.
 
 The rewrite walks the shaped graph in order.  Tensors whose value does not depend on any
-input (constants, and operations over them or over static shapes such as ``ir_shape_of``)
+input (constants, and operations over them or over static shapes such as ``tensor_shape``)
 are folded once with nnefx's formal backend and written as ``variable`` data, which is how
 tract stores constants.  Every other operation is kept when tract's standard library has it,
 or replaced by its rule in :data:`RULES` (:mod:`.rules`); an operation with neither is a
@@ -143,7 +143,7 @@ def _foldable(graph: Graph) -> set[str]:
     for op in graph.operations:
         if op.op in ("external", "variable") or op.op == "update":
             continue
-        if op.op == "ir_shape_of" or op.op == "tract_core_shape_of":
+        if op.op == "tensor_shape" or op.op == "tract_core_shape_of":
             t = graph.tensors.get(next(iter(op.inputs.values())))
             if t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape):
                 known.update(op.output_names())

@@ -50,16 +50,16 @@ def _axis(rw: Rewriter, op: Operation, axis: int, of: str) -> int:
     return axis if axis >= 0 else axis % len(rw.shape(of, op))
 
 
-@rule("ir_erf")
+@rule("erf")
 def _erf(rw: Rewriter, op: Operation) -> None:
     # OpenVINO Erf and tract_core_erf are both the error function, element-wise
     rw.emit("tract_core_erf", {"x": op.inputs["x"]}, {}, _out(op), like=op)
 
 
-@rule("ir_reshape")
+@rule("reshape_to")
 def _reshape(rw: Rewriter, op: Operation) -> None:
     # the target is folded, so the result's static shape is the whole meaning
-    from ...ops.ir_opset import reshape_target
+    from ...ops.ext.shape import reshape_target
 
     out, x = _out(op), op.inputs["input"]
     target = reshape_target(rw.shape(x, op), [int(d) for d in _folded(rw, op, "shape").reshape(-1)],
@@ -68,7 +68,7 @@ def _reshape(rw: Rewriter, op: Operation) -> None:
             like=op, dtype=op.dtype)
 
 
-@rule("ir_broadcast")
+@rule("broadcast_to")
 def _broadcast(rw: Rewriter, op: Operation) -> None:
     # numpy / bidirectional: right-aligned, then tract_core_broadcast to the (static) result
     # shape; explicit: the input's axes placed at axes_mapping by a reshape, then broadcast
@@ -90,12 +90,12 @@ def _broadcast(rw: Rewriter, op: Operation) -> None:
     rw.emit("tract_core_broadcast", {"input": x}, {"shape": list(target)}, out, like=op)
 
 
-#: ir_convert's destination names -> tract datum types
+#: convert_element_type's destination names -> tract datum types
 _DATUM = {"f64": "f64", "f32": "f32", "f16": "f16", "i64": "i64", "i32": "i32", "i16": "i16", "i8": "i8",
           "u64": "u64", "u32": "u32", "u16": "u16", "u8": "u8", "boolean": "bool", "bool": "bool"}
 
 
-@rule("ir_convert")
+@rule("convert_element_type")
 def _convert(rw: Rewriter, op: Operation) -> None:
     # tract_core_cast is Rust's `as`: float -> float rounds, int -> int keeps the low bits,
     # int -> float rounds, x -> bool is x != 0 — each what OpenVINO Convert does.  float -> int
@@ -139,7 +139,7 @@ def _convert(rw: Rewriter, op: Operation) -> None:
     rw.emit("tract_core_cast", {"input": picked}, {"to": to}, out, like=op)
 
 
-@rule("ir_gather")
+@rule("gather_axis")
 def _gather(rw: Rewriter, op: Operation) -> None:
     # Gather-8 with batch_dims 0: tract_core_gather (negative indices count from the end in both)
     if op.attribs.get("batch_dims", 0) != 0:
@@ -149,20 +149,20 @@ def _gather(rw: Rewriter, op: Operation) -> None:
             {"axis": axis}, _out(op), like=op)
 
 
-@rule("ir_gather_elements")
+@rule("gather_elements")
 def _gather_elements(rw: Rewriter, op: Operation) -> None:
     axis = _axis(rw, op, op.attribs["axis"], op.inputs["input"])
     rw.emit("tract_core_gather_elements", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
             {"axis": axis}, _out(op), like=op)
 
 
-@rule("ir_gather_nd")
+@rule("gather_nd")
 def _gather_nd(rw: Rewriter, op: Operation) -> None:
     rw.emit("tract_core_gather_nd", {"input": op.inputs["input"], "indices": op.inputs["indices"]},
             {"batch_dims": op.attribs.get("batch_dims", 0)}, _out(op), like=op)
 
 
-@rule("ir_top_k")
+@rule("top_k")
 def _top_k(rw: Rewriter, op: Operation) -> None:
     # TopK sorted by value: tract_core_topk (largest for 'max'); other sort orders have no form
     if op.attribs.get("sort", "value") != "value":
@@ -175,21 +175,21 @@ def _top_k(rw: Rewriter, op: Operation) -> None:
             extra={"values": values, "indices": indices})
 
 
-@rule("ir_reduce_prod")
+@rule("prod_reduce")
 def _reduce_prod(rw: Rewriter, op: Operation) -> None:
     rank = len(rw.shape(op.inputs["input"], op))
     rw.emit("tract_core_product_reduce", {"input": op.inputs["input"]},
             {"axes": sorted(a % rank for a in op.attribs["axes"])}, _out(op), like=op)
 
 
-@rule("ir_round")
+@rule("round_with_mode")
 def _round(rw: Rewriter, op: Operation) -> None:
     if op.attribs.get("mode", "half_to_even") != "half_to_even":
         raise _refuse(op, f"mode '{op.attribs.get('mode')}' (tract_core_round_even rounds half to even)")
     rw.emit("tract_core_round_even", {"x": op.inputs["x"]}, {}, _out(op), like=op)
 
 
-@rule("ir_einsum")
+@rule("einsum")
 def _einsum(rw: Rewriter, op: Operation) -> None:
     eq = op.attribs["equation"]
     if "." in eq:
@@ -210,7 +210,7 @@ def _binary(rw: Rewriter, op: Operation, name: str) -> None:
     rw.emit(name, {"x": _rank_to(rw, op, x, rank), "y": _rank_to(rw, op, y, rank)}, {}, out, like=op)
 
 
-@rule("ir_arith")
+@rule("integer_arith")
 def _arith(rw: Rewriter, op: Operation) -> None:
     # numpy-broadcast arithmetic: the NNEF binary operation on right-aligned ranks; division
     # and power only on floats (integer division rounds differently in OpenVINO and tract)
@@ -224,7 +224,7 @@ def _arith(rw: Rewriter, op: Operation) -> None:
     _binary(rw, op, name)
 
 
-@rule("ir_compare")
+@rule("integer_compare")
 def _compare(rw: Rewriter, op: Operation) -> None:
     kind = op.attribs.get("op")
     if kind not in _COMPARE:
@@ -232,7 +232,7 @@ def _compare(rw: Rewriter, op: Operation) -> None:
     _binary(rw, op, _COMPARE[kind])
 
 
-@rule("ir_one_hot")
+@rule("one_hot")
 def _one_hot(rw: Rewriter, op: Operation) -> None:
     on = _folded(rw, op, "on_value")
     off = _folded(rw, op, "off_value")
