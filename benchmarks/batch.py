@@ -2,8 +2,8 @@
 
     python benchmarks/batch.py [--rows 4096] [--batch 32] [--shard-rows 256] [--rounds 2]
 
-The model is a CPU-bound stack of 24 (384 x 384) products with tanh (rows of 384 floats),
-the same as the killed-worker test's.  Each configuration runs in its own process, in rounds
+The model is a CPU-bound stack of 24 (W x W) products with tanh (rows of W floats, ``--width``,
+default 1024), the killed-worker test's model made wider.  Each configuration runs in its own process, in rounds
 A B C D, D C B A, ... so drifts of machine load hit them alike; the figure is the best round.
 Every configuration computes with one BLAS thread per worker (Ray gives each actor one CPU),
 so "1 worker" and the plain loop do the same arithmetic on one core:
@@ -14,8 +14,8 @@ so "1 worker" and the plain loop do the same arithmetic on one core:
   local Ray (start-up is excluded: a cluster is up before jobs are sent to it).
 
 It also prints the figures of the cost model in BENCHMARKS.md: the per-shard compute time,
-Ray's per-shard overhead (a 1-worker shard's time minus the loop's) and the driver's commit
-time per shard.
+Ray's fixed cost (``ray1-one-shard``: a job of one shard — actor pool start, model load, one
+shard) and the steady throughput beyond it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def prepare(folder: str, rows: int) -> tuple[str, str]:
+def prepare(folder: str, rows: int, width: int, shard_rows: int) -> tuple[str, str, str]:
     import numpy as np
 
     import nnefx
@@ -39,18 +39,23 @@ def prepare(folder: str, rows: int) -> tuple[str, str]:
 
     rng = np.random.default_rng(7)
     b = GraphBuilder("slow")
-    x = b.external("x", [1, 384])
-    w = b.variable("w", (rng.standard_normal((384, 384)) / 20).astype(np.float32))
+    x = b.external("x", [1, width])
+    w = b.variable("w", (rng.standard_normal((width, width)) / (width ** 0.5)).astype(np.float32))
     for _ in range(24):
         x = b.tanh(b.matmul(x, w))
     b.output(x, "y")
     model = os.path.join(folder, "model")
     nnefx.save(b.build(), model)
     src = os.path.join(folder, "rows")
+    one = os.path.join(folder, "one-shard")
     os.makedirs(src)
+    os.makedirs(one)
     for i in range(rows):
-        np.save(os.path.join(src, f"r{i:06d}.npy"), rng.standard_normal((1, 384)).astype(np.float32))
-    return model, src
+        row = rng.standard_normal((1, width)).astype(np.float32)
+        np.save(os.path.join(src, f"r{i:06d}.npy"), row)
+        if i < shard_rows:
+            np.save(os.path.join(one, f"r{i:06d}.npy"), row)
+    return model, src, one
 
 
 def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: int) -> dict:
@@ -70,7 +75,7 @@ def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: i
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     started = time.perf_counter()
     if config == "loop":
-        session = Session(nnefx.load(model), input_shapes={"x": (None, 384)})
+        session = Session(nnefx.load(model), input_shapes={"x": (None, nnefx.load(model).graph.tensors["x"].shape[1])})
         files = sorted(os.listdir(src))
         compute = 0.0
         for s in range(0, len(files), batch):
@@ -80,7 +85,7 @@ def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: i
             compute += time.perf_counter() - t
         seconds = time.perf_counter() - started
         return {"config": config, "seconds": seconds, "rows": len(files), "compute": compute}
-    workers = {"inproc": 1, "ray1": 1, "ray2": 2}[config]
+    workers = {"inproc": 1, "ray1": 1, "ray2": 2, "ray1-one-shard": 1}[config]
     summary = nnefx.batch.run(model, src, out, batch_size=batch, shard_rows=shard_rows,
                               ray="local" if config.startswith("ray") else None, workers=workers,
                               progress=False)
@@ -91,7 +96,8 @@ def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--rows", type=int, default=16384)
+    parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--shard-rows", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=2)
@@ -101,14 +107,15 @@ def main() -> None:
         config, model, src, out, batch, shard_rows = args.child
         print(json.dumps(child(config, model, src, out, int(batch), int(shard_rows))))
         return
-    configs = ["loop", "inproc", "ray1", "ray2"]
+    configs = ["loop", "inproc", "ray1", "ray2", "ray1-one-shard"]
     best: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        model, src = prepare(tmp, args.rows)
+        model, src, one = prepare(tmp, args.rows, args.width, args.shard_rows)
         for r in range(args.rounds):
             for config in configs if r % 2 == 0 else configs[::-1]:
                 out = os.path.join(tmp, f"out-{config}-{r}")
-                done = subprocess.run([sys.executable, __file__, "--child", config, model, src, out,
+                source = one if config == "ray1-one-shard" else src
+                done = subprocess.run([sys.executable, __file__, "--child", config, model, source, out,
                                        str(args.batch), str(args.shard_rows)], capture_output=True, text=True)
                 if done.returncode:
                     sys.exit(f"{config} failed:\n{done.stderr[-3000:]}")
@@ -121,12 +128,16 @@ def main() -> None:
         print(f"{c:14} {best[c]['seconds']:8.3f} {rate[c]:9.0f}")
     shards = best["inproc"]["shards"]
     per_shard_compute = best["loop"]["compute"] / shards
-    print(f"1 worker overhead vs loop: {rate['loop'] / rate['ray1'] - 1:+.1%} (in process: "
+    fixed = best["ray1-one-shard"]["seconds"]  # start the actor pool, load the model, one shard
+    steady = {c: args.rows / max(best[c]["seconds"] - fixed, 1e-9) for c in ("ray1", "ray2")}
+    print(f"1 worker overhead vs loop: {rate['loop'] / rate['ray1'] - 1:+.1%} whole job (in process: "
           f"{rate['loop'] / rate['inproc'] - 1:+.1%}); 2 workers / 1 worker: {rate['ray2'] / rate['ray1']:.2f}x")
+    print(f"Ray's fixed cost (a one-shard job: actor start, model load, one shard): {fixed:.2f} s; beyond it, "
+          f"1 worker {steady['ray1']:.0f} rows/s ({rate['loop'] / steady['ray1'] - 1:+.1%} vs loop), "
+          f"2 workers {steady['ray2']:.0f} rows/s ({steady['ray2'] / steady['ray1']:.2f}x one)")
     print(f"per shard ({args.shard_rows} rows): compute {per_shard_compute * 1e3:.1f} ms, loop total "
           f"{best['loop']['seconds'] / shards * 1e3:.1f} ms, in-process job {best['inproc']['seconds'] / shards * 1e3:.1f} ms, "
           f"1 Ray worker {best['ray1']['seconds'] / shards * 1e3:.1f} ms")
-
 
 if __name__ == "__main__":
     main()
