@@ -74,7 +74,9 @@ def test_every_subcommand_on_every_model(model, tmp_path):
     assert_clean(rc, err)
     valid = rc == 0
     for argv in (["inspect", path], ["inspect", "--json", path], ["run", path, "--seed", "1"],
-                 ["convert", path, str(tmp_path / "as_folder")], ["convert", path, str(tmp_path / "m.tgz")]):
+                 ["convert", path, str(tmp_path / "as_folder")], ["convert", path, str(tmp_path / "m.tgz")],
+                 ["query", path, "--backend", "fast", "--backend", "onnxruntime"],
+                 ["draw", path, "-o", str(tmp_path / "g.dot")]):
         rc, out, err = cli(*argv, *extra)
         assert_clean(rc, err)
         if argv[0] == "inspect":
@@ -109,6 +111,8 @@ USAGE = [  # exit 2: argparse reports the usage
     ["convert", DIGITS, "x", "--to", "pb"], ["check", DIGITS, "--dialect", "2.0"], ["convert", DIGITS],
     ["inspect", DIGITS, "--bogus"], ["batch", DIGITS], ["batch", DIGITS, "--inputs", "x", "--output", "o", "--workers", "0"],
     ["batch", DIGITS, "--inputs", "x", "--output", "o", "--column", "pixels"],
+    ["query", DIGITS, "--backend", "tensorrt"], ["compile", DIGITS], ["compile", DIGITS, "-o", "x", "--backend", "torch"],
+    ["bench", DIGITS, "--threads", "0"], ["bench", DIGITS, "--time", "soon"], ["draw", DIGITS],
 ]
 
 
@@ -187,7 +191,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_3(monkeypatch):
 def test_help_teaches_every_subcommand():
     rc, out, _ = cli("--help")
     assert rc == 0 and "``" not in out and "exit status: 0 ok, 1 invalid input" in out
-    for command in ("check", "inspect", "convert", "run", "batch"):
+    for command in ("check", "inspect", "convert", "run", "batch", "draw", "compare", "query", "compile", "bench"):
         rc, text, _ = cli(command, "--help")
         assert rc == 0 and "``" not in text
         assert text.count(f"\n  nnefx {command} ") >= 2, text  # examples

@@ -93,7 +93,13 @@ def _query(args: argparse.Namespace, load: Any) -> int:
 
     results = query(load(args), args.backend)
     print(report(results))
-    return 1 if args.backend and any(results.values()) else 0
+    stopped = [name for name, problems in results.items() if problems]
+    if args.backend and stopped:  # a backend asked for by name cannot run it: say so as an error
+        import sys
+
+        print(f"{args.model}: error: {' and '.join(stopped)} cannot run this model (see above)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
