@@ -35,6 +35,7 @@ that take part in a maximum, while ONNX MaxPool never reads its padding.
 from . import (  # noqa: F401 - imported for their registrations
     detection,
     elementwise,
+    layout,
     matmul,
     normalization,
     quantization,
@@ -44,4 +45,5 @@ from . import (  # noqa: F401 - imported for their registrations
     shape,
     slicing,
     sliding,
+    sliding_pool,
 )
