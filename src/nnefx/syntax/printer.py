@@ -6,6 +6,12 @@ with every attribute written out, the bound generic as ``op<T>(...)``.  Negative
 are written ``-1`` (part of the literal in flat syntax); non-finite reals cannot be written
 and raise :class:`NNEFXError`.  ``dialect="provisional"`` writes the seed-era spelling
 (no ``;``, provisional parameter names).
+
+:func:`print_readable` is what writers call: the same text, read back by nnefx's own
+front-end before it is returned, so nnefx never writes NNEF it cannot read (a graph without
+inputs, which the graph declaration's identifier list cannot express, NNEF spec §2.3; an
+operation whose arguments break its declaration, such as ``max_pool`` on an ``integer``
+tensor).  A refusal names the operation and points at where it came from.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import math
 import re
 from typing import Any
 
-from ..diagnostics import NNEFXError
+from ..diagnostics import Location, NNEFXError
 from ..dims import Dim
 from ..graph import Graph, Operation
 from .parser import KEYWORDS
@@ -154,12 +160,42 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
     lines.append("")
     for n in [graph.name, *graph.inputs, *graph.outputs]:
         _check_name(n, dialect)
+    if not graph.inputs:
+        first = next((op.location for op in graph.operations if op.location is not None), None)
+        raise NNEFXError(f"cannot write graph '{graph.name}' as NNEF: it has no inputs, and an NNEF "
+                         "graph declaration lists at least one (NNEF spec, graph definition)", first)
     lines.append(f"graph {graph.name}( {', '.join(graph.inputs)} ) -> ( {', '.join(graph.outputs)} )")
     lines.append("{")
     for op in graph.operations:
         lines.append(f"    {format_operation(op, dialect)}{end}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def print_readable(graph: Graph, *, where: str | None = None) -> str:
+    """:func:`print_graph`'s final-dialect text, refused unless nnefx reads it back.
+
+    The text is compiled by the front-end (the checker against each operation's declaration,
+    the expansion and the shape rules, exactly as loading it would); an error there becomes
+    ``cannot write operation 'OP' as NNEF: ...`` located at the operation's own position (its
+    source file's line or node), or at ``where`` (the target) when it has none.
+    """
+    from ..semantics.frontend import compile_document
+
+    text = print_graph(graph)
+    try:
+        compile_document(text, file=where)
+    except NNEFXError as err:
+        line = err.location.line if err.location is not None else None
+        body_start = text.split("\n").index("{") + 2  # 1-based line of the first operation
+        index = line - body_start if line is not None else -1
+        if 0 <= index < len(graph.operations):
+            op = graph.operations[index]
+            raise NNEFXError(f"cannot write operation '{op.op}' as NNEF: nnefx could not read it back "
+                             f"({err.message})", op.location or Location(where)) from None
+        raise NNEFXError(f"cannot write graph '{graph.name}' as NNEF: nnefx could not read it back "
+                         f"({err.message})", Location(where)) from None
+    return text
 
 
 def print_quant(graph: Graph) -> str:
