@@ -49,6 +49,8 @@ ShapeRule = Callable[..., Any]
 #: ``tract_transformers_*``), which a document enables with ``extension tract_registry NAME;``.
 #: Non-``nnef`` operations are extensions in NNEF documents.
 DOMAINS = ("nnef", "cvm", "ir", "nnefx", "tract")
+#: no NNEF counterpart.  Non-``nnef`` operations are nnefx extensions in NNEF documents.
+DOMAINS = ("nnef", "cvm", "ir", "nnefx", "onnx")
 
 
 @dataclass

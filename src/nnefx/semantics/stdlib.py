@@ -14,6 +14,7 @@ visible when a final-dialect document declares the matching extension:
 ``nnefx_ops``      domain ``nnefx``: nnefx extension operations named by meaning (``erf``,
                    ``top_k``, ``gather_nd``, ``lstm_sequence``, ... — :mod:`nnefx.ops.ext`)
 ``tract_*``        domain ``tract``: tract's operations (any tract header line)
+``nnefx_onnx``     domain ``onnx``: ONNX operators without NNEF counterpart (``onnx_*``)
 =================  =========================================================
 
 Names of earlier versions: documents written by nnefx 0.1 call the ``nnefx`` domain's
@@ -36,7 +37,7 @@ from ..diagnostics import NNEFXError
 from ..syntax import ast
 from ..syntax.parser import EXT_FRAGMENTS, EXT_OPERATORS, parse_library
 
-EXTENSION_DOMAINS = {"nnefx_cvm": "cvm", "nnefx_ir": "ir", "nnefx_ops": "nnefx"}
+EXTENSION_DOMAINS = {"nnefx_cvm": "cvm", "nnefx_ir": "ir", "nnefx_ops": "nnefx", "nnefx_onnx": "onnx"}
 KNOWN_EXTENSIONS = (EXT_FRAGMENTS, EXT_OPERATORS, *EXTENSION_DOMAINS)
 #: documents in tract's dialect (any ``tract_*`` extension line) see domain ``tract``: the
 #: operations of tract's registries (tract_core, tract_transformers, ...).  Not a name a

@@ -26,7 +26,7 @@ from ..graph import Graph, Operation
 from .parser import KEYWORDS
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DOMAIN_EXTENSIONS = {"cvm": "nnefx_cvm", "ir": "nnefx_ir", "nnefx": "nnefx_ops"}
+_DOMAIN_EXTENSIONS = {"cvm": "nnefx_cvm", "ir": "nnefx_ir", "nnefx": "nnefx_ops", "onnx": "nnefx_onnx"}
 #: final operation -> (provisional name, {final param: provisional param})
 _PROVISIONAL_NAMES = {"matmul": ("matmul", {"transposeA": "trA", "transposeB": "trB"}),
                       "transpose": ("transpose", {"axes": "perm"}),

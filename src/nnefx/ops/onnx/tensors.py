@@ -1,0 +1,202 @@
+"""ONNX Trilu (opset 14), BitShift (opset 11) and CastLike (opset 19+) as single operations.
+
+* ``onnx_trilu`` — NNEF has no triangular mask; ``k`` stays a tensor because ONNX may compute
+  it at run time (it does not change the result's shape).
+* ``onnx_bit_shift`` — NNEF has no bit operations.  Shift amounts outside ``[0, bits)``
+  (negative or at least the element width) give the full-width result, as the ONNX text
+  reads with unbounded shifts: 0, or -1 for a right shift of a negative signed value (C and
+  most hardware mask the amount instead; ONNX does not).
+* ``onnx_cast_like`` — ``Cast`` to the element type of a second tensor, with ONNX's
+  conversion rules (:func:`cast`): float8 saturation, truncation toward zero then
+  wrap-around for integers, round-to-nearest-even between floating types.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _common
+from ..registry import define
+from ._common import numpy_broadcast
+
+FAMILY = "onnx_tensors"
+
+# --- Trilu ----------------------------------------------------------------------------------
+
+onnx_trilu = define("onnx_trilu", FAMILY, """
+fragment onnx_trilu<?>( input: tensor<?>, k: tensor<integer> = 0, upper: logical = true ) -> ( output: tensor<?> );
+""", domain="onnx", generic=True, doc="ONNX Trilu: keep the upper (j - i >= k) or lower (j - i <= k) "
+                                      "triangle of each matrix in the last two axes, zero elsewhere.")
+
+
+@onnx_trilu.shape
+def _trilu_shape(x, k=(), upper=True, dtype=None):
+    if len(x) < 2:
+        raise _common.op_error("onnx_trilu", f"the input needs rank 2 or more, got rank {len(x)}")
+    if len(k) != 0:
+        raise _common.op_error("onnx_trilu", f"k must be a scalar (rank 0), got shape {list(k)}")
+    return tuple(x)
+
+
+def _k(k) -> int:
+    k = np.asarray(k)
+    if k.ndim != 0:
+        raise _common.op_error("onnx_trilu", f"k must be a scalar (rank 0), got shape {list(k.shape)}")
+    return int(k)
+
+
+@onnx_trilu.formal
+def _trilu_formal(x, k=0, upper=True, dtype=None):
+    x = np.asarray(x)
+    k = _k(k)
+    out = np.zeros_like(x)
+    rows, cols = x.shape[-2:]
+    for i in range(rows):
+        for j in range(cols):
+            if (j - i >= k) if upper else (j - i <= k):
+                out[..., i, j] = x[..., i, j]
+    return out
+
+
+@onnx_trilu.fast
+def _trilu_fast(x, k=0, upper=True, dtype=None):
+    x = np.asarray(x)
+    return np.triu(x, _k(k)) if upper else np.tril(x, _k(k))
+
+
+# --- BitShift -------------------------------------------------------------------------------
+
+onnx_bit_shift = define("onnx_bit_shift", FAMILY, """
+fragment onnx_bit_shift( x: tensor<integer>, y: tensor<integer>, direction: string ) -> ( z: tensor<integer> );
+""", domain="onnx", doc="ONNX BitShift: x shifted left or right by y bits (numpy broadcasting), in "
+                        "x's element width; shifts outside [0, bits) give the full-width result.")
+
+
+@onnx_bit_shift.shape
+def _bit_shift_shape(x, y, direction="LEFT"):
+    if direction not in ("LEFT", "RIGHT"):
+        raise _common.attr_error("onnx_bit_shift", "direction", direction, "must be 'LEFT' or 'RIGHT'")
+    return numpy_broadcast("onnx_bit_shift", x, y)
+
+
+@onnx_bit_shift.formal
+def _bit_shift_formal(x, y, direction="LEFT"):
+    _bit_shift_shape(np.shape(x), np.shape(y), direction)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    bits = x.dtype.itemsize * 8
+    signed = x.dtype.kind == "i"
+    out = np.empty(x.shape, dtype=x.dtype)
+    for index in np.ndindex(x.shape):
+        a, s = int(x[index]), int(y[index])
+        if direction == "LEFT":
+            v = (a << s) % (1 << bits) if 0 <= s < bits else 0
+            if signed and v >= 1 << (bits - 1):
+                v -= 1 << bits
+        else:
+            v = a >> (s if 0 <= s < bits else bits)  # Python's >> is arithmetic (floor)
+        out[index] = v
+    return out
+
+
+@onnx_bit_shift.fast
+def _bit_shift_fast(x, y, direction="LEFT"):
+    _bit_shift_shape(np.shape(x), np.shape(y), direction)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    bits = x.dtype.itemsize * 8
+    inside = (y >= 0) & (y < bits)
+    amount = np.where(inside, y, 0).astype(x.dtype)
+    if direction == "LEFT":
+        unsigned = np.dtype(f"u{x.dtype.itemsize}")
+        shifted = np.left_shift(x.view(unsigned) if x.dtype.kind == "i" else x, amount.astype(unsigned))
+        return np.where(inside, shifted.view(x.dtype), np.zeros((), x.dtype))
+    fill = np.where(x < 0, np.array(-1).astype(x.dtype), np.zeros((), x.dtype)) if x.dtype.kind == "i" \
+        else np.zeros((), x.dtype)
+    return np.where(inside, np.right_shift(x, amount), fill)
+
+
+# --- CastLike -------------------------------------------------------------------------------
+
+def _float_info(dt: np.dtype):
+    import ml_dtypes
+
+    return ml_dtypes.finfo(dt)
+
+
+def _is_float(dt: np.dtype) -> bool:
+    if dt.kind == "f":
+        return True
+    if dt.kind != "V":
+        return False
+    try:
+        _float_info(dt)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+
+
+def cast(x: np.ndarray, to: np.dtype, saturate: bool = True) -> np.ndarray:
+    """ONNX Cast of ``x`` to the numpy (or ml_dtypes) type ``to``.
+
+    * to a float8 type with ``saturate``: values beyond the largest finite value (infinities
+      included) become it, NaN stays NaN; without: ml_dtypes' rounding (overflow → NaN or
+      infinity, as the type has);
+    * between floating types: round to nearest even;
+    * float → integer: truncation toward zero, then wrap-around in the target width (ONNX
+      leaves out-of-range values undefined; nnefx's integer contract wraps);
+    * integer → integer: wrap-around; anything → bool: ``x != 0``.
+    """
+    x = np.asarray(x)
+    to = np.dtype(to)
+    if x.dtype.kind == "O" or to.kind == "O":
+        raise _common.op_error("onnx_cast_like", "string tensors cannot be cast (not supported)")
+    src_float = _is_float(x.dtype)
+    if to == np.bool_:
+        return (x.astype(np.float32) if src_float and x.dtype.kind == "V" else x) != 0
+    if _is_float(to):
+        if src_float and x.dtype.kind == "V":
+            x = x.astype(np.float32)
+        if saturate and to.name in _FLOAT8:
+            big = float(_float_info(to).max)
+            x = np.where(np.isnan(x), x, np.clip(x.astype(np.float64), -big, big))
+        return x.astype(to)
+    bits = to.itemsize * 8 if to.kind in "iu" else int(to.name[-1])  # int4/uint4: 'int4'[-1]
+    signed = to.kind == "i" or to.name.startswith("int")
+    if src_float:
+        wide = x.astype(np.float64)
+        wide = np.trunc(np.where(np.isfinite(wide), wide, 0.0))
+        ints = np.mod(wide, 2.0 ** bits).astype(np.uint64) if bits < 64 else wide.astype(np.int64).view(np.uint64)
+    else:
+        ints = x.astype(np.int64).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64)
+    ints = ints & np.uint64((1 << bits) - 1) if bits < 64 else ints
+    if signed:
+        values = ints.astype(np.int64) if bits == 64 else np.where(
+            ints >= np.uint64(1 << (bits - 1)), ints.astype(np.int64) - (1 << bits), ints.astype(np.int64))
+        return values.astype(to)
+    return ints.astype(to)
+
+
+onnx_cast_like = define("onnx_cast_like", FAMILY, """
+fragment onnx_cast_like<?>( input: tensor<>, like: tensor<?>, saturate: logical = true ) -> ( output: tensor<?> );
+""", domain="onnx", generic=True, doc="ONNX CastLike: `input` converted to the element type of `like` "
+                                      "(float8 saturation, truncation and wrap-around for integers).")
+
+
+@onnx_cast_like.shape
+def _cast_like_shape(x, like, saturate=True, dtype=None):
+    return tuple(x)
+
+
+@onnx_cast_like.etypes
+def _cast_like_etypes(x, like, saturate=True):
+    return like
+
+
+@onnx_cast_like.formal
+def _cast_like_formal(x, like, saturate=True, dtype=None):
+    return cast(np.asarray(x), np.asarray(like).dtype, saturate)
+
+
+_common.guard_family(FAMILY)  # noqa: E305  (attribute types checked before any rule or kernel runs)

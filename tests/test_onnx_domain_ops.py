@@ -1,0 +1,113 @@
+"""The ``onnx`` domain's kernels against the ONNX backend node suite: every single-node case of
+the operators they implement, run through the formal and the fast kernel directly (the
+arrays and attributes an importer hands over), compared with the case's expected outputs at
+the case's own tolerances, element types compared strictly.
+
+``CALLS`` says how each ONNX node becomes a registry call (operation, positional tensors,
+attributes): the conversion an ONNX importer applies.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper, numpy_helper  # noqa: E402
+from onnx.backend.test.case import node as node_cases  # noqa: E402
+
+from nnefx.ops import registry  # noqa: E402
+
+
+def _attrs(node) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def _array(v):
+    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
+
+
+def _opt(ins, i):
+    return ins[i] if len(ins) > i and ins[i] is not None else None
+
+
+def _layer_norm(a, ins):
+    args = [ins[0], ins[1]] + ([ins[2]] if _opt(ins, 2) is not None else [])
+    return "onnx_layer_normalization", args, {k: a[k] for k in ("axis", "epsilon", "stash_type") if k in a}
+
+
+def _rms_norm(a, ins):
+    return "onnx_rms_normalization", ins[:2], {k: a[k] for k in ("axis", "epsilon", "stash_type") if k in a}
+
+
+def _group_norm(a, ins):
+    return "onnx_group_normalization", ins[:3], {k: a[k] for k in ("num_groups", "epsilon", "stash_type") if k in a}
+
+
+def _trilu(a, ins):
+    return "onnx_trilu", [ins[0]] + ([ins[1]] if _opt(ins, 1) is not None else []), {"upper": bool(a.get("upper", 1))}
+
+
+def _bit_shift(a, ins):
+    return "onnx_bit_shift", ins[:2], {"direction": a["direction"]}
+
+
+def _cast_like(a, ins):
+    return "onnx_cast_like", ins[:2], {"saturate": bool(a.get("saturate", 1))}
+
+
+CALLS = {
+    "Trilu": _trilu,
+    "BitShift": _bit_shift,
+    "CastLike": _cast_like,
+    "LayerNormalization": _layer_norm,
+    "RMSNormalization": _rms_norm,
+    "GroupNormalization": _group_norm,
+}
+
+
+def _cases():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = node_cases.collect_testcases(None)
+    out = []
+    for case in found:
+        nodes = case.model.graph.node
+        if len(nodes) == 1 and nodes[0].op_type in CALLS:
+            out.append(pytest.param(case, id=case.name))
+    return out
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("backend", ["formal", "fast"])
+@pytest.mark.parametrize("case", CASES)
+def test_node_suite_case(case, backend):
+    node = case.model.graph.node[0]
+    for inputs, expected in case.data_sets:
+        ins = [_array(v) for v in inputs]
+        name, args, kwargs = CALLS[node.op_type](_attrs(node), ins)
+        entry = registry.get(name)
+        results = entry.kernel(backend)(*args, **kwargs)
+        results = results if isinstance(results, tuple) else (results,)
+        shapes = entry.shape_rule(*[[np.shape(y) for y in x] if isinstance(x, list) else np.shape(x)
+                                    for x in args], **kwargs)
+        shapes = shapes if shapes and isinstance(shapes[0], tuple) else (shapes,)
+        assert [tuple(s) for s in shapes] == [r.shape for r in results]  # the shape rule agrees
+        assert len(results) >= len(expected)
+        for got, want in zip(results, expected, strict=False):
+            want = _array(want)
+            assert got.dtype == want.dtype, f"{case.name}: {got.dtype} where ONNX says {want.dtype}"
+            assert got.shape == want.shape
+            if want.dtype.kind in "fc" or want.dtype.kind == "V":
+                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                           rtol=case.rtol, atol=case.atol)
+            else:
+                np.testing.assert_array_equal(got, want)
