@@ -62,7 +62,17 @@ def _cast_like(a, ins):
     return "onnx_cast_like", ins[:2], {"saturate": bool(a.get("saturate", 1))}
 
 
+def _loss(name):
+    def call(a, ins):
+        args = ins[:2] + ([ins[2]] if _opt(ins, 2) is not None else [])
+        return name, args, {"reduction": a.get("reduction", "mean"),
+                            "ignore_index": [a["ignore_index"]] if "ignore_index" in a else []}
+    return call
+
+
 CALLS = {
+    "NegativeLogLikelihoodLoss": _loss("onnx_negative_log_likelihood_loss"),
+    "SoftmaxCrossEntropyLoss": _loss("onnx_softmax_cross_entropy_loss"),
     "Trilu": _trilu,
     "BitShift": _bit_shift,
     "CastLike": _cast_like,
