@@ -70,7 +70,26 @@ def _loss(name):
     return call
 
 
+def _quantize(a, ins):
+    if _opt(ins, 2) is not None:
+        zero = ins[2]
+    else:
+        zero = np.zeros((), helper.tensor_dtype_to_np_dtype(a.get("output_dtype", onnx.TensorProto.UINT8)))
+    assert "precision" not in a
+    return "onnx_quantize_linear", [ins[0], ins[1], zero], {
+        "axis": a.get("axis", 1), "block_size": a.get("block_size", 0), "saturate": bool(a.get("saturate", 1))}
+
+
+def _dequantize(a, ins):
+    zero = ins[2] if _opt(ins, 2) is not None else np.zeros((), ins[0].dtype)
+    assert "output_dtype" not in a
+    return "onnx_dequantize_linear", [ins[0], ins[1], zero], {"axis": a.get("axis", 1),
+                                                              "block_size": a.get("block_size", 0)}
+
+
 CALLS = {
+    "QuantizeLinear": _quantize,
+    "DequantizeLinear": _dequantize,
     "NegativeLogLikelihoodLoss": _loss("onnx_negative_log_likelihood_loss"),
     "SoftmaxCrossEntropyLoss": _loss("onnx_softmax_cross_entropy_loss"),
     "Trilu": _trilu,
