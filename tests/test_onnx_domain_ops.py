@@ -100,7 +100,16 @@ def _stft(a, ins):
                                "frame_length": int(ins[3]) if _opt(ins, 3) is not None else 0}
 
 
+def _grid_sample(a, ins):
+    modes = {"bilinear": "linear", "bicubic": "cubic"}
+    mode = a.get("mode", "linear")  # GridSample-16 says "bilinear"; the same
+    return "onnx_grid_sample", ins[:2], {"mode": modes.get(mode, mode),
+                                         "padding_mode": a.get("padding_mode", "zeros"),
+                                         "align_corners": bool(a.get("align_corners", 0))}
+
+
 CALLS = {
+    "GridSample": _grid_sample,
     "DFT": _dft,
     "STFT": _stft,
     "QuantizeLinear": _quantize,
