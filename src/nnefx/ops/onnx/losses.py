@@ -25,7 +25,7 @@ fragment onnx_negative_log_likelihood_loss(
     weight: tensor<scalar> = 1.0,
     reduction: string = 'mean',
     ignore_index: integer[] = [] )
--> ( loss: tensor<scalar> )
+-> ( loss: tensor<scalar> );
 """, domain="onnx", doc="ONNX NegativeLogLikelihoodLoss: -input[n, target[n, d...], d...] * weight[target], "
                         "reduced by none / sum / weighted mean; targets equal to ignore_index count 0.")
 
@@ -120,7 +120,7 @@ fragment onnx_softmax_cross_entropy_loss(
     weights: tensor<scalar> = 1.0,
     reduction: string = 'mean',
     ignore_index: integer[] = [] )
--> ( loss: tensor<scalar>, log_prob: tensor<scalar> )
+-> ( loss: tensor<scalar>, log_prob: tensor<scalar> );
 """, domain="onnx", doc="ONNX SoftmaxCrossEntropyLoss: the negative log-likelihood loss of the log-softmax "
                         "of the scores over axis 1; also the log-probabilities.")
 

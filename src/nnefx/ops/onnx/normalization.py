@@ -27,7 +27,7 @@ fragment onnx_layer_normalization(
     axis: integer = -1,
     epsilon: scalar = 1e-5,
     stash_type: integer = 1 )
--> ( output: tensor<scalar>, mean: tensor<scalar>, inv_std_dev: tensor<scalar> )
+-> ( output: tensor<scalar>, mean: tensor<scalar>, inv_std_dev: tensor<scalar> );
 """, domain="onnx", doc="ONNX LayerNormalization: normalise over every axis from `axis` on, "
                         "then scale and bias (numpy broadcasting); also the mean and 1/stddev.")
 
@@ -83,7 +83,7 @@ fragment onnx_rms_normalization(
     axis: integer = -1,
     epsilon: scalar = 1e-5,
     stash_type: integer = 1 )
--> ( output: tensor<scalar> )
+-> ( output: tensor<scalar> );
 """, domain="onnx", doc="ONNX RMSNormalization: x / sqrt(mean(x^2) + epsilon) over every axis "
                         "from `axis` on, times scale (numpy broadcasting).")
 
@@ -130,7 +130,7 @@ fragment onnx_group_normalization(
     num_groups: integer,
     epsilon: scalar = 1e-5,
     stash_type: integer = 1 )
--> ( output: tensor<scalar> )
+-> ( output: tensor<scalar> );
 """, domain="onnx", doc="ONNX GroupNormalization-21: channels in `num_groups` groups, each normalised "
                         "over its channels and spatial items, then per-channel scale and bias.")
 

@@ -96,7 +96,7 @@ fragment onnx_quantize_linear<?>(
     axis: integer = 1,
     block_size: integer = 0,
     saturate: logical = true )
--> ( output: tensor<?> )
+-> ( output: tensor<?> );
 """, domain="onnx", generic=True, doc="ONNX QuantizeLinear: codes of zero_point's element type from "
                                       "x / scale (+ zero_point), per tensor, per axis or per block.")
 
@@ -153,7 +153,7 @@ fragment onnx_dequantize_linear<?>(
     zero_point: tensor<?>,
     axis: integer = 1,
     block_size: integer = 0 )
--> ( output: tensor<scalar> )
+-> ( output: tensor<scalar> );
 """, domain="onnx", generic=True, doc="ONNX DequantizeLinear: (x - zero_point) * scale in scale's element "
                                       "type, per tensor, per axis or per block.")
 

@@ -39,7 +39,7 @@ fragment onnx_grid_sample(
     mode: string = 'linear',
     padding_mode: string = 'zeros',
     align_corners: logical = false )
--> ( output: tensor<scalar> )
+-> ( output: tensor<scalar> );
 """, domain="onnx", doc="ONNX GridSample: the input read at per-item normalised locations (nearest, "
                         "linear or cubic; zeros, border or reflection padding).")
 

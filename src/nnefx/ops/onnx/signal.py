@@ -28,7 +28,7 @@ fragment onnx_dft(
     dft_length: integer = 0,
     inverse: logical = false,
     onesided: logical = false )
--> ( output: tensor<scalar> )
+-> ( output: tensor<scalar> );
 """, domain="onnx", doc="ONNX DFT along `axis` of a real ([..., 1]) or complex ([..., 2]) signal; inverse, "
                         "one-sided and zero-padded/truncated (dft_length) forms.")
 
@@ -127,7 +127,7 @@ fragment onnx_stft(
     frame_step: integer,
     frame_length: integer = 0,
     onesided: logical = true )
--> ( output: tensor<scalar> )
+-> ( output: tensor<scalar> );
 """, domain="onnx", doc="ONNX STFT: the DFT of each windowed frame of a [batch, length, 1|2] signal, "
                         "[batch, frames, bins, 2].")
 
