@@ -109,7 +109,22 @@ def _grid_sample(a, ins):
                                          "align_corners": bool(a.get("align_corners", 0))}
 
 
+def _resize(a, ins):
+    roi = ins[1] if len(ins) > 2 and _opt(ins, 1) is not None and ins[1].size else None
+    scales = ins[2] if len(ins) > 2 else ins[1]  # Resize-10: (X, scales)
+    sizes = _opt(ins, 3)
+    kwargs = {k: a[k] for k in ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "extrapolation_value",
+                                "nearest_mode", "keep_aspect_ratio_policy", "axes") if k in a}
+    kwargs.update({k: bool(a[k]) for k in ("exclude_outside", "antialias") if k in a})
+    if scales is not None and scales.size:
+        kwargs["scales"] = [float(v) for v in scales]
+    else:
+        kwargs["sizes"] = [int(v) for v in sizes]
+    return "onnx_resize", [ins[0]] + ([roi] if roi is not None else []), kwargs
+
+
 CALLS = {
+    "Resize": _resize,
     "GridSample": _grid_sample,
     "DFT": _dft,
     "STFT": _stft,
@@ -145,7 +160,7 @@ def test_formal_inverse_dft_is_the_exact_transform():
 #: importing only these keeps collection under a second instead of the whole suite's ~13 s).
 MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "trilu", "bitshift", "castlike",
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
-           "dequantizelinear", "gridsample")
+           "dequantizelinear", "gridsample", "resize")
 
 
 def _cases():
