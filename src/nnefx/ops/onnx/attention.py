@@ -1,0 +1,235 @@
+"""ONNX Attention (opsets 23-25) as one operation: scaled dot-product attention with grouped
+key/value heads, 3-D (heads folded into the hidden axis) or 4-D inputs, boolean or additive
+masks, causal and sliding-window masking, a key/value cache (``past_key``/``past_value``,
+or a static cache with ``nonpad_kv_seqlen``), soft-capping and the ``qk_matmul_output``
+probe.
+
+The definition (ONNX Attention, its function body):
+
+* ``Q`` and ``K`` are each scaled by ``sqrt(scale)`` (``scale`` defaults to
+  ``1 / sqrt(head size)``); the cache is concatenated in front of ``K``/``V`` along the
+  sequence; ``kv`` heads repeat to the ``q`` heads' count;
+* scores ``= softcap * tanh((Q K^T) / softcap)`` (when ``softcap > 0``) plus the bias: the
+  mask (boolean: 0 where true, -inf where false; additive as given, padded with -inf to the
+  total key length), the causal frontier (query ``i`` sees key ``j <= i + offset``, offset
+  the cache length or ``nonpad_kv_seqlen - q_len``), the sliding window, the static-cache
+  padding;
+* ``softmax`` over keys (a row with every key masked gives zeros), then times ``V``.
+
+Optional tensors are rank 0 when absent (a real mask, cache or length is never rank 0).
+``softmax_precision`` 11 (double) takes the softmax in float64 (the formal kernel always does).
+``qk_matmul_output_mode``: 0 the scaled product, 1 after soft-capping, 2 with the bias,
+3 after the softmax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._common import attr_error, guard_family, op_error
+from ..registry import define
+
+FAMILY = "onnx_attention"
+
+onnx_attention = define("onnx_attention", FAMILY, """
+fragment onnx_attention(
+    q: tensor<scalar>,
+    k: tensor<scalar>,
+    v: tensor<scalar>,
+    attn_mask: tensor<> = 0.0,
+    past_key: tensor<scalar> = 0.0,
+    past_value: tensor<scalar> = 0.0,
+    nonpad_kv_seqlen: tensor<integer> = 0,
+    scale: scalar = 0.0,
+    is_causal: logical = false,
+    q_num_heads: integer = 0,
+    kv_num_heads: integer = 0,
+    softcap: scalar = 0.0,
+    softmax_precision: integer = 0,
+    qk_matmul_output_mode: integer = 0,
+    left_window_size: integer = -1,
+    right_window_size: integer = -1 )
+-> ( y: tensor<scalar>, present_key: tensor<scalar>, present_value: tensor<scalar>, qk_matmul_output: tensor<scalar> );
+""", domain="onnx", doc="ONNX Attention: softmax(Q K^T * scale + masks) V with grouped heads, cache, causal "
+                        "and sliding-window masks, soft-capping (scale = 0: 1/sqrt(head size)).")
+
+
+def _heads(name, q, k, v, q_num_heads, kv_num_heads):
+    """(batch, q heads, q length, head size), the same for k and v, from 3-D or 4-D shapes."""
+    if not len(q) == len(k) == len(v) or len(q) not in (3, 4):
+        raise op_error(name, f"q, k and v must all be 3-D or all 4-D, got {list(q)}, {list(k)}, {list(v)}")
+    if len(q) == 4:
+        return tuple(q), tuple(k), tuple(v)
+    if q_num_heads <= 0 or kv_num_heads <= 0:
+        raise op_error(name, "3-D inputs need q_num_heads and kv_num_heads")
+    out = []
+    for s, h in ((q, q_num_heads), (k, kv_num_heads), (v, kv_num_heads)):
+        if s[2] is not None and s[2] % h:
+            raise op_error(name, f"hidden size {s[2]} does not split into {h} heads")
+        out.append((s[0], h, s[1], None if s[2] is None else s[2] // h))
+    return tuple(out)
+
+
+@onnx_attention.shape
+def _attention_shape(q, k, v, attn_mask=(), past_key=(), past_value=(), nonpad_kv_seqlen=(), scale=0.0,
+                     is_causal=False, q_num_heads=0, kv_num_heads=0, softcap=0.0, softmax_precision=0,
+                     qk_matmul_output_mode=0, left_window_size=-1, right_window_size=-1):
+    name = "onnx_attention"
+    if softmax_precision not in (0, 1, 10, 11, 16):
+        raise attr_error(name, "softmax_precision", softmax_precision, "is not a floating-point type code")
+    if qk_matmul_output_mode not in (0, 1, 2, 3):
+        raise attr_error(name, "qk_matmul_output_mode", qk_matmul_output_mode, "must be 0, 1, 2 or 3")
+    if left_window_size < -1 or right_window_size < -1:
+        raise op_error(name, "window sizes must be -1 (unbounded) or non-negative")
+    q4, k4, v4 = _heads(name, q, k, v, q_num_heads, kv_num_heads)
+    if (len(past_key) == 0) != (len(past_value) == 0):
+        raise op_error(name, "past_key and past_value come together")
+    if past_key and nonpad_kv_seqlen:
+        raise op_error(name, "nonpad_kv_seqlen cannot be combined with a past cache")
+    if None not in (q4[3], k4[3]) and q4[3] != k4[3]:
+        raise op_error(name, f"query head size {q4[3]} differs from key head size {k4[3]}")
+    if q4[1] is not None and k4[1] is not None and q4[1] % k4[1]:
+        raise op_error(name, f"{q4[1]} query heads are not a multiple of {k4[1]} key/value heads")
+    past = past_key[2] if past_key else 0
+    total = None if past is None or k4[2] is None else past + k4[2]
+    present_k = (k4[0], k4[1], total, k4[3])
+    present_v = (v4[0], v4[1], total, v4[3])
+    y = (q4[0], q4[1], q4[2], v4[3])
+    if len(q) == 3:
+        y = (q4[0], q4[2], None if q4[1] is None or v4[3] is None else q4[1] * v4[3])
+    return y, present_k, present_v, (q4[0], q4[1], q4[2], total)
+
+
+def _split(x: np.ndarray, heads: int) -> np.ndarray:
+    if x.ndim == 4:
+        return x
+    return x.reshape(x.shape[0], x.shape[1], heads, -1).transpose(0, 2, 1, 3)
+
+
+def _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal, q_num_heads,
+             kv_num_heads, left_window_size, right_window_size, acc):
+    """4-D q/k/v (cache prepended), the present cache, and the additive bias [.., q_len, kv_len]."""
+    q, k, v = (_split(np.asarray(t), h) for t, h in ((q, q_num_heads), (k, kv_num_heads), (v, kv_num_heads)))
+    past_key, past_value = np.asarray(past_key), np.asarray(past_value)
+    if past_key.ndim:
+        k = np.concatenate([past_key.astype(k.dtype), k], axis=2)
+        v = np.concatenate([past_value.astype(v.dtype), v], axis=2)
+    q_len, kv_len = q.shape[2], k.shape[2]
+    bias = np.zeros((q_len, kv_len), acc)
+    mask = np.asarray(attn_mask)
+    if mask.ndim:
+        pad = kv_len - mask.shape[-1]
+        if mask.dtype == np.bool_:
+            mask = np.where(mask, 0.0, -np.inf)
+        mask = mask.astype(acc)
+        if pad > 0:
+            mask = np.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, pad)], constant_values=-np.inf)
+        bias = bias + mask
+    seqlen = np.asarray(nonpad_kv_seqlen)
+    if seqlen.ndim:
+        offset = seqlen.reshape(-1, 1, 1, 1) - q_len  # per batch: [batch, 1, 1, 1]
+    else:
+        offset = past_key.shape[2] if past_key.ndim else 0
+    i = np.arange(q_len).reshape(-1, 1)
+    j = np.arange(kv_len).reshape(1, -1)
+    diff = i + offset - j  # query position minus key position
+    if is_causal:
+        bias = bias + np.where(diff >= 0, 0.0, -np.inf)
+    if left_window_size >= 0:
+        bias = bias + np.where(diff <= left_window_size, 0.0, -np.inf)
+    if right_window_size >= 0:
+        bias = bias + np.where(-diff <= right_window_size, 0.0, -np.inf)
+    if seqlen.ndim:
+        bias = bias + np.where(j < seqlen.reshape(-1, 1, 1, 1), 0.0, -np.inf)
+    return q, k, v, bias.astype(acc)
+
+
+def _scale(scale: float, head: int) -> float:
+    return scale if scale != 0.0 else 1.0 / math.sqrt(head)
+
+
+def _rounder(dtype: np.dtype, acc):
+    """Narrow floats (float16, bfloat16) are accumulated wide and rounded once at the end
+    (nnefx's element-type contract), so the intermediate steps keep their width."""
+    return np.asarray
+
+
+def _check(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, *attrs):
+    _attention_shape(np.shape(q), np.shape(k), np.shape(v), np.shape(attn_mask), np.shape(past_key),
+                     np.shape(past_value), np.shape(nonpad_kv_seqlen), *attrs)
+
+
+@onnx_attention.formal
+def _attention_formal(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonpad_kv_seqlen=0, scale=0.0,
+                      is_causal=False, q_num_heads=0, kv_num_heads=0, softcap=0.0, softmax_precision=0,
+                      qk_matmul_output_mode=0, left_window_size=-1, right_window_size=-1):
+    _check(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, scale, is_causal, q_num_heads,
+           kv_num_heads, softcap, softmax_precision, qk_matmul_output_mode, left_window_size, right_window_size)
+    dtype = np.asarray(q).dtype
+    rnd = _rounder(dtype, np.float64)
+    q4, k4, v4, bias = _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal,
+                                q_num_heads, kv_num_heads, left_window_size, right_window_size, np.float64)
+    batch, heads, q_len, _ = q4.shape
+    kv_heads, kv_len = k4.shape[1], k4.shape[2]
+    root = math.sqrt(_scale(scale, q4.shape[3]))
+    bias = np.broadcast_to(bias, (batch, heads, q_len, kv_len))
+    y = np.zeros((batch, heads, q_len, v4.shape[3]))
+    probe = np.zeros((batch, heads, q_len, kv_len))
+    for b in range(batch):
+        for h in range(heads):
+            g = h // (heads // kv_heads)  # the key/value head this query head shares
+            for i in range(q_len):
+                qi = rnd(q4[b, h, i].astype(np.float64) * root)
+                scores = rnd([float(np.dot(qi, rnd(k4[b, g, j].astype(np.float64) * root))) for j in range(kv_len)])
+                product = scores
+                if softcap > 0:
+                    scores = rnd(softcap * np.tanh(scores / softcap))
+                capped = scores
+                scores = rnd(scores + bias[b, h, i])
+                if np.isneginf(bias[b, h, i]).all():
+                    weights = np.zeros(kv_len)  # every key masked: the row is zero
+                else:
+                    e = np.exp(scores - scores.max())
+                    weights = rnd(e / e.sum())
+                y[b, h, i] = weights @ v4[b, g].astype(np.float64)
+                probe[b, h, i] = (product, capped, scores, weights)[qk_matmul_output_mode]
+    if np.ndim(q) == 3:
+        y = y.transpose(0, 2, 1, 3).reshape(batch, q_len, -1)
+    return y.astype(dtype), k4.astype(dtype), v4.astype(dtype), probe.astype(dtype)
+
+
+@onnx_attention.fast
+def _attention_fast(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonpad_kv_seqlen=0, scale=0.0,
+                    is_causal=False, q_num_heads=0, kv_num_heads=0, softcap=0.0, softmax_precision=0,
+                    qk_matmul_output_mode=0, left_window_size=-1, right_window_size=-1):
+    _check(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, scale, is_causal, q_num_heads,
+           kv_num_heads, softcap, softmax_precision, qk_matmul_output_mode, left_window_size, right_window_size)
+    dtype = np.asarray(q).dtype
+    acc = np.float64 if dtype == np.float64 else np.float32
+    rnd = _rounder(dtype, acc)
+    q4, k4, v4, bias = _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal,
+                                q_num_heads, kv_num_heads, left_window_size, right_window_size, acc)
+    reps = q4.shape[1] // k4.shape[1]
+    keys = np.repeat(k4, reps, axis=1).astype(acc) if reps > 1 else k4.astype(acc)
+    values = np.repeat(v4, reps, axis=1).astype(acc) if reps > 1 else v4.astype(acc)
+    root = acc(math.sqrt(_scale(scale, q4.shape[3])))
+    product = rnd(rnd(q4.astype(acc) * root) @ rnd(keys * root).transpose(0, 1, 3, 2))
+    capped = rnd(softcap * np.tanh(product / softcap)) if softcap > 0 else product
+    scores = rnd(capped + bias)
+    wide = scores.astype(np.float64) if softmax_precision == 11 else scores
+    top = wide.max(axis=-1, keepdims=True)
+    e = np.exp(wide - np.where(np.isneginf(top), 0, top))
+    total = e.sum(axis=-1, keepdims=True)
+    weights = rnd((e / np.where(total == 0, 1, total)).astype(acc))
+    masked = np.isneginf(np.broadcast_to(bias, scores.shape)).all(axis=-1, keepdims=True)
+    weights = np.where(masked, acc(0), weights)
+    y = weights @ values
+    if np.ndim(q) == 3:
+        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+    probe = (product, capped, scores, weights)[qk_matmul_output_mode]
+    return y.astype(dtype), k4.astype(dtype), v4.astype(dtype), probe.astype(dtype)
+
+
+guard_family(FAMILY)  # noqa: E305  (attribute types checked before any rule or kernel runs)
