@@ -133,7 +133,19 @@ def _attention(a, ins):
     return "onnx_attention", args, kwargs
 
 
+def _bitwise(op):
+    return lambda a, ins: ("onnx_bitwise", ins[:2], {"op": op})
+
+
 CALLS = {
+    "BitwiseAnd": _bitwise("and"),
+    "BitwiseOr": _bitwise("or"),
+    "BitwiseXor": _bitwise("xor"),
+    "BitwiseNot": lambda a, ins: ("onnx_bitwise_not", ins[:1], {}),
+    "CumProd": lambda a, ins: ("onnx_cum_prod", ins[:2], {"exclusive": bool(a.get("exclusive", 0)),
+                                                          "reverse": bool(a.get("reverse", 0))}),
+    "Hardmax": lambda a, ins: ("onnx_hardmax", ins[:1], {"axis": a.get("axis", -1)}),
+    "Det": lambda a, ins: ("onnx_det", ins[:1], {}),
     "Attention": _attention,
     "Resize": _resize,
     "GridSample": _grid_sample,
@@ -175,7 +187,8 @@ def test_formal_inverse_dft_is_the_exact_transform():
 #: importing only these keeps collection under a second instead of the whole suite's ~13 s).
 MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "trilu", "bitshift", "castlike",
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
-           "dequantizelinear", "gridsample", "resize", "attention")
+           "dequantizelinear", "gridsample", "resize", "attention",
+           "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det")
 
 
 def _cases():
