@@ -137,7 +137,15 @@ def _bitwise(op):
     return lambda a, ins: ("onnx_bitwise", ins[:2], {"op": op})
 
 
+def _rotary(a, ins):
+    args = ins[:3] + ([ins[3]] if _opt(ins, 3) is not None else [])
+    return "onnx_rotary_embedding", args, {"interleaved": bool(a.get("interleaved", 0)),
+                                           "rotary_embedding_dim": a.get("rotary_embedding_dim", 0),
+                                           "num_heads": a.get("num_heads", 0)}
+
+
 CALLS = {
+    "RotaryEmbedding": _rotary,
     "BitwiseAnd": _bitwise("and"),
     "BitwiseOr": _bitwise("or"),
     "BitwiseXor": _bitwise("xor"),
@@ -188,7 +196,8 @@ def test_formal_inverse_dft_is_the_exact_transform():
 MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "trilu", "bitshift", "castlike",
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
            "dequantizelinear", "gridsample", "resize", "attention",
-           "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det")
+           "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det",
+           "rotaryembedding")
 
 
 def _cases():

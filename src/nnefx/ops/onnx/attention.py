@@ -20,6 +20,8 @@ Optional tensors are rank 0 when absent (a real mask, cache or length is never r
 ``softmax_precision`` 11 (double) takes the softmax in float64 (the formal kernel always does).
 ``qk_matmul_output_mode``: 0 the scaled product, 1 after soft-capping, 2 with the bias,
 3 after the softmax.
+
+RotaryEmbedding (opset 23) lives here too: it rotates query/key heads before attention.
 """
 
 from __future__ import annotations
@@ -230,6 +232,108 @@ def _attention_fast(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonpad
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
     probe = (product, capped, scores, weights)[qk_matmul_output_mode]
     return y.astype(dtype), k4.astype(dtype), v4.astype(dtype), probe.astype(dtype)
+
+
+# --- RotaryEmbedding ---------------------------------------------------------------------------
+
+onnx_rotary_embedding = define("onnx_rotary_embedding", FAMILY, """
+fragment onnx_rotary_embedding(
+    input: tensor<scalar>,
+    cos_cache: tensor<scalar>,
+    sin_cache: tensor<scalar>,
+    position_ids: tensor<integer> = 0,
+    interleaved: logical = false,
+    rotary_embedding_dim: integer = 0,
+    num_heads: integer = 0 )
+-> ( output: tensor<scalar> );
+""", domain="onnx", doc="ONNX RotaryEmbedding-23: the first rotary_embedding_dim items of each head rotated "
+                        "pairwise by the cached angles of the item's position.")
+
+
+def _rotary_dims(x, cos, sin, position_ids, rotary_embedding_dim, num_heads):
+    """(batch, sequence, heads, head size, rotated size) of a rotary embedding."""
+    name = "onnx_rotary_embedding"
+    if len(x) == 4:
+        batch, heads, seq, head = x
+    elif len(x) == 3:
+        if num_heads <= 0:
+            raise op_error(name, "a 3-D input needs num_heads")
+        batch, seq, hidden = x
+        heads = num_heads
+        if hidden is not None and hidden % heads:
+            raise op_error(name, f"hidden size {hidden} does not split into {heads} heads")
+        head = None if hidden is None else hidden // heads
+    else:
+        raise op_error(name, f"the input must be [batch, heads, seq, head] or [batch, seq, hidden], got {list(x)}")
+    rotated = rotary_embedding_dim or head
+    if rotated is not None and (rotated % 2 or (head is not None and rotated > head)):
+        raise attr_error(name, "rotary_embedding_dim", rotary_embedding_dim, "must be even and at most the head size")
+    want = 2 if position_ids else 3
+    for what, c in (("cos_cache", cos), ("sin_cache", sin)):
+        if len(c) != want or (rotated is not None and c[-1] not in (rotated // 2, None)):
+            raise op_error(name, f"{what} must have rank {want} and {rotated // 2 if rotated else '?'} items "
+                                 f"in its last axis, got {list(c)}")
+    return batch, seq, heads, head, rotated
+
+
+@onnx_rotary_embedding.shape
+def _rotary_shape(x, cos, sin, position_ids=(), interleaved=False, rotary_embedding_dim=0, num_heads=0):
+    _rotary_dims(x, cos, sin, position_ids, rotary_embedding_dim, num_heads)
+    return tuple(x)
+
+
+def _angles(cos, sin, position_ids):
+    """cos and sin per (batch, position, pair): looked up by position_ids when given."""
+    cos, sin, ids = np.asarray(cos), np.asarray(sin), np.asarray(position_ids)
+    if ids.ndim:
+        return cos[ids], sin[ids]
+    return cos, sin
+
+
+def _as_bshd(x: np.ndarray, heads: int) -> np.ndarray:
+    return x.transpose(0, 2, 1, 3) if x.ndim == 4 else x.reshape(x.shape[0], x.shape[1], heads, -1)
+
+
+def _from_bshd(y: np.ndarray, like: np.ndarray) -> np.ndarray:
+    return y.transpose(0, 2, 1, 3) if like.ndim == 4 else y.reshape(like.shape)
+
+
+@onnx_rotary_embedding.formal
+def _rotary_formal(x, cos, sin, position_ids=0, interleaved=False, rotary_embedding_dim=0, num_heads=0):
+    x = np.asarray(x)
+    batch, seq, heads, head, rotated = _rotary_dims(x.shape, np.shape(cos), np.shape(sin), np.shape(position_ids),
+                                                    rotary_embedding_dim, num_heads)
+    c, s = _angles(cos, sin, position_ids)
+    data = _as_bshd(x, heads).astype(np.float64)
+    out = data.copy()
+    half = rotated // 2
+    for b in range(batch):
+        for p in range(seq):
+            for h in range(heads):
+                for i in range(half):
+                    first, second = (2 * i, 2 * i + 1) if interleaved else (i, i + half)
+                    a, z = data[b, p, h, first], data[b, p, h, second]
+                    cc, ss = float(c[b, p, i]), float(s[b, p, i])
+                    out[b, p, h, first] = cc * a - ss * z
+                    out[b, p, h, second] = ss * a + cc * z
+    return _from_bshd(out, x).astype(x.dtype)
+
+
+@onnx_rotary_embedding.fast
+def _rotary_fast(x, cos, sin, position_ids=0, interleaved=False, rotary_embedding_dim=0, num_heads=0):
+    x = np.asarray(x)
+    _, _, heads, _, rotated = _rotary_dims(x.shape, np.shape(cos), np.shape(sin), np.shape(position_ids),
+                                           rotary_embedding_dim, num_heads)
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    c, s = (a.astype(acc)[:, :, None, :] for a in _angles(cos, sin, position_ids))
+    data = _as_bshd(x, heads).astype(acc)
+    part = data[..., :rotated]
+    first, second = (part[..., 0::2], part[..., 1::2]) if interleaved else np.split(part, 2, axis=-1)
+    real, imag = c * first - s * second, s * first + c * second
+    turned = np.stack([real, imag], axis=-1).reshape(part.shape) if interleaved else \
+        np.concatenate([real, imag], axis=-1)
+    out = np.concatenate([turned, data[..., rotated:]], axis=-1)
+    return _from_bshd(out, x).astype(x.dtype)
 
 
 guard_family(FAMILY)  # noqa: E305  (attribute types checked before any rule or kernel runs)
