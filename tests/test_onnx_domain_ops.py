@@ -144,7 +144,13 @@ def _rotary(a, ins):
                                            "num_heads": a.get("num_heads", 0)}
 
 
+def _col2im(a, ins):
+    return "onnx_col2im", ins[:1], {"image_shape": [int(v) for v in ins[1]], "block_shape": [int(v) for v in ins[2]],
+                                    **{k: list(a[k]) for k in ("dilations", "pads", "strides") if k in a}}
+
+
 CALLS = {
+    "Col2Im": _col2im,
     "RotaryEmbedding": _rotary,
     "BitwiseAnd": _bitwise("and"),
     "BitwiseOr": _bitwise("or"),
@@ -197,7 +203,7 @@ MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "tril
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
            "dequantizelinear", "gridsample", "resize", "attention",
            "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det",
-           "rotaryembedding")
+           "rotaryembedding", "col2im")
 
 
 def _cases():

@@ -1,5 +1,5 @@
 """What the ``onnx`` domain's kernels share: ONNX axis rules, numpy broadcasting of shapes,
-and the element-type contract (compute wide, round once to the result's type)."""
+and the ``stash_type`` codes of the normalisations."""
 
 from __future__ import annotations
 
@@ -39,20 +39,6 @@ def numpy_broadcast(op: str, *shapes: Sequence[int | None]) -> tuple:
     return tuple(out)
 
 
-def float_dtype(x: np.ndarray) -> np.dtype:
-    """The element type a floating result keeps: the input's own (float32 for non-floats)."""
-    dt = np.asarray(x).dtype
-    return dt if _is_float(dt) else np.dtype(np.float32)
-
-
-def wide(x: np.ndarray, formal: bool) -> np.ndarray:
-    """``x`` in the type it is accumulated in: float64 (formal), else float32 at least."""
-    x = np.asarray(x)
-    if formal:
-        return x.astype(np.float64)
-    return x.astype(np.float64) if x.dtype == np.float64 else x.astype(np.float32)
-
-
 def stash(code: int, op: str) -> np.dtype:
     """ONNX ``stash_type`` (a TensorProto data type code) as the dtype statistics are kept in."""
     codes = {1: np.float32, 10: np.float16, 11: np.float64}
@@ -64,13 +50,3 @@ def stash(code: int, op: str) -> np.dtype:
         raise NNEFXError(f"operation '{op}': stash_type = {code} is not a floating-point type code")
     return np.dtype(codes[code])
 
-
-def _is_float(dt: np.dtype) -> bool:
-    if dt.kind == "f":
-        return True
-    try:
-        import ml_dtypes
-
-        return bool(ml_dtypes.finfo(dt).bits)
-    except (ImportError, ValueError, TypeError):
-        return False
