@@ -150,6 +150,8 @@ def _col2im(a, ins):
 
 
 CALLS = {
+    "AffineGrid": lambda a, ins: ("onnx_affine_grid", ins[:1], {"size": [int(v) for v in ins[1]],
+                                                               "align_corners": bool(a.get("align_corners", 0))}),
     "Col2Im": _col2im,
     "RotaryEmbedding": _rotary,
     "BitwiseAnd": _bitwise("and"),
@@ -203,7 +205,7 @@ MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "tril
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
            "dequantizelinear", "gridsample", "resize", "attention",
            "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det",
-           "rotaryembedding", "col2im")
+           "rotaryembedding", "col2im", "affinegrid")
 
 
 def _cases():

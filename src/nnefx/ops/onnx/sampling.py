@@ -15,6 +15,9 @@ Neighbours outside the input read 0 (``zeros``), the edge item (``border``) or t
 item (``reflection``).  NNEF's resampling operations read a regular lattice, not a
 per-item location, so this is an extension operation.  (GridSample-16 spelled the modes
 ``bilinear`` and ``bicubic``; the reader passes them as ``linear`` and ``cubic``.)
+
+AffineGrid (opset 20), which builds such a grid from an affine map, lives here too; its
+``size`` input decides the grid's shape and is an attribute.
 """
 
 from __future__ import annotations
@@ -211,6 +214,63 @@ def _grid_sample_fast(x, grid, mode="linear", padding_mode="zeros", align_corner
         values = x.transpose(0, *range(2, x.ndim), 1)[(n_index, *where)]  # [N, *out, C]
         out += values.astype(acc) * weight[..., None]
     return np.moveaxis(out, -1, 1).astype(x.dtype)
+
+
+# --- AffineGrid -------------------------------------------------------------------------------
+
+onnx_affine_grid = define("onnx_affine_grid", FAMILY, """
+fragment onnx_affine_grid( theta: tensor<scalar>, size: integer[], align_corners: logical = false )
+-> ( grid: tensor<scalar> );
+""", domain="onnx", doc="ONNX AffineGrid: the GridSample grid of an affine map theta ([N, 2, 3] or [N, 3, 4]) "
+                        "over an output of `size` ([N, C, H, W] or [N, C, D, H, W]).")
+
+
+@onnx_affine_grid.shape
+def _affine_grid_shape(theta, size, align_corners=False):
+    name = "onnx_affine_grid"
+    if len(size) not in (4, 5) or min(size) <= 0:
+        raise op_error(name, f"size must be [N, C, H, W] or [N, C, D, H, W] of positive extents, got {list(size)}")
+    k = len(size) - 2
+    if len(theta) != 3 or theta[1:] not in ((k, k + 1), (None, None)) or theta[0] not in (size[0], None):
+        raise op_error(name, f"theta must be [{size[0]}, {k}, {k + 1}] for size {list(size)}, got {list(theta)}")
+    return (size[0], *size[2:], k)
+
+
+def _base(index: int, length: int, align_corners: bool) -> float:
+    """The normalised coordinate of item ``index`` of ``length`` (GridSample's convention)."""
+    if align_corners:
+        return -1.0 if length == 1 else -1.0 + 2.0 * index / (length - 1)
+    return -1.0 + (2.0 * index + 1.0) / length
+
+
+@onnx_affine_grid.formal
+def _affine_grid_formal(theta, size, align_corners=False):
+    theta = np.asarray(theta)
+    _affine_grid_shape(theta.shape, size, align_corners)
+    spatial = list(size[2:])
+    k = len(spatial)
+    out = np.zeros((size[0], *spatial, k), np.float64)
+    for n in range(size[0]):
+        for where in np.ndindex(*spatial):
+            # homogeneous (x, y[, z], 1): x runs along the innermost axis
+            point = [_base(where[k - 1 - d], spatial[k - 1 - d], align_corners) for d in range(k)] + [1.0]
+            for d in range(k):
+                out[(n, *where, d)] = sum(float(theta[n, d, j]) * point[j] for j in range(k + 1))
+    return out.astype(theta.dtype)
+
+
+@onnx_affine_grid.fast
+def _affine_grid_fast(theta, size, align_corners=False):
+    theta = np.asarray(theta)
+    _affine_grid_shape(theta.shape, size, align_corners)
+    spatial = list(size[2:])
+    k = len(spatial)
+    axes = [np.array([_base(i, n, align_corners) for i in range(n)]) for n in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")  # one array per spatial axis, outermost first
+    points = np.stack([*mesh[::-1], np.ones(spatial)], axis=-1).reshape(-1, k + 1)  # x first
+    acc = np.float64 if theta.dtype == np.float64 else np.float32
+    grid = np.einsum("nij,pj->npi", theta.astype(acc), points.astype(acc))
+    return grid.reshape(size[0], *spatial, k).astype(theta.dtype)
 
 
 guard_family(FAMILY)  # noqa: E305  (attribute types checked before any rule or kernel runs)
