@@ -149,7 +149,18 @@ def _col2im(a, ins):
                                     **{k: list(a[k]) for k in ("dilations", "pads", "strides") if k in a}}
 
 
+def _deform_conv(a, ins):
+    args = ins[:3]
+    if _opt(ins, 3) is not None or _opt(ins, 4) is not None:
+        args.append(ins[3] if _opt(ins, 3) is not None else np.zeros((), ins[0].dtype))
+    if _opt(ins, 4) is not None:
+        args.append(ins[4])
+    return "onnx_deform_conv", args, {k: (list(a[k]) if isinstance(a[k], list) else a[k])
+                                      for k in ("dilations", "group", "offset_group", "pads", "strides") if k in a}
+
+
 CALLS = {
+    "DeformConv": _deform_conv,
     "AffineGrid": lambda a, ins: ("onnx_affine_grid", ins[:1], {"size": [int(v) for v in ins[1]],
                                                                "align_corners": bool(a.get("align_corners", 0))}),
     "Col2Im": _col2im,
@@ -205,7 +216,7 @@ MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "tril
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
            "dequantizelinear", "gridsample", "resize", "attention",
            "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det",
-           "rotaryembedding", "col2im", "affinegrid")
+           "rotaryembedding", "col2im", "affinegrid", "deformconv")
 
 
 def _cases():
