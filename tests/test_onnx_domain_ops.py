@@ -160,6 +160,7 @@ def _deform_conv(a, ins):
 
 
 CALLS = {
+    "DynamicQuantizeLinear": lambda a, ins: ("onnx_dynamic_quantize_linear", ins[:1], {}),
     "DeformConv": _deform_conv,
     "AffineGrid": lambda a, ins: ("onnx_affine_grid", ins[:1], {"size": [int(v) for v in ins[1]],
                                                                "align_corners": bool(a.get("align_corners", 0))}),
@@ -216,7 +217,8 @@ MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "tril
            "negativeloglikelihoodloss", "softmax_cross_entropy_loss", "dft", "stft", "quantizelinear",
            "dequantizelinear", "gridsample", "resize", "attention",
            "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det",
-           "rotaryembedding", "col2im", "affinegrid", "deformconv")
+           "rotaryembedding", "col2im", "affinegrid", "deformconv",
+           "dynamicquantizelinear")
 
 
 def _cases():

@@ -14,7 +14,8 @@ The zero point is a tensor, always given (the reader supplies a zero of the outp
 the model has none), and its element type is the quantized type.  Integer codes are
 ``clamp(round_half_even(x / scale) + zero_point)`` in the code type's range; float8 codes are
 ``x / scale`` converted with saturation (or not); the division is done in ``x``'s own type,
-as the ONNX definition states.
+as the ONNX definition states.  DynamicQuantizeLinear (uint8 codes with a scale and zero point
+from the tensor's own range) lives here too.
 """
 
 from __future__ import annotations
@@ -190,6 +191,53 @@ def _dequantize_fast(x, scale, zero_point, axis=1, block_size=0, dtype=None):
     a = _axis("onnx_dequantize_linear", axis, x, scale, zero_point)
     dx = x.astype(np.float32) - spread(zero_point, x.shape, a, block_size).astype(np.float32)
     return (dx * spread(scale, x.shape, a, block_size).astype(np.float32)).astype(scale.dtype)
+
+
+onnx_dynamic_quantize_linear = define("onnx_dynamic_quantize_linear", FAMILY, """
+fragment onnx_dynamic_quantize_linear( input: tensor<scalar> )
+-> ( output: tensor<integer>, scale: tensor<scalar>, zero_point: tensor<integer> );
+""", domain="onnx", doc="ONNX DynamicQuantizeLinear: uint8 codes with the scale and zero point that map "
+                        "[min(x, 0), max(x, 0)] onto [0, 255].")
+
+
+@onnx_dynamic_quantize_linear.shape
+def _dynamic_quantize_shape(x):
+    return tuple(x), (), ()
+
+
+@onnx_dynamic_quantize_linear.etypes
+def _dynamic_quantize_etypes(x):
+    return "u8", x, "u8"
+
+
+def _dynamic_range(x: np.ndarray) -> tuple[np.float32, np.float32]:
+    """The scale and the (rounded, saturated) zero point, in float32 as ONNX states them."""
+    if x.size == 0:
+        raise op_error("onnx_dynamic_quantize_linear", "the input is empty (it has no range to quantize)")
+    top = np.float32(max(0.0, float(np.max(x))))
+    bottom = np.float32(min(0.0, float(np.min(x))))
+    scale = np.float32(np.float32(1.0) if top == bottom else top - bottom) / np.float32(255)
+    zero = np.float32(min(255.0, max(0.0, float(np.float32(0) - bottom / scale))))
+    return scale, np.rint(zero)
+
+
+@onnx_dynamic_quantize_linear.formal
+def _dynamic_quantize_formal(x):
+    x = np.asarray(x)
+    scale, zero = _dynamic_range(x)
+    out = np.empty(x.shape, np.uint8)
+    for index in np.ndindex(x.shape):
+        code = float(np.rint(np.float32(x[index]) / scale)) + float(zero)
+        out[index] = min(255.0, max(0.0, code))
+    return out, np.asarray(scale, x.dtype), np.asarray(zero, np.uint8)
+
+
+@onnx_dynamic_quantize_linear.fast
+def _dynamic_quantize_fast(x):
+    x = np.asarray(x)
+    scale, zero = _dynamic_range(x)
+    codes = np.clip(np.rint(x.astype(np.float32) / scale) + zero, 0, 255).astype(np.uint8)
+    return codes, np.asarray(scale, x.dtype), np.asarray(zero, np.uint8)
 
 
 guard_family(FAMILY)  # noqa: E305  (attribute types checked before any rule or kernel runs)
