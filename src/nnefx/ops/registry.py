@@ -47,10 +47,9 @@ ShapeRule = Callable[..., Any]
 #: operations; ``cvm`` = the deterministic integer set (the CVM runtime's operators); ``ir`` = IR layers with
 #: no NNEF counterpart; ``tract`` = the primitives of tract's registries (``tract_core_*``,
 #: ``tract_transformers_*``), which a document enables with ``extension tract_registry NAME;``.
+#: ``onnx`` = ONNX operators with no NNEF counterpart (``onnx_*``, extension ``nnefx_onnx``).
 #: Non-``nnef`` operations are extensions in NNEF documents.
-DOMAINS = ("nnef", "cvm", "ir", "nnefx", "tract")
-#: no NNEF counterpart.  Non-``nnef`` operations are nnefx extensions in NNEF documents.
-DOMAINS = ("nnef", "cvm", "ir", "nnefx", "onnx")
+DOMAINS = ("nnef", "cvm", "ir", "nnefx", "tract", "onnx")
 
 
 @dataclass

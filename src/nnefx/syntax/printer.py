@@ -9,7 +9,7 @@ and raise :class:`NNEFXError`.  ``dialect="provisional"`` writes the seed-era sp
 
 :func:`print_readable` is what writers call: the same text, read back by nnefx's own
 front-end before it is returned, so nnefx never writes NNEF it cannot read (a graph without
-inputs, which the graph declaration's identifier list cannot express, NNEF spec §2.3; an
+inputs, which the graph declaration's identifier list cannot express (NNEF spec, graph definition); an
 operation whose arguments break its declaration, such as ``max_pool`` on an ``integer``
 tensor).  A refusal names the operation and points at where it came from.
 """
