@@ -152,25 +152,12 @@ def _scale(scale: float, head: int) -> float:
     return scale if scale != 0.0 else 1.0 / math.sqrt(head)
 
 
-def _rounder(dtype: np.dtype, acc):
-    """Narrow floats (float16, bfloat16) are accumulated wide and rounded once at the end
-    (nnefx's element-type contract), so the intermediate steps keep their width."""
-    return np.asarray
-
-
-def _check(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, *attrs):
-    _attention_shape(np.shape(q), np.shape(k), np.shape(v), np.shape(attn_mask), np.shape(past_key),
-                     np.shape(past_value), np.shape(nonpad_kv_seqlen), *attrs)
-
-
 @onnx_attention.formal
 def _attention_formal(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonpad_kv_seqlen=0, scale=0.0,
                       is_causal=False, q_num_heads=0, kv_num_heads=0, softcap=0.0, softmax_precision=0,
                       qk_matmul_output_mode=0, left_window_size=-1, right_window_size=-1):
-    _check(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, scale, is_causal, q_num_heads,
-           kv_num_heads, softcap, softmax_precision, qk_matmul_output_mode, left_window_size, right_window_size)
+    # (the registry's guard has run the shape rule on these arguments already)
     dtype = np.asarray(q).dtype
-    rnd = _rounder(dtype, np.float64)
     q4, k4, v4, bias = _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal,
                                 q_num_heads, kv_num_heads, left_window_size, right_window_size, np.float64)
     batch, heads, q_len, _ = q4.shape
@@ -183,18 +170,18 @@ def _attention_formal(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonp
         for h in range(heads):
             g = h // (heads // kv_heads)  # the key/value head this query head shares
             for i in range(q_len):
-                qi = rnd(q4[b, h, i].astype(np.float64) * root)
-                scores = rnd([float(np.dot(qi, rnd(k4[b, g, j].astype(np.float64) * root))) for j in range(kv_len)])
+                qi = q4[b, h, i].astype(np.float64) * root
+                scores = np.array([float(np.dot(qi, k4[b, g, j].astype(np.float64) * root)) for j in range(kv_len)])
                 product = scores
                 if softcap > 0:
-                    scores = rnd(softcap * np.tanh(scores / softcap))
+                    scores = softcap * np.tanh(scores / softcap)
                 capped = scores
-                scores = rnd(scores + bias[b, h, i])
+                scores = scores + bias[b, h, i]
                 if np.isneginf(bias[b, h, i]).all():
                     weights = np.zeros(kv_len)  # every key masked: the row is zero
                 else:
                     e = np.exp(scores - scores.max())
-                    weights = rnd(e / e.sum())
+                    weights = e / e.sum()
                 y[b, h, i] = weights @ v4[b, g].astype(np.float64)
                 probe[b, h, i] = (product, capped, scores, weights)[qk_matmul_output_mode]
     if np.ndim(q) == 3:
@@ -206,25 +193,23 @@ def _attention_formal(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonp
 def _attention_fast(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonpad_kv_seqlen=0, scale=0.0,
                     is_causal=False, q_num_heads=0, kv_num_heads=0, softcap=0.0, softmax_precision=0,
                     qk_matmul_output_mode=0, left_window_size=-1, right_window_size=-1):
-    _check(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, scale, is_causal, q_num_heads,
-           kv_num_heads, softcap, softmax_precision, qk_matmul_output_mode, left_window_size, right_window_size)
+    # (the registry's guard has run the shape rule on these arguments already)
     dtype = np.asarray(q).dtype
     acc = np.float64 if dtype == np.float64 else np.float32
-    rnd = _rounder(dtype, acc)
     q4, k4, v4, bias = _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal,
                                 q_num_heads, kv_num_heads, left_window_size, right_window_size, acc)
     reps = q4.shape[1] // k4.shape[1]
     keys = np.repeat(k4, reps, axis=1).astype(acc) if reps > 1 else k4.astype(acc)
     values = np.repeat(v4, reps, axis=1).astype(acc) if reps > 1 else v4.astype(acc)
     root = acc(math.sqrt(_scale(scale, q4.shape[3])))
-    product = rnd(rnd(q4.astype(acc) * root) @ rnd(keys * root).transpose(0, 1, 3, 2))
-    capped = rnd(softcap * np.tanh(product / softcap)) if softcap > 0 else product
-    scores = rnd(capped + bias)
+    product = (q4.astype(acc) * root) @ (keys * root).transpose(0, 1, 3, 2)
+    capped = softcap * np.tanh(product / softcap) if softcap > 0 else product
+    scores = capped + bias
     wide = scores.astype(np.float64) if softmax_precision == 11 else scores
     top = wide.max(axis=-1, keepdims=True)
     e = np.exp(wide - np.where(np.isneginf(top), 0, top))
     total = e.sum(axis=-1, keepdims=True)
-    weights = rnd((e / np.where(total == 0, 1, total)).astype(acc))
+    weights = (e / np.where(total == 0, 1, total)).astype(acc)
     masked = np.isneginf(np.broadcast_to(bias, scores.shape)).all(axis=-1, keepdims=True)
     weights = np.where(masked, acc(0), weights)
     y = weights @ values

@@ -220,9 +220,7 @@ def _resize_formal(x, roi=0.0, scales=(), sizes=(), axes=(), mode="nearest",
                    extrapolation_value=0.0, nearest_mode="round_prefer_floor", keep_aspect_ratio_policy="stretch",
                    antialias=False, dtype=None):
     x = np.asarray(x)
-    _resize_shape(x.shape, np.shape(roi), scales, sizes, axes, mode, coordinate_transformation_mode,
-                  cubic_coeff_a, exclude_outside, extrapolation_value, nearest_mode, keep_aspect_ratio_policy,
-                  antialias)
+    # (the registry's guard has run the shape rule on these arguments already)
     per_axis, resized, bounds = _settings(x, roi, scales, sizes, axes, coordinate_transformation_mode,
                                           keep_aspect_ratio_policy)
     reads = []
@@ -263,9 +261,7 @@ def _resize_fast(x, roi=0.0, scales=(), sizes=(), axes=(), mode="nearest",
                  antialias=False, dtype=None):
     # Separable: one (out x in) weight matrix per resized axis, applied as a tensordot.
     x = np.asarray(x)
-    _resize_shape(x.shape, np.shape(roi), scales, sizes, axes, mode, coordinate_transformation_mode,
-                  cubic_coeff_a, exclude_outside, extrapolation_value, nearest_mode, keep_aspect_ratio_policy,
-                  antialias)
+    # (the registry's guard has run the shape rule on these arguments already)
     per_axis, resized, bounds = _settings(x, roi, scales, sizes, axes, coordinate_transformation_mode,
                                           keep_aspect_ratio_policy)
     acc = np.float64 if x.dtype == np.float64 or x.dtype.kind in "iu" else np.float32
