@@ -97,9 +97,12 @@ def _dft_formal(x, axis, dft_length=0, inverse=False, onesided=False):
     else:
         z = _fit(z, a, n)
     sign = 1.0 if inverse else -1.0
-    k = np.arange(n)
-    basis = np.exp(sign * 2j * np.pi * np.outer(k, k) / n)  # basis[k, m] = e^(-+2 pi i k m / N)
-    out = np.moveaxis(np.tensordot(basis, np.moveaxis(z, a, 0), axes=(1, 0)), 0, a)
+    m = np.arange(n)
+    lines = np.moveaxis(z, a, 0)
+    out = np.empty_like(lines)
+    for k in range(n):  # X[k] = sum_m x[m] e^(-+2 pi i k m / N), one frequency at a time
+        out[k] = np.tensordot(np.exp(sign * 2j * np.pi * k * m / n), lines, axes=(0, 0))
+    out = np.moveaxis(out, 0, a)
     if inverse:
         out = out / n
     if onesided and not inverse:
