@@ -99,7 +99,7 @@ def _dft_formal(x, axis, dft_length=0, inverse=False, onesided=False):
     sign = 1.0 if inverse else -1.0
     m = np.arange(n)
     lines = np.moveaxis(z, a, 0)
-    out = np.empty_like(lines)
+    out = np.empty(lines.shape, np.complex128)
     for k in range(n):  # X[k] = sum_m x[m] e^(-+2 pi i k m / N), one frequency at a time
         out[k] = np.tensordot(np.exp(sign * 2j * np.pi * k * m / n), lines, axes=(0, 0))
     out = np.moveaxis(out, 0, a)
