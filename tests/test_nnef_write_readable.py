@@ -61,7 +61,7 @@ def test_ir_arith_with_mixed_operand_types_is_refused(tmp_path):
     g = model.graph
     g.tensors["e"].dtype = "scalar"  # ONNX Pow: an int64 base with a float exponent
     g.operations[1].dtype = "scalar"
-    err = _save_refused(model, tmp_path, r"cannot write operation 'ir_arith' as NNEF.*argument 'y'")
+    err = _save_refused(model, tmp_path, r"cannot write operation 'integer_arith' as NNEF.*argument 'y'")
     assert err.location is not None and err.location.line == 7  # its line in the source text
 
 

@@ -504,12 +504,17 @@ def _find_root(archive: str, names: list[str]) -> str:
 # saving
 
 
+def _tract_dialect(model: Model) -> bool:
+    """A graph rewritten for tract (``save(..., dialect="tract")``): tract's verdict, not nnefx's."""
+    return isinstance(model.extras, dict) and model.extras.get("dialect") == "tract"
+
+
 def _model_files(model: Model, target: str) -> tuple[str, str, list[tuple[str, list[bytes | memoryview]]]]:
     """graph.nnef text, graph.quant text and (relative path, chunks) per tensor file."""
-    from ..syntax.printer import print_quant, print_readable
+    from ..syntax.printer import print_graph, print_quant, print_readable
 
     graph = model.graph
-    text = print_readable(graph, where=target)
+    text = print_graph(graph) if _tract_dialect(model) else print_readable(graph, where=target)
     quant_text = print_quant(graph)
     stored_bits = model.extras.get("stored_bits", {}) if isinstance(model.extras, dict) else {}
     files: list[tuple[str, list[bytes | memoryview]]] = []
@@ -686,10 +691,10 @@ def save_document(model: Model, path: str | os.PathLike) -> None:
 
     A document carries no tensor data: variables keep only shape and label.
     """
-    from ..syntax.printer import print_quant, print_readable
+    from ..syntax.printer import print_graph, print_quant, print_readable
 
     target = os.fspath(path)
-    text = print_readable(model.graph, where=target)
+    text = print_graph(model.graph) if _tract_dialect(model) else print_readable(model.graph, where=target)
     quant_text = print_quant(model.graph)
     quant_target = (target[: -len(".nnef")] if target.endswith(".nnef") else target) + ".quant"
     binary.write_atomic(target, [text.encode("utf-8")])

@@ -225,7 +225,10 @@ def to_tract(model: Model) -> Model:
     for attr in ("symbols", "assertions"):
         if hasattr(graph, attr):
             setattr(new_graph, attr, getattr(graph, attr))
-    return Model(new_graph, format=model.format, source=model.source, extras=dict(model.extras or {}))
+    # Marked as tract's dialect: the NNEF writers skip nnefx's read-back check, whose standard
+    # meaning tract's operations do not share (tests check these files with tract itself).
+    return Model(new_graph, format=model.format, source=model.source,
+                 extras={**dict(model.extras or {}), "dialect": "tract"})
 
 
 from . import rules, rules_cvm  # noqa: E402,F401  (registers the rules)
