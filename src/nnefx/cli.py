@@ -51,6 +51,11 @@ def _input_option(text: str) -> str:
     return text
 
 
+def positive(text: str) -> int:
+    """A whole number of at least 1, checked while parsing (a usage error otherwise)."""
+    return _count(1)(text)
+
+
 def _count(minimum: int):
     def parse(text: str) -> int:
         try:

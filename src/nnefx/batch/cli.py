@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..cli import positive
+
 EXAMPLES = """examples:
   nnefx batch examples/digits/model --inputs 'rows/*.npy' --output out/
   nnefx batch model.onnx --inputs features.parquet --column input=pixels --output out/ --output-format parquet
@@ -19,14 +21,6 @@ def _backends() -> list[str]:
     return backend_names()
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _column(text: str) -> str:
@@ -50,9 +44,9 @@ def add_parser(sub: Any, add_load_options: Any) -> None:
                         "or image files")
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the shards and manifest.json")
     p.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' or a cluster's HOST:PORT")
-    p.add_argument("--workers", type=_positive, default=1, help="Ray workers, each loads the model once (default 1)")
-    p.add_argument("--batch-size", type=_positive, default=32, help="rows per Session run (default 32)")
-    p.add_argument("--shard-rows", type=_positive, help="rows per output shard (default 8 x batch size)")
+    p.add_argument("--workers", type=positive, default=1, help="Ray workers, each loads the model once (default 1)")
+    p.add_argument("--batch-size", type=positive, default=32, help="rows per Session run (default 32)")
+    p.add_argument("--shard-rows", type=positive, help="rows per output shard (default 8 x batch size)")
     p.add_argument("--backend", choices=_backends(), default="fast",
                    help="the backend that runs the model: fast, formal, an engine or auto (Ray workers give "
                         "an engine one thread each)")

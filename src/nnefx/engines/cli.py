@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..cli import positive
+
 QUERY_EXAMPLES = """examples:
   nnefx query examples/digits/model
   nnefx query model.xml --backend openvino --backend torch
@@ -41,9 +43,9 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("model", help="the model (any format nnefx reads)")
     p.add_argument("--backend", action="append", choices=backend_names(),
                    help="benchmark these backends (repeatable; default: fast and every installed engine that can run it)")
-    p.add_argument("--threads", type=_positive, help="threads per engine (default: all cores)")
+    p.add_argument("--threads", type=positive, help="threads per engine (default: all cores)")
     p.add_argument("--time", type=float, default=3.0, help="seconds of timed runs per backend (default 3)")
-    p.add_argument("--warmup", type=_positive, default=2, help="untimed runs first (default 2)")
+    p.add_argument("--warmup", type=positive, default=2, help="untimed runs first (default 2)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
     add_load_options(p)
     p.set_defaults(func=_bench)
@@ -57,20 +59,12 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the compiled model")
     p.add_argument("--backend", choices=["auto", "onnxruntime", "openvino"], default="auto",
                    help="the engine (default auto: the fastest of those that can save a compiled form)")
-    p.add_argument("--threads", type=_positive, help="threads the compiled model runs with (default: all cores)")
+    p.add_argument("--threads", type=positive, help="threads the compiled model runs with (default: all cores)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
     add_load_options(p)
     p.set_defaults(func=_compile)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _load_options(args: argparse.Namespace) -> dict[str, Any]:
