@@ -112,10 +112,9 @@ def _choice(p: argparse.ArgumentParser, flag: str) -> argparse.Action:
     return next(a for a in p._actions if flag in a.option_strings)
 
 
-def _load(args: argparse.Namespace, **extra):
-    from .api import load
-
-    options = dict(extra)
+def load_options(args: argparse.Namespace) -> dict:
+    """The ``nnefx.load`` options the shared load options (``_add_load_options``) ask for."""
+    options: dict = {}
     if getattr(args, "dialect", None):
         options["dialect"] = args.dialect
     if getattr(args, "params", None):
@@ -126,6 +125,13 @@ def _load(args: argparse.Namespace, **extra):
         options["input_shapes"] = _parse_shapes(args.shape)
     if getattr(args, "lenient", False):
         options["lenient"] = True
+    return options
+
+
+def _load(args: argparse.Namespace, **extra):
+    from .api import load
+
+    options = {**extra, **load_options(args)}
     import warnings
 
     from .diagnostics import NNEFXWarning

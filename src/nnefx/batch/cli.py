@@ -72,19 +72,11 @@ def run_command(args: argparse.Namespace) -> int:
         if not sep or not name or not column:
             raise NNEFXError(f"--column expects INPUT=COLUMN, got '{item}'")
         columns[name] = column
-    options: dict[str, Any] = {}
-    if args.dialect:
-        options["dialect"] = args.dialect
-    if args.params:
-        options["params"] = args.params
-    if args.input_format:
-        options["format"] = args.input_format
-    from ..cli import _parse_shapes
+    from ..cli import load_options
 
     summary = run(args.model, args.inputs, args.output, ray=args.ray, workers=args.workers,
                   batch_size=args.batch_size, shard_rows=args.shard_rows, backend=args.backend,
-                  input_shapes=_parse_shapes(args.shape) if args.shape else None, load_options=options,
-                  output_format=args.output_format, columns=columns, preprocess=args.preprocess,
+                  load_options=load_options(args), output_format=args.output_format, columns=columns, preprocess=args.preprocess,
                   overwrite=args.overwrite, fail_fast=args.fail_fast, progress=False if args.quiet else None)
     print(summary)
     return 0

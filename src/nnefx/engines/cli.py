@@ -68,18 +68,9 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
 
 
 def _load_options(args: argparse.Namespace) -> dict[str, Any]:
-    from ..cli import _parse_shapes
+    from ..cli import load_options
 
-    options: dict[str, Any] = {}
-    if args.dialect:
-        options["dialect"] = args.dialect
-    if args.params:
-        options["params"] = args.params
-    if args.input_format:
-        options["format"] = args.input_format
-    if args.shape:
-        options["input_shapes"] = _parse_shapes(args.shape)
-    return options
+    return load_options(args)
 
 
 def _query(args: argparse.Namespace, load: Any) -> int:
