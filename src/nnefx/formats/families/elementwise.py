@@ -561,9 +561,31 @@ def _onnx_where(r, attrs, ins):
 @onnx_node("Identity", "Dropout")
 def _onnx_identity(r, attrs, ins):
     x = onnx_need(r, ins, 0, "input")
+    if r.node.op_type == "Dropout":
+        _check_inference_dropout(r, attrs, ins)
     if r.node.op_type == "Dropout" and len(r.node.output) > 1 and r.node.output[1]:
         return [x, Value(unsupported="the mask output of Dropout is not supported")]
     return x
+
+
+def _check_inference_dropout(r, attrs, ins) -> None:
+    """Dropout is the identity only in inference (ONNX Dropout-12: ``training_mode`` false, or a
+    ratio of 0; Dropout-1/6: ``is_test``); in training it drops random elements, which no exact
+    form can express, so it is refused rather than read as the identity."""
+    if "is_test" in attrs and not int(attrs["is_test"]):
+        raise r.error("Dropout with is_test=0 (training) drops random elements; only inference Dropout is read")
+    training = ins[2] if len(ins) > 2 else None
+    if training is None:
+        return
+    if not training.is_const:
+        raise r.error("Dropout's training_mode is known only at run time; only inference Dropout is read")
+    if not bool(np.asarray(training.const).reshape(-1)[0]):
+        return
+    ratio = ins[1] if len(ins) > 1 else None
+    value = 0.5 if ratio is None else (float(np.asarray(ratio.const).reshape(-1)[0]) if ratio.is_const else None)
+    if value != 0.0:
+        raise r.error("training-mode Dropout drops random elements (ratio "
+                      f"{'unknown' if value is None else value}); only inference Dropout, or a ratio of 0, is read")
 
 
 @onnx_node("Cast")
