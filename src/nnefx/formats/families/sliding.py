@@ -247,14 +247,15 @@ def _onnx_conv_transpose(r, attrs, ins):
                 pads.append((total // 2, total - total // 2))
             else:
                 pads.append((total - total // 2, total // 2))
-        padding = pads
     else:
         if auto == "VALID":
             pads = [(0, 0)] * n
         else:
             p = list(attrs.get("pads", [0] * (2 * n)))
             pads = list(zip(p[:n], p[n:], strict=True))
-        padding = [(a, b - op) for (a, b), op in zip(pads, outpad, strict=True)]
+    # output_padding adds rows at the end: the NNEF padding after shrinks by it (the total above,
+    # from output_shape, already counts it)
+    padding = [(a, b - op) for (a, b), op in zip(pads, outpad, strict=True)]
     c = r.ctx([x, w])
     bias = _onnx_bias(r, c, ins, 2)
     y = c.emit1("deconv", {"input": c.tensor(0), "filter": c.tensor(1), "bias": bias},
