@@ -33,6 +33,7 @@ that take part in a maximum, while ONNX MaxPool never reads its padding.
 """
 
 from . import (  # noqa: F401 - imported for their registrations
+    activation,
     detection,
     elementwise,
     layout,
@@ -44,6 +45,6 @@ from . import (  # noqa: F401 - imported for their registrations
     resize,
     shape,
     slicing,
-    sliding,
+    sliding_conv,
     sliding_pool,
 )

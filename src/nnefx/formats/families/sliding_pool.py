@@ -38,7 +38,7 @@ from ..reading.values import Value, const
 from ._common import onnx_need, onnx_rank
 
 # The convolution readers' attribute helpers, and deconv (a debox is written as one).
-from .sliding import _onnx_AUTO, _padding, _spatial, deconv_to_onnx
+from .sliding_conv import _onnx_AUTO, _padding, _spatial, deconv_to_onnx
 
 # ================================================================================================
 # Reading

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..families.sliding import _padding, _spatial
+from ..families.sliding_conv import _padding, _spatial
 from ..reading.conventions import const_value, norm_axis
 from ..reading.registry import ANY
 from ..reading.registry import ir_layer as layer
