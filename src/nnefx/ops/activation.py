@@ -99,6 +99,8 @@ fragment softabs( x: tensor<scalar>, epsilon: scalar ) -> ( y: tensor<scalar> )
 # kernels are fused numpy expressions; they may round differently (a few ulp), e.g. the fast
 # ``softmax`` accumulates its sum in float64.
 
+import math  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 from ._common import broadcast_shapes, checked_broadcast, op_error, relu_into, scalar  # noqa: E402
@@ -202,3 +204,35 @@ def _softplus_fast(x):
 
 
 softabs.fast(lambda x, epsilon: np.sqrt(np.square(scalar(x)) + np.float32(epsilon)).astype(np.float32))
+
+
+# --- mish (an nnefx extension: OpenVINO Mish-4, ONNX Mish-18) -------------------------------
+
+mish = define("mish", "activation", """
+fragment mish( x: tensor<scalar> ) -> ( y: tensor<scalar> );
+""", domain="nnefx", doc="x * tanh(softplus(x)), element-wise (OpenVINO Mish-4, ONNX Mish-18).")
+
+mish.shape(_same)
+
+
+def _softplus64(v: float) -> float:
+    # log(1 + exp(v)) without overflow: v + log(1 + exp(-v)) for positive v
+    return v + math.log1p(math.exp(-v)) if v > 0 else math.log1p(math.exp(v))
+
+
+@mish.formal
+def _mish_formal(x):
+    """x * tanh(softplus(x)) per item in double precision, rounded once to float32."""
+    x = scalar(x)
+    flat = [float(v) * math.tanh(_softplus64(float(v))) if math.isfinite(v) else
+            (float(v) if v > 0 or math.isnan(v) else -0.0) for v in x.reshape(-1).tolist()]
+    return np.asarray(flat, np.float64).astype(np.float32).reshape(x.shape)
+
+
+@mish.fast
+def _mish_fast(x):
+    x = scalar(x)
+    d = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = d * np.tanh(np.logaddexp(0.0, d))
+    return np.where(np.isneginf(d), -0.0, y).astype(np.float32)

@@ -6,8 +6,8 @@ unary operation (``relu``, ``sigmoid``, ``softplus``, ``gelu``, ``silu``) are re
 other unary operations in :mod:`.elementwise`.
 
 Specifications: OpenVINO opset docs: activation functions (Elu-1, Gelu-2/7, Swish-4, HSigmoid-5,
-HSwish-4, Mish-4, SoftSign-9, HardSigmoid-1, Selu-1, PRelu-1); ONNX operator docs: Elu, Gelu, LeakyRelu,
-PRelu, Selu, HardSigmoid.
+HSwish-4, Mish-4 (read into and written from nnefx's ``mish``), SoftSign-9, HardSigmoid-1, Selu-1, PRelu-1); ONNX operator docs: Elu, Gelu, LeakyRelu,
+PRelu, Selu, HardSigmoid, Mish (opset 18, through the operator reader; written from ``mish``).
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def _hswish(ctx: NodeContext):
 
 @operator("Mish", ANY)
 def _mish(ctx: NodeContext):
-    x = ctx.tensor(0)
-    return ctx.result(binary(ctx, "mul", x, unary(ctx, "tanh", unary(ctx, "softplus", x))))
+    # OpenVINO Mish-4 and ONNX Mish-18 (read through this operator): x * tanh(softplus(x))
+    ctx.expect_inputs(1)
+    return ctx.result(ctx.emit1("mish", {"x": ctx.tensor(0)}))
 
 
 @operator("SoftSign", ANY)
@@ -197,6 +198,18 @@ def write_elu(ctx: Any, op: Operation) -> None:
 
 
 # --- each format's own ---
+
+@to_ir("mish")
+def mish_to_ir(ctx: IRContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    ctx.bind(out(op), ctx.layer("Mish", [x], ctx.shape(x), version="opset4"))
+
+
+@to_onnx("mish")
+def mish_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    x = ctx.ref(op.inputs["x"])
+    ctx.bind(out(op), ctx.node("Mish", [x], ctx.dims(x)))
+
 
 @to_ir("leaky_relu", "prelu")
 def prelu_to_ir(ctx: IRContext, op: Operation) -> None:
