@@ -124,6 +124,7 @@ _DOC = "version 1.0;\nextension nnefx_ops;\n\ngraph g( {ins} ) -> ( {outs} )\n{{
 
 #: one small graph per rule: (inputs as 'name: type[shape]', outputs, body)
 RULE_CASES = {
+    "mish": ("x = external<scalar>(shape = [2, 5]);", "y", "y = mish(x);"),
     "erf_gather_topk": ("x = external<scalar>(shape = [2, 3, 4]); i = external<integer>(shape = [2]);",
                         "y, v, k",
                         """e = erf(x);

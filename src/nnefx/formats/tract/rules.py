@@ -56,6 +56,21 @@ def _erf(rw: Rewriter, op: Operation) -> None:
     rw.emit("tract_core_erf", {"x": op.inputs["x"]}, {}, _out(op), like=op)
 
 
+@rule("mish")
+def _mish(rw: Rewriter, op: Operation) -> None:
+    # mish(x) = x * tanh(log(1 + exp(x))), its definition in standard operations (tract has no
+    # single operation for it); exp overflowing to inf still gives x * tanh(inf) = x
+    x = op.inputs["x"]
+    t = rw.tensor(x)
+    shape = rw.shape(x, op)
+
+    def step(name: str, inputs: dict) -> str:
+        return rw.temp(name, inputs, {}, like=op, dtype=t.dtype, shape=shape, etype=t.etype)
+
+    softplus = step("log", {"x": step("add", {"x": step("exp", {"x": x}), "y": 1.0})})
+    rw.emit("mul", {"x": x, "y": step("tanh", {"x": softplus})}, {}, _out(op), like=op)
+
+
 @rule("reshape_to")
 def _reshape(rw: Rewriter, op: Operation) -> None:
     # the target is folded, so the result's static shape is the whole meaning
