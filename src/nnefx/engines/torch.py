@@ -16,6 +16,7 @@ floating inputs and weights and computes in that type; the outputs are returned 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +69,8 @@ class TorchEngine(Engine):
 
 
 class TorchModel:
-    """The graph as a list of torch steps over a dict of tensors (eager; no autograd)."""
+    """The graph as a list of torch steps over a dict of tensors (no autograd): eager on the CPU,
+    captured once and replayed as a CUDA graph on a GPU."""
 
     def __init__(self, torch: Any, graph: Graph, precision: str, device: str):
         self.torch = torch
@@ -77,6 +79,10 @@ class TorchModel:
         self.graph = graph
         self.consts: dict[str, Any] = {}
         self.steps: list[tuple[Form, Operation]] = []
+        #: on a CUDA device: None until the first run captures the CUDA graph, then the graph, or
+        #: False where it cannot be captured (``replay_refused`` says why)
+        self.replay: Any = None
+        self.replay_refused = ""
         for op in graph.operations:
             if op.op in ("variable", "constant"):
                 (name,) = op.output_names()
@@ -100,25 +106,89 @@ class TorchModel:
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         torch = self.torch
-        env = dict(self.consts)
-        for name in self.graph.inputs:
-            env[name] = self._tensor(feeds[name])
-        with torch.inference_mode():
-            for fn, op in self.steps:
-                args = {k: _value(torch, env, v, self.device, self.float) for k, v in op.inputs.items()}
-                results = fn(**args)
-                outs = op.output_names()
-                if not isinstance(results, (list, tuple)):
-                    results = (results,)
-                for name, value in zip(outs, results, strict=True):
-                    env[name] = value
+        with torch.inference_mode(), _full_f32(torch, self.device.type == "cuda" and self.float == torch.float32):
+            if self.device.type == "cuda" and self.replay is not False:
+                results = self._replayed(feeds)
+            else:
+                results = self._compute({name: self._tensor(feeds[name]) for name in self.graph.inputs})
         out = {}
-        for name in self.graph.outputs:
-            t = env[name].detach()
+        for name, t in results.items():
+            t = t.detach()
             if t.is_floating_point():
                 t = t.to(torch.float32)
             out[name] = t.cpu().numpy()
         return out
+
+    def _compute(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        env = dict(self.consts)
+        env.update(inputs)
+        for fn, op in self.steps:
+            args = {k: _value(self.torch, env, v, self.device, self.float) for k, v in op.inputs.items()}
+            results = fn(**args)
+            outs = op.output_names()
+            if not isinstance(results, (list, tuple)):
+                results = (results,)
+            for name, value in zip(outs, results, strict=True):
+                env[name] = value
+        return {name: env[name] for name in self.graph.outputs}
+
+    def _replayed(self, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The run as a replayed CUDA graph: one launch for the whole network instead of one per
+        torch operation, which on a GPU costs more than the small networks' arithmetic.  The
+        graph is captured on the first run (after two warm-up runs, as CUDA graphs require) over
+        input buffers the later runs copy into; a network whose forms cannot be captured (a
+        host synchronisation, a data-dependent shape) runs eagerly from then on, with the reason
+        kept in ``replay_refused``."""
+        torch = self.torch
+        if self.replay is None:
+            static = {name: self._tensor(feeds[name]) for name in self.graph.inputs}
+            try:
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for _ in range(2):
+                        self._compute(static)
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with warnings.catch_warnings():
+                    # a graph of views only (reshape, transpose) captures no kernel: torch warns
+                    warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+                    with torch.cuda.graph(graph):
+                        outputs = self._compute(static)
+            except Exception as exc:  # noqa: BLE001 - any capture failure means: run eagerly
+                torch.cuda.synchronize()
+                self.replay, self.replay_refused = False, f"{type(exc).__name__}: {exc}"
+                return self._compute(static)
+            self.replay, self._static, self._outputs = graph, static, outputs
+        for name in self.graph.inputs:
+            self._static[name].copy_(torch.from_numpy(np.require(feeds[name], requirements=['C', 'W'])))
+        self.replay.replay()
+        return self._outputs
+
+
+class _full_f32:
+    """Full float32 products on a CUDA device while the model runs.
+
+    cuDNN convolutions default to TensorFloat-32 on Ampere and later GPUs (10-bit mantissa
+    products), which puts fp32 results some 1e-3 away from the definition: ``precision="f32"``
+    means f32, so TF32 is switched off for the run and the process's settings are restored after.
+    """
+
+    def __init__(self, torch: Any, active: bool):
+        self.torch, self.active, self.saved = torch, active, None
+
+    def __enter__(self) -> None:
+        if self.active:
+            b = self.torch.backends
+            self.saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+            b.cuda.matmul.allow_tf32 = False
+            b.cudnn.allow_tf32 = False
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            b = self.torch.backends
+            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = self.saved
+            self.saved = None
 
 
 def _is_compound(name: str) -> bool:
@@ -196,11 +266,29 @@ def _value(torch: Any, env: dict, v: Any, device: Any, dtype: Any) -> Any:
         return env[v]
     if isinstance(v, list):
         return [_value(torch, env, x, device, dtype) for x in v]
-    if isinstance(v, bool):
-        return torch.tensor(v, device=device)
-    if isinstance(v, int):
-        return torch.tensor(v, dtype=torch.int64, device=device)
-    return torch.tensor(float(v), dtype=dtype, device=device)
+    return _literal(torch, v, device, dtype)
+
+
+_LITERALS: dict[tuple, Any] = {}
+
+
+def _literal(torch: Any, v: Any, device: Any, dtype: Any) -> Any:
+    """A literal argument as a 0-d tensor on ``device``, made once: building it anew on every run
+    would cost a host-to-device copy per literal per step, and a CUDA graph cannot capture one."""
+    kind = bool if isinstance(v, bool) else int if isinstance(v, int) else float
+    key = (kind, v, str(device), dtype if kind is float else None)
+    t = _LITERALS.get(key)
+    if t is None:
+        if len(_LITERALS) > 4096:
+            _LITERALS.clear()
+        if kind is bool:
+            t = torch.tensor(v, device=device)
+        elif kind is int:
+            t = torch.tensor(v, dtype=torch.int64, device=device)
+        else:
+            t = torch.tensor(float(v), dtype=dtype, device=device)
+        _LITERALS[key] = t
+    return t
 
 
 # ---- the forms -------------------------------------------------------------------------------
@@ -224,7 +312,8 @@ _UNARY = {"copy": lambda t, x: x.clone(), "neg": lambda t, x: -x, "abs": lambda 
           "tan": lambda t, x: t.tan(x), "asin": lambda t, x: t.asin(x), "acos": lambda t, x: t.acos(x),
           "atan": lambda t, x: t.atan(x), "sinh": lambda t, x: t.sinh(x), "cosh": lambda t, x: t.cosh(x),
           "asinh": lambda t, x: t.asinh(x), "acosh": lambda t, x: t.acosh(x), "atanh": lambda t, x: t.atanh(x),
-          "log2": lambda t, x: t.log2(x), "rsqr": lambda t, x: 1.0 / (x * x)}
+          "log2": lambda t, x: t.log2(x), "rsqr": lambda t, x: 1.0 / (x * x),
+          "erf": lambda t, x: t.erf(x), "mish": lambda t, x: x * t.tanh(t.nn.functional.softplus(x))}
 
 
 @form(*_UNARY)
