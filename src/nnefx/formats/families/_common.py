@@ -35,3 +35,57 @@ def onnx_const(r: Any, v: Value, what: str) -> np.ndarray:
     if not v.is_const:
         raise r.error(f"{what} must be known when the model is loaded")
     return v.const
+
+
+#: The element types a graph holds exactly as the model states them today: the default storage
+#: of NNEF's three data types (``scalar`` float32, ``integer`` int64, ``logical`` bool).  Any
+#: other (float16, float64, int8, uint16, ...) would be computed and returned in that storage,
+#: so a reader that cannot keep it refuses the node instead of answering in the wrong type.
+KEPT_ETYPES = ("f32", "i64", "boolean")
+
+
+def onnx_kept_etypes(r: Any, ins: list, *, widened: tuple[int, ...] = (), outputs: tuple[str, ...] = ()) -> None:
+    """Refuse (at the node) inputs or result element types outside :data:`KEPT_ETYPES`.
+
+    ``widened`` names the inputs of integer type whose values alone matter to the operation
+    (indices, labels, zero points read as numbers): held as int64 they mean the same.
+    ``outputs`` are the result element types the node states.
+    """
+    for i, v in enumerate(ins):
+        if v is None or v.etype in KEPT_ETYPES:
+            continue
+        if i in widened and v.etype[:1] in "iu":
+            continue
+        raise r.error(f"input {i} has element type {v.etype}; this operation keeps only "
+                      f"{', '.join(KEPT_ETYPES)} tensors so far")
+    for k, et in enumerate(outputs):
+        if et not in KEPT_ETYPES:
+            raise r.error(f"output {k} would have element type {et}; this operation keeps only "
+                          f"{', '.join(KEPT_ETYPES)} tensors so far")
+
+
+def onnx_present(ins: list, i: int) -> Value | None:
+    """Input ``i`` if the node gives it (an omitted optional input is None or missing)."""
+    return ins[i] if i < len(ins) else None
+
+
+def onnx_emit(r: Any, op: str, inputs: dict[str, Value | None], attribs: dict[str, Any], *,
+              results: list[str], dtype: str | None = None) -> list[Value]:
+    """Emit registry operation ``op`` for the node being read, at the node's location.
+
+    ``inputs`` maps the operation's tensor parameters to Values (None: left to the declared
+    default); ``results`` gives the element type of each result, in declaration order.
+    """
+    from ..reading.values import nnef_dtype
+
+    given = [v for v in inputs.values() if v is not None]
+    ctx = r.ctx(given)
+    tensors = {k: ctx.tensor_of(v, f"{ctx.name}_{k}") for k, v in inputs.items() if v is not None}
+    names = ctx.emit(op, tensors, attribs, outputs=len(results), dtype=dtype,
+                     out_dtype=nnef_dtype(results[0]))
+    graph = r.builder.graph
+    outs = []
+    for name, et in zip(names, results, strict=True):
+        graph.tensors[name].dtype = nnef_dtype(et)
+        outs.append(ctx.result(name, et))
+    return outs

@@ -34,7 +34,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import binary, const_value, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_need, onnx_rank
+from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_rank
 
 # ================================================================================================
 # Reading
@@ -232,16 +232,53 @@ def _onnx_layer_norm(r, attrs, ins):
     x = onnx_need(r, ins, 0, "X")
     rank = onnx_rank(r, x)
     axis = norm_axis(r, int(attrs.get("axis", -1)), rank)
-    if attrs.get("stash_type", 1) != 1:
-        raise r.error("stash_type other than float is not supported")
-    y = r.apply1("MVN", {"normalize_variance": True, "eps": float(attrs.get("epsilon", 1e-5)),
+    eps = float(attrs.get("epsilon", 1e-5))
+    stash_type = int(attrs.get("stash_type", 1))
+    if stash_type != 1 or any(r.node.output[1:]) or x.etype != "f32":
+        # statistics asked for, or kept in another type: the onnx-domain operation
+        stats = {1: "f32", 10: "f16", 11: "f64", 16: "bf16"}.get(stash_type, "f32")
+        wanted = [x.etype] + [stats for o in r.node.output[1:] if o]
+        onnx_kept_etypes(r, ins, outputs=tuple(wanted))
+        return onnx_emit(r, "onnx_layer_normalization",
+                         {"input": x, "scale": onnx_need(r, ins, 1, "Scale"), "bias": onnx_present(ins, 2)},
+                         {"axis": axis, "epsilon": eps, "stash_type": stash_type}, results=[x.etype, stats, stats])
+    y = r.apply1("MVN", {"normalize_variance": True, "eps": eps,
                       "eps_mode": "inside_sqrt"}, [x, const(np.arange(axis, rank, dtype=np.int64))],
               version="opset6")
     y = r.apply1("Multiply", {"auto_broadcast": "numpy"}, [y, onnx_need(r, ins, 1, "Scale")])
     if len(ins) > 2 and ins[2] is not None:
         y = r.apply1("Add", {"auto_broadcast": "numpy"}, [y, ins[2]])
-    extra = [Value(unsupported="LayerNormalization Mean/InvStdDev outputs are not supported")] * 2
-    return [y] + extra
+    return y
+
+
+@onnx_node("RMSNormalization")
+def _onnx_rms_norm(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    axis = norm_axis(r, int(attrs.get("axis", -1)), onnx_rank(r, x))
+    onnx_kept_etypes(r, ins)
+    return onnx_emit(r, "onnx_rms_normalization", {"input": x, "scale": onnx_need(r, ins, 1, "scale")},
+                     {"axis": axis, "epsilon": float(attrs.get("epsilon", 1e-5)),
+                      "stash_type": int(attrs.get("stash_type", 1))}, results=[x.etype])
+
+
+@onnx_node("GroupNormalization")
+def _onnx_group_norm(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    scale, bias = onnx_need(r, ins, 1, "scale"), onnx_need(r, ins, 2, "bias")
+    onnx_kept_etypes(r, ins)
+    groups = int(attrs["num_groups"])
+    if r.opset < 21:
+        # GroupNormalization-18 scales and shifts per group: the same as -21 with each group's
+        # value repeated over its channels
+        shape = x.shape
+        if shape is None or len(shape) < 2 or shape[1] is None or groups <= 0 or shape[1] % groups:
+            raise r.error("GroupNormalization-18 needs a known channel extent divisible by num_groups")
+        per = shape[1] // groups
+        scale = const(np.repeat(np.asarray(onnx_const(r, scale, "scale (per group)")).reshape(-1), per))
+        bias = const(np.repeat(np.asarray(onnx_const(r, bias, "bias (per group)")).reshape(-1), per))
+    return onnx_emit(r, "onnx_group_normalization", {"input": x, "scale": scale, "bias": bias},
+                     {"num_groups": groups, "epsilon": float(attrs.get("epsilon", 1e-5)),
+                      "stash_type": int(attrs.get("stash_type", 1))}, results=[x.etype])
 
 
 @onnx_node("InstanceNormalization")
