@@ -51,7 +51,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Dim, Value, const, dtype_of, element_type, nnef_dtype
-from ._common import onnx_const, onnx_need
+from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need
 
 # ================================================================================================
 # Reading
@@ -456,6 +456,50 @@ def _onnx_round(r, attrs, ins):
     if x.is_const:
         return const(np.round(x.const).astype(x.const.dtype))  # numpy rounds half to even, as ONNX
     return r.apply1("Round", {"mode": "half_to_even"}, [x], version="opset5")
+
+
+# --- ONNX operators of the onnx domain (ops/onnx/tensors.py, ops/onnx/arith.py) ------------------
+
+#: numpy types of the element types a graph keeps (see ``_common.KEPT_ETYPES``)
+_KEPT_NUMPY = {"f32": np.float32, "i64": np.int64, "boolean": np.bool_}
+
+
+@onnx_node("CastLike")
+def _onnx_cast_like(r, attrs, ins):
+    x, like = onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "target_type")
+    onnx_kept_etypes(r, ins)
+    saturate = bool(attrs.get("saturate", 1))
+    if x.is_const:  # function bodies cast their constants to an input's type: folded exactly
+        from ...ops.onnx.tensors import cast
+
+        return const(cast(np.asarray(x.const), np.dtype(_KEPT_NUMPY[like.etype]), saturate))
+    return onnx_emit(r, "onnx_cast_like", {"input": x, "like": like}, {"saturate": saturate},
+                     results=[like.etype], dtype=nnef_dtype(like.etype))[0]
+
+
+@onnx_node("BitShift")
+def _onnx_bit_shift(r, attrs, ins):
+    x, y = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "Y")
+    onnx_kept_etypes(r, ins)
+    direction = str(attrs["direction"])
+    if direction not in ("LEFT", "RIGHT"):
+        raise r.error(f"attribute 'direction' must be LEFT or RIGHT, got '{direction}'")
+    return onnx_emit(r, "onnx_bit_shift", {"x": x, "y": y}, {"direction": direction}, results=[x.etype])[0]
+
+
+@onnx_node("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+def _onnx_bitwise(r, attrs, ins):
+    x, y = onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")
+    onnx_kept_etypes(r, ins)
+    how = r.node.op_type[len("Bitwise"):].lower()
+    return onnx_emit(r, "onnx_bitwise", {"x": x, "y": y}, {"op": how}, results=[x.etype])[0]
+
+
+@onnx_node("BitwiseNot")
+def _onnx_bitwise_not(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    onnx_kept_etypes(r, ins)
+    return onnx_emit(r, "onnx_bitwise_not", {"x": x}, {}, results=[x.etype])[0]
 
 
 # ================================================================================================

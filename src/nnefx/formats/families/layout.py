@@ -36,7 +36,7 @@ from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
-from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
+from ._common import onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank
 
 # ================================================================================================
 # Reading
@@ -440,10 +440,15 @@ def _onnx_depth_space(r, attrs, ins):
 
 @onnx_node("Trilu")
 def _onnx_trilu(r, attrs, ins):
-    """Folded only: exporters use it on constants (causal attention masks)."""
+    """Folded on constants (causal attention masks), else the onnx-domain operation."""
     x = onnx_need(r, ins, 0, "input")
-    if not x.is_const:
-        raise r.error("Trilu of a tensor computed at run time is not supported (only constant inputs)")
+    k_in = ins[1] if len(ins) > 1 else None
+    if not x.is_const or (k_in is not None and not k_in.is_const):
+        onnx_kept_etypes(r, ins, widened=(1,))
+        if len(x.shape or ()) < 2:
+            raise r.error("Trilu needs a tensor of rank 2 or more")
+        return onnx_emit(r, "onnx_trilu", {"input": x, "k": k_in}, {"upper": bool(attrs.get("upper", 1))},
+                         results=[x.etype], dtype=nnef_dtype(x.etype))[0]
     k = 0
     if len(ins) > 1 and ins[1] is not None:
         k = int(np.asarray(onnx_const(r, ins[1], "k")).reshape(-1)[0])
