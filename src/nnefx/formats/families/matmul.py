@@ -29,7 +29,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const, dtype_of
-from ._common import onnx_need
+from ._common import onnx_emit, onnx_kept_etypes, onnx_need
 
 # ================================================================================================
 # Reading
@@ -170,6 +170,42 @@ def _onnx_gemm(r, attrs, ins):
 @onnx_node("Einsum")
 def _onnx_einsum(r, attrs, ins):
     return r.apply1("Einsum", {"equation": attrs["equation"]}, [v for v in ins if v is not None], version="opset7")
+
+
+# --- ONNX operators of the onnx domain (ops/onnx/attention.py, ops/onnx/arith.py) ----------------
+
+_ATTENTION_ATTRS = {"scale": float, "is_causal": bool, "q_num_heads": int, "kv_num_heads": int, "softcap": float,
+                    "softmax_precision": int, "qk_matmul_output_mode": int, "left_window_size": int,
+                    "right_window_size": int}
+
+
+@onnx_node("Attention")
+def _onnx_attention(r, attrs, ins):
+    q = onnx_need(r, ins, 0, "Q")
+    onnx_kept_etypes(r, ins, widened=(6,))
+    names = ("q", "k", "v", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
+    given = {name: (ins[i] if i < len(ins) else None) for i, name in enumerate(names)}
+    given["k"], given["v"] = onnx_need(r, ins, 1, "K"), onnx_need(r, ins, 2, "V")
+    data = {k: conv(attrs[k]) for k, conv in _ATTENTION_ATTRS.items() if k in attrs}
+    return onnx_emit(r, "onnx_attention", given, data, results=[q.etype] * 4)
+
+
+@onnx_node("RotaryEmbedding")
+def _onnx_rotary_embedding(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    onnx_kept_etypes(r, ins, widened=(3,))
+    given = {"input": x, "cos_cache": onnx_need(r, ins, 1, "cos_cache"), "sin_cache": onnx_need(r, ins, 2, "sin_cache"),
+             "position_ids": ins[3] if len(ins) > 3 else None}
+    data = {"interleaved": bool(attrs.get("interleaved", 0)),
+            "rotary_embedding_dim": int(attrs.get("rotary_embedding_dim", 0)), "num_heads": int(attrs.get("num_heads", 0))}
+    return onnx_emit(r, "onnx_rotary_embedding", given, data, results=[x.etype])[0]
+
+
+@onnx_node("Det")
+def _onnx_det(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    onnx_kept_etypes(r, ins)
+    return onnx_emit(r, "onnx_det", {"input": x}, {}, results=[x.etype])[0]
 
 
 # ================================================================================================

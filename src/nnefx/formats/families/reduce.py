@@ -26,9 +26,9 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import binary, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
-from ..reading.values import const, dtype_of, element_type
+from ..reading.values import const, dtype_of, element_type, nnef_dtype
 from ..reading.values import ints as _ints
-from ._common import onnx_ints, onnx_need, onnx_rank
+from ._common import onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank
 
 # ================================================================================================
 # Reading
@@ -155,6 +155,30 @@ def _onnx_arg(r, attrs, ins):
     if not attrs.get("keepdims", 1):
         y = c.emit1("squeeze", {"input": y}, {"axes": [axis]}, dtype="integer")
     return c.result(y, "i64")
+
+
+# --- ONNX operators of the onnx domain (ops/onnx/arith.py) ---------------------------------------
+
+@onnx_node("CumProd")
+def _onnx_cum_prod(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "x")
+    onnx_kept_etypes(r, ins, widened=(1,))
+    return onnx_emit(r, "onnx_cum_prod", {"x": x, "axis": onnx_need(r, ins, 1, "axis")},
+                     {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))},
+                     results=[x.etype], dtype=nnef_dtype(x.etype))[0]
+
+
+@onnx_node("Hardmax")
+def _onnx_hardmax(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    onnx_kept_etypes(r, ins)
+    rank = onnx_rank(r, x)
+    axis = norm_axis(r, int(attrs.get("axis", -1 if r.opset >= 13 else 1)), rank)
+    if r.opset < 13 and axis != rank - 1:
+        # Hardmax-1/11 take the maximum over the flattened axes [axis, rank): not one axis
+        raise r.error(f"Hardmax before opset 13 with axis = {axis} of a rank-{rank} input (a maximum over "
+                      "several flattened axes) is not supported")
+    return onnx_emit(r, "onnx_hardmax", {"input": x}, {"axis": axis}, results=[x.etype])[0]
 
 
 # ================================================================================================
