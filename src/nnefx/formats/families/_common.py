@@ -89,3 +89,47 @@ def onnx_emit(r: Any, op: str, inputs: dict[str, Value | None], attribs: dict[st
         graph.tensors[name].dtype = nnef_dtype(et)
         outs.append(ctx.result(name, et))
     return outs
+
+
+def onnx_write(ctx: Any, op: Any, op_type: str, inputs: list, opset: int, **attrs: Any) -> None:
+    """Write an onnx-domain operation back as the ONNX node it stands for (opset ``opset``).
+
+    ``inputs`` are the operation's tensors in the node's input order (None: omitted, as is a
+    literal equal to the declared default); every result of the operation becomes an output.
+    """
+    from ...ops import registry
+    from ...ops.signature import signature
+
+    defaults = {p.name: p.default for p in signature(registry.get(op.op).declaration).params}
+    names = list(op.inputs)
+    refs: list[str] = []
+    for v in inputs:
+        if v is None:
+            refs.append("")
+        elif isinstance(v, str):
+            refs.append(ctx.ref(v))
+        else:
+            key = next((k for k in names if op.inputs[k] is v), None)
+            if key is not None and _same(v, defaults.get(key)):
+                refs.append("")
+                continue
+            arr = np.asarray(v)
+            dt = np.bool_ if arr.dtype == np.bool_ else np.int64 if arr.dtype.kind in "iu" else np.float32
+            refs.append(ctx.const(arr, dt))
+    while refs and refs[-1] == "":
+        refs.pop()
+    results = op.output_names()
+    outs = ctx.node(op_type, refs, outputs=[(ctx.dims(n), ctx.dtype(n)) for n in results],
+                    **{k: v for k, v in attrs.items() if v is not None})
+    for name, ref in zip(results, outs, strict=True):
+        ctx.bind(name, ref)
+    ctx.e.need_opset(opset)
+
+
+def _same(value: Any, default: Any) -> bool:
+    from ...ops.signature import NO_DEFAULT
+
+    try:
+        return default is not NO_DEFAULT and bool(np.all(np.asarray(value) == np.asarray(default)))
+    except (TypeError, ValueError):
+        return False

@@ -89,6 +89,13 @@ class Emitter:
         self._node_names: set[str] = set()
         self._const_cache: dict[tuple, str] = {}
         self._counter = 0
+        #: the opset the model is written in: OPSET, or the newer one an operator needs
+        #: (``need_opset``; opsets after 18 change no operator nnefx writes at 18)
+        self.opset = OPSET
+
+    def need_opset(self, version: int) -> None:
+        """Write the model in opset ``version`` or later (an operator first defined there)."""
+        self.opset = max(self.opset, int(version))
 
     def fresh(self, hint: str) -> str:
         """A value name used nowhere else (and never one of the graph's own tensor names)."""
@@ -533,9 +540,11 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
         declared = tuple(t.shape) if t.shape is not None else None
         outputs.append(_value_info(name, declared if declared is not None else shape, dt, None))
     g = helper.make_graph(e.nodes, graph.name or "main", inputs, outputs, initializer=e.initializers)
+    opset = max(opset, e.opset)
     proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nnefx",
                               producer_version=_version())
-    proto.ir_version = IR_VERSION
+    proto.ir_version = IR_VERSION if opset == OPSET else max(
+        IR_VERSION, helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:  # a bug in an exporter, never the user's input
