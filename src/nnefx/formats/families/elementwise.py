@@ -51,7 +51,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Dim, Value, const, dtype_of, element_type, nnef_dtype
-from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need
+from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
 # Reading
@@ -692,3 +692,28 @@ def ir_convert_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     if y == x:
         y = unop(ctx, "copy", x)
     ctx.bind(out(op), y)
+
+
+# --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
+
+@to_onnx("onnx_cast_like")
+def cast_like_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    saturate = bool(op.attribs.get("saturate", True))
+    onnx_write(ctx, op, "CastLike", [op.inputs["input"], op.inputs["like"]], 15 if saturate else 19,
+               saturate=None if saturate else 0)
+
+
+@to_onnx("onnx_bit_shift")
+def bit_shift_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "BitShift", [op.inputs["x"], op.inputs["y"]], 11, direction=str(op.attribs["direction"]))
+
+
+@to_onnx("onnx_bitwise")
+def bitwise_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    kind = "Bitwise" + str(op.attribs["op"]).capitalize()
+    onnx_write(ctx, op, kind, [op.inputs["x"], op.inputs["y"]], 18)
+
+
+@to_onnx("onnx_bitwise_not")
+def bitwise_not_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "BitwiseNot", [op.inputs["x"]], 18)

@@ -36,7 +36,7 @@ from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
-from ._common import onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank
+from ._common import onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -536,3 +536,9 @@ def ir_broadcast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
         raise ctx.fallback(f"broadcast mode '{mode}' has no Expand form")
     x = ctx.ref(op.inputs["input"])
     ctx.bind(out(op), ctx.node("Expand", [x, ctx.ref(op.inputs["shape"], I64)], ctx.dims(out(op))))
+
+
+@to_onnx("onnx_trilu")
+def trilu_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "Trilu", [op.inputs["input"], op.inputs.get("k")], 14,
+               upper=int(bool(op.attribs.get("upper", True))))

@@ -29,7 +29,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const, dtype_of
-from ._common import onnx_emit, onnx_kept_etypes, onnx_need
+from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
 # Reading
@@ -285,3 +285,27 @@ def ir_einsum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     refs = [ctx.ref(v) for v in op.inputs["inputs"]]
     ctx.bind(out(op), ctx.node("Einsum", refs, ctx.dims(out(op)), dtype=ctx.dtype(refs[0]),
                                equation=str(op.attribs["equation"])))
+
+
+# --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
+
+@to_onnx("onnx_attention")
+def attention_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    names = ("q", "k", "v", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
+    seqlen = isinstance(op.inputs.get("nonpad_kv_seqlen"), str)
+    attrs = {k: op.attribs[k] for k in _ATTENTION_ATTRS if k in op.attribs}
+    attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in attrs.items()}
+    onnx_write(ctx, op, "Attention", [op.inputs.get(n) for n in names], 24 if seqlen else 23, **attrs)
+
+
+@to_onnx("onnx_rotary_embedding")
+def rotary_embedding_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "RotaryEmbedding", [op.inputs.get(n) for n in ("input", "cos_cache", "sin_cache", "position_ids")],
+               23, interleaved=int(bool(op.attribs.get("interleaved", False))),
+               rotary_embedding_dim=int(op.attribs.get("rotary_embedding_dim", 0)),
+               num_heads=int(op.attribs.get("num_heads", 0)) or None)
+
+
+@to_onnx("onnx_det")
+def det_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "Det", [op.inputs["input"]], 11)

@@ -34,7 +34,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import binary, const_value, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_rank
+from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -429,3 +429,26 @@ def softmax_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     m = reduce(ctx, "ReduceMax", x, axes)
     e = unop(ctx, "exp", binop(ctx, "sub", x, m))
     ctx.bind(out(op), binop(ctx, "div", e, reduce(ctx, "ReduceSum", e, axes)))
+
+
+# --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
+
+@to_onnx("onnx_layer_normalization")
+def layer_norm_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "LayerNormalization", [op.inputs["input"], op.inputs["scale"], op.inputs.get("bias")], 17,
+               axis=int(op.attribs.get("axis", -1)), epsilon=float(op.attribs.get("epsilon", 1e-5)),
+               stash_type=int(op.attribs.get("stash_type", 1)))
+
+
+@to_onnx("onnx_rms_normalization")
+def rms_norm_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "RMSNormalization", [op.inputs["input"], op.inputs["scale"]], 23,
+               axis=int(op.attribs.get("axis", -1)), epsilon=float(op.attribs.get("epsilon", 1e-5)),
+               stash_type=int(op.attribs.get("stash_type", 1)))
+
+
+@to_onnx("onnx_group_normalization")
+def group_norm_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "GroupNormalization", [op.inputs["input"], op.inputs["scale"], op.inputs["bias"]], 21,
+               num_groups=int(op.attribs["num_groups"]), epsilon=float(op.attribs.get("epsilon", 1e-5)),
+               stash_type=int(op.attribs.get("stash_type", 1)))

@@ -28,7 +28,7 @@ from ..reading.conventions import binary, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype
 from ..reading.values import ints as _ints
-from ._common import onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank
+from ._common import onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -383,3 +383,16 @@ def ir_reduce_prod_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     axes = [int(a) for a in op.attribs["axes"]]
     x = ctx.ref(op.inputs["input"])
     ctx.bind(out(op), reduce(ctx, "ReduceProd", x, axes) if axes else unop(ctx, "copy", x))
+
+
+# --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
+
+@to_onnx("onnx_cum_prod")
+def cum_prod_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "CumProd", [op.inputs["x"], op.inputs["axis"]], 26,
+               exclusive=int(bool(op.attribs.get("exclusive", False))), reverse=int(bool(op.attribs.get("reverse", False))))
+
+
+@to_onnx("onnx_hardmax")
+def hardmax_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "Hardmax", [op.inputs["input"]], 13, axis=int(op.attribs.get("axis", -1)))

@@ -29,8 +29,8 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import multilinear_method, nearest_upsample_fits, norm_axes
 from ..reading.registry import ANY, onnx_node, operator
-from ..reading.values import Dim, const
-from ._common import onnx_const, onnx_ints, onnx_need, onnx_rank
+from ..reading.values import Dim, const, nnef_dtype
+from ._common import onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -171,9 +171,11 @@ def _interp_standard(ctx: NodeContext, x: str, xshape, axes, sizes, scales, mode
 def _onnx_resize(r, attrs, ins):
     x = onnx_need(r, ins, 0, "X")
     rank = onnx_rank(r, x)
+    kind = r.node.op_type
+    if any(d is None for d in x.shape) and kind == "Resize" and r.opset >= 11:
+        return _onnx_full_resize(r, attrs, ins)
     if any(d is None for d in x.shape):
         raise r.error("Resize needs a known input shape")
-    kind = r.node.op_type
     mode = attrs.get("mode", "nearest")
     if kind == "Upsample" or r.opset < 11:
         coord = "asymmetric"
@@ -187,6 +189,9 @@ def _onnx_resize(r, attrs, ins):
     else:
         coord = attrs.get("coordinate_transformation_mode", "half_pixel")
         nearest = attrs.get("nearest_mode", "round_prefer_floor")
+        if (attrs.get("antialias", 0) or attrs.get("exclude_outside", 0) or x.etype != "f32"
+                or attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch" or coord not in COORD_MODES):
+            return _onnx_full_resize(r, attrs, ins)
         if attrs.get("exclude_outside", 0):
             raise r.error("exclude_outside=1 is not supported")
         if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
@@ -221,6 +226,32 @@ def _onnx_resize(r, attrs, ins):
     second = const(np.array(sizes, np.int64)) if sizes else const(np.array(scales, np.float32))
     return r.apply1("Interpolate", data, [x, second, const(np.array(axes, np.int64))], version="opset11",
                  out_dims=[tuple(out)])
+
+
+_RESIZE_ATTRS = {"mode": str, "coordinate_transformation_mode": str, "cubic_coeff_a": float, "exclude_outside": bool,
+                 "extrapolation_value": float, "nearest_mode": str, "keep_aspect_ratio_policy": str, "antialias": bool}
+
+
+def _onnx_full_resize(r, attrs, ins):
+    """Resize-11..19 with what the interpolation above does not have (antialias, exclude_outside,
+    keep_aspect_ratio_policy, tf_crop_and_resize, half_pixel_symmetric, integer data, unknown
+    extents): the onnx-domain ``onnx_resize``, whose scales or sizes are load-time attributes."""
+    x = onnx_need(r, ins, 0, "X")
+    roi, scales_v, sizes_v = (ins[i] if i < len(ins) else None for i in (1, 2, 3))
+    onnx_kept_etypes(r, [x, roi])
+    data = {k: conv(attrs[k]) for k, conv in _RESIZE_ATTRS.items() if k in attrs}
+    if sizes_v is not None and sizes_v.shape != (0,):
+        data["sizes"] = onnx_ints(r, sizes_v, "sizes")
+    elif scales_v is not None and scales_v.shape != (0,):
+        data["scales"] = [float(v) for v in np.asarray(onnx_const(r, scales_v, "scales")).reshape(-1)]
+    else:
+        raise r.error("Resize needs scales or sizes")
+    if "axes" in attrs:
+        data["axes"] = [int(a) for a in attrs["axes"]]
+    if data.get("coordinate_transformation_mode") != "tf_crop_and_resize" or (roi is not None and roi.shape == (0,)):
+        roi = None   # the region of interest is read by tf_crop_and_resize only
+    return onnx_emit(r, "onnx_resize", {"input": x, "roi": roi}, data, results=[x.etype],
+                     dtype=nnef_dtype(x.etype))[0]
 
 
 # ================================================================================================
@@ -450,3 +481,15 @@ def area_downsample_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     factor = [int(v) for v in op.attribs["factor"]]
     ctx.bind(out(op), average_pool(ctx, op.inputs["input"], factor, [(0, 0)] * len(factor), factor,
                                 [1] * len(factor), "constant", ctx.dims(out(op))))
+
+
+@to_onnx("onnx_resize")
+def onnx_resize_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    scales = [float(v) for v in op.attribs.get("scales", [])]
+    sizes = [int(v) for v in op.attribs.get("sizes", [])]
+    roi = op.inputs.get("roi") if isinstance(op.inputs.get("roi"), str) else None
+    attrs = {k: op.attribs[k] for k in _RESIZE_ATTRS if k in op.attribs}
+    attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in attrs.items()}
+    onnx_write(ctx, op, "Resize", [op.inputs["input"], roi, ctx.const(np.asarray(scales, np.float32)) if scales else None,
+                                   ctx.ints(sizes) if sizes else None], 19,
+               axes=[int(a) for a in op.attribs.get("axes", [])] or None, **attrs)

@@ -36,7 +36,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import const_value
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value
-from ._common import onnx_need
+from ._common import onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_present, onnx_write
 
 # ================================================================================================
 # Reading
@@ -264,6 +264,35 @@ def _onnx_conv_transpose(r, attrs, ins):
 
 _onnx_AUTO = {"NOTSET": "explicit", "": "explicit", "VALID": "valid", "SAME_UPPER": "same_upper",
          "SAME_LOWER": "same_lower"}
+
+
+# --- ONNX Col2Im and DeformConv (ops/onnx/sliding.py) --------------------------------------------
+
+def _window_attrs(attrs, *names: str) -> dict:
+    return {k: [int(v) for v in attrs[k]] for k in names if k in attrs}
+
+
+@onnx_node("Col2Im")
+def _onnx_col2im(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    onnx_kept_etypes(r, ins[:1])
+    data = {"image_shape": onnx_ints(r, onnx_need(r, ins, 1, "image_shape"), "image_shape"),
+            "block_shape": onnx_ints(r, onnx_need(r, ins, 2, "block_shape"), "block_shape"),
+            **_window_attrs(attrs, "dilations", "pads", "strides")}
+    return onnx_emit(r, "onnx_col2im", {"input": x}, data, results=[x.etype])[0]
+
+
+@onnx_node("DeformConv")
+def _onnx_deform_conv(r, attrs, ins):
+    x, w = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "W")
+    onnx_kept_etypes(r, ins)
+    if "kernel_shape" in attrs and w.shape is not None and list(w.shape[2:]) != [int(k) for k in attrs["kernel_shape"]]:
+        raise r.error(f"kernel_shape {list(attrs['kernel_shape'])} differs from the filter's {list(w.shape[2:])}")
+    data = {"group": int(attrs.get("group", 1)), "offset_group": int(attrs.get("offset_group", 1)),
+            **_window_attrs(attrs, "dilations", "pads", "strides")}
+    given = {"input": x, "filter": w, "offset": onnx_need(r, ins, 2, "offset"), "bias": onnx_present(ins, 3),
+             "mask": onnx_present(ins, 4)}
+    return onnx_emit(r, "onnx_deform_conv", given, data, results=[x.etype])[0]
 
 
 # ================================================================================================
@@ -531,3 +560,17 @@ def separable_conv_to_ir(ctx: IRContext, op: Operation) -> None:
     conv_to_ir(ctx, point)
 
 
+# --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
+
+@to_onnx("onnx_col2im")
+def col2im_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "Col2Im", [op.inputs["input"], ctx.ints(op.attribs["image_shape"]),
+                                   ctx.ints(op.attribs["block_shape"])], 18,
+               **{k: [int(v) for v in op.attribs[k]] or None for k in ("dilations", "pads", "strides") if k in op.attribs})
+
+
+@to_onnx("onnx_deform_conv")
+def deform_conv_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "DeformConv", [op.inputs.get(k) for k in ("input", "filter", "offset", "bias", "mask")], 19,
+               group=int(op.attribs.get("group", 1)), offset_group=int(op.attribs.get("offset_group", 1)),
+               **{k: [int(v) for v in op.attribs[k]] or None for k in ("dilations", "pads", "strides") if k in op.attribs})
