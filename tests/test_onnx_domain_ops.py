@@ -1,15 +1,20 @@
-"""The ``onnx`` domain's kernels against the ONNX backend node suite: every single-node case of
-the operators they implement, run through the formal and the fast kernel directly (the
-arrays and attributes an importer hands over), compared with the case's expected outputs at
-the case's own tolerances, element types compared strictly.
+"""The ``onnx`` domain's operations against the ONNX backend node suite: every single-node case
+of the operators they implement, read by the ONNX reader (``nnefx.load`` of the case's model)
+and run by a Session on the formal and the fast backend, compared with the case's expected
+outputs at the case's own tolerances, element types compared strictly.
 
-``CALLS`` says how each ONNX node becomes a registry call (operation, positional tensors,
-attributes): the conversion an ONNX importer applies.
+Inputs that decide result shapes (Resize scales/sizes, DFT length/axis, STFT frame step and
+length, AffineGrid size, Col2Im shapes) are given to the reader as initializers holding the
+case's values: the reader takes them when they are known at load time.  A case the reader
+refuses for its element types (float16, uint8, ... before the runtime keeps them) must be
+refused at the node; its kernels are then called directly, as ``CALLS`` says an ONNX node
+becomes a registry call (operation, positional tensors, attributes).
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import warnings
 
 import numpy as np
@@ -242,37 +247,111 @@ def test_every_operator_is_checked_on_its_cases():
     assert covered == set(CALLS) and len(CASES) >= 250
 
 
+#: Inputs (by position) of each operator that decide result shapes: given to the reader as
+#: initializers, since it takes them as load-time values.
+STATIC_INPUTS = {"Resize": (1, 2, 3), "DFT": (1, 2), "STFT": (1, 3), "AffineGrid": (1,), "Col2Im": (1, 2)}
+
+
+def _with_static_inputs(case, inputs):
+    """The case's model with its shape-deciding inputs made initializers; the remaining feeds."""
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    node = model.graph.node[0]
+    static = {node.input[i] for i in STATIC_INPUTS.get(node.op_type, ()) if i < len(node.input) and node.input[i]}
+    feeds = {}
+    for vi, value in zip(list(case.model.graph.input), inputs, strict=True):
+        if vi.name in static:
+            model.graph.initializer.append(numpy_helper.from_array(_array(value), vi.name))
+        else:
+            feeds[vi.name] = _array(value)
+    keep = [vi for vi in model.graph.input if vi.name not in static]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    return model, feeds
+
+
+def _compare(case, node, got, want, backend):
+    want = _array(want)
+    assert got.dtype == want.dtype, f"{case.name}: {got.dtype} where ONNX says {want.dtype}"
+    assert got.shape == want.shape
+    if want.dtype.kind in "fc" or want.dtype.kind == "V":
+        atol = FORMAL_ATOL.get(case.name, case.atol) if backend == "formal" else case.atol
+        rtol = BF16_RTOL if want.dtype.name == "bfloat16" and node.op_type == "Attention" else case.rtol
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def _run_kernels(case, node, inputs, expected, backend):
+    """The case's node as the registry call ``CALLS`` spells, through the kernel directly."""
+    given = iter(_array(v) for v in inputs)
+    ins = [next(given) if name else None for name in node.input]  # '' = an omitted input
+    call = CALLS[node.op_type]
+    if node.op_type == "DFT":
+        name, args, kwargs = call(_attrs(node), ins, case.model.opset_import[0].version)
+    else:
+        name, args, kwargs = call(_attrs(node), ins)
+    entry = registry.get(name)
+    results = entry.kernel(backend)(*args, **kwargs)
+    results = results if isinstance(results, tuple) else (results,)
+    shapes = entry.shape_rule(*[[np.shape(y) for y in x] if isinstance(x, list) else np.shape(x)
+                                for x in args], **kwargs)
+    shapes = shapes if shapes and isinstance(shapes[0], tuple) else (shapes,)
+    assert [tuple(s) for s in shapes] == [r.shape for r in results]  # the shape rule agrees
+    assert len(results) >= len(expected)
+    present = [results[i] for i, out in enumerate(node.output) if out]  # '' = an output not asked for
+    for got, want in zip(present, expected, strict=True):
+        _compare(case, node, got, want, backend)
+
+
+#: what the reader says when a case's element types are not kept yet (the only refusal allowed)
+ETYPE_REFUSAL = (r"\[node 0 '[^']*' \(\w+\)\]: error: (input \d+ has|output \d+ would have) element type"
+                 r"|\[input '[^']*'\]: error: unsupported ONNX element type")
+
+
 @pytest.mark.parametrize("backend", ["formal", "fast"])
 @pytest.mark.parametrize("case", CASES)
-def test_node_suite_case(case, backend):
+def test_node_suite_case(case, backend, tmp_path):
+    import nnefx
+    from nnefx.diagnostics import NNEFXError
+
     node = case.model.graph.node[0]
     for inputs, expected in case.data_sets:
-        given = iter(_array(v) for v in inputs)
-        ins = [next(given) if name else None for name in node.input]  # '' = an omitted input
-        call = CALLS[node.op_type]
-        if node.op_type == "DFT":
-            name, args, kwargs = call(_attrs(node), ins, case.model.opset_import[0].version)
-        else:
-            name, args, kwargs = call(_attrs(node), ins)
-        entry = registry.get(name)
-        results = entry.kernel(backend)(*args, **kwargs)
-        results = results if isinstance(results, tuple) else (results,)
-        shapes = entry.shape_rule(*[[np.shape(y) for y in x] if isinstance(x, list) else np.shape(x)
-                                    for x in args], **kwargs)
-        shapes = shapes if shapes and isinstance(shapes[0], tuple) else (shapes,)
-        assert [tuple(s) for s in shapes] == [r.shape for r in results]  # the shape rule agrees
-        assert len(results) >= len(expected)
-        present = [results[i] for i, out in enumerate(node.output) if out]  # '' = an output not asked for
-        for got, want in zip(present, expected, strict=True):
-            want = _array(want)
-            assert got.dtype == want.dtype, f"{case.name}: {got.dtype} where ONNX says {want.dtype}"
-            assert got.shape == want.shape
-            if want.dtype.kind in "fc" or want.dtype.kind == "V":
-                atol = FORMAL_ATOL.get(case.name, case.atol) if backend == "formal" else case.atol
-                rtol = BF16_RTOL if want.dtype.name == "bfloat16" and node.op_type == "Attention" else case.rtol
-                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
-            else:
-                np.testing.assert_array_equal(got, want)
+        model, feeds = _with_static_inputs(case, inputs)
+        path = tmp_path / "model.onnx"
+        onnx.save(model, str(path))
+        try:
+            loaded = nnefx.load(str(path))
+        except NNEFXError as exc:
+            # refused only for element types the runtime does not keep yet: located at the node
+            assert re.search(ETYPE_REFUSAL, str(exc)), str(exc)
+            _run_kernels(case, node, inputs, expected, backend)
+            continue
+        results = nnefx.Session(loaded, backend=backend).run(feeds)
+        assert len(results) == len(expected)
+        for got, want in zip(results.values(), expected, strict=True):
+            _compare(case, node, got, want, backend)
+
+
+def test_every_operator_is_read_on_some_case(tmp_path):
+    """Each operator has node-suite cases the reader takes (not all refused for element types),
+    except those whose every case has an element type not kept yet."""
+    import nnefx
+    from nnefx.diagnostics import NNEFXError
+
+    read = set()
+    for param in CASES:
+        case = param.values[0]
+        model, _ = _with_static_inputs(case, case.data_sets[0][0])
+        onnx.save(model, str(tmp_path / "m.onnx"))
+        try:
+            nnefx.load(str(tmp_path / "m.onnx"))
+        except NNEFXError:
+            continue
+        read.add(case.model.graph.node[0].op_type)
+    only_narrow_types = {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "CumProd", "CastLike",
+                         "QuantizeLinear", "DynamicQuantizeLinear"}
+    assert read == set(CALLS) - only_narrow_types
 
 
 DOCUMENT = """version 1.0;

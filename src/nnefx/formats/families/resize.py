@@ -206,6 +206,10 @@ def _onnx_resize(r, attrs, ins):
             scales = [float(v) for v in np.asarray(onnx_const(r, ins[2], "scales")).reshape(-1)]
         if not sizes and not scales:
             raise r.error("Resize needs scales or sizes")
+        if coord == "align_corners" and scales and any(
+                d * f != math.floor(d * f) for d, f in zip(x.shape[-len(scales):], scales, strict=False)):
+            # ONNX's align_corners divides by the unrounded resized length (extent x scale)
+            return _onnx_full_resize(r, attrs, ins)
     axes = list(attrs.get("axes", range(rank)))
     axes = norm_axes(r, axes, rank)
     if sizes:
