@@ -705,7 +705,9 @@ def cast_like_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 
 @to_onnx("onnx_bit_shift")
 def bit_shift_to_onnx(ctx: OnnxContext, op: Operation) -> None:
-    onnx_write(ctx, op, "BitShift", [op.inputs["x"], op.inputs["y"]], 11, direction=str(op.attribs["direction"]))
+    signed = ctx.dtype(op.inputs["x"]).kind == "i"   # BitShift-28 added the signed types
+    onnx_write(ctx, op, "BitShift", [op.inputs["x"], op.inputs["y"]], 28 if signed else 11,
+               direction=str(op.attribs["direction"]))
 
 
 @to_onnx("onnx_bitwise")

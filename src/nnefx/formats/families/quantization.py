@@ -112,8 +112,20 @@ def ir_fake_quantize_to_ir(ctx: IRContext, op: Operation) -> None:
 
 # --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
 
+#: the code types QuantizeLinear/DequantizeLinear-21 have that a graph's integer storage can be
+_ONNX_CODES = ("int8", "uint8", "int16", "uint16", "int32")
+
+
+def _codes_type(ctx: OnnxContext, value) -> None:
+    dt = ctx.dtype(value)
+    if dt.name not in _ONNX_CODES:
+        raise ctx.fail(f"quantized codes held as {dt.name} have no QuantizeLinear/DequantizeLinear form "
+                       f"(ONNX codes are {', '.join(_ONNX_CODES)}, float8 or 4-bit)")
+
+
 @to_onnx("onnx_quantize_linear")
 def quantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _codes_type(ctx, op.outputs["output"])
     onnx_write(ctx, op, "QuantizeLinear", [op.inputs[k] for k in ("input", "scale", "zero_point")], 21,
                axis=int(op.attribs.get("axis", 1)), block_size=int(op.attribs.get("block_size", 0)) or None,
                saturate=None if op.attribs.get("saturate", True) else 0)
@@ -121,10 +133,12 @@ def quantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 
 @to_onnx("onnx_dequantize_linear")
 def dequantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _codes_type(ctx, op.inputs["input"])
     onnx_write(ctx, op, "DequantizeLinear", [op.inputs[k] for k in ("input", "scale", "zero_point")], 21,
                axis=int(op.attribs.get("axis", 1)), block_size=int(op.attribs.get("block_size", 0)) or None)
 
 
 @to_onnx("onnx_dynamic_quantize_linear")
 def dynamic_quantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _codes_type(ctx, op.outputs["output"])
     onnx_write(ctx, op, "DynamicQuantizeLinear", [op.inputs["input"]], 11)
