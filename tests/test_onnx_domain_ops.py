@@ -486,3 +486,35 @@ def test_onnx_domain_operations_convert_to_nnef_and_read_back(tmp_path):
         again = nnefx.Session(nnefx.load(str(folder)), backend="fast").run(feeds)
         for a, b in zip(first.values(), again.values(), strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), case.name
+
+
+def test_operations_from_nnef_text_write_as_onnx_that_onnxruntime_runs(tmp_path):
+    """A graph written in NNEF (every attribute spelled out, declared defaults filled in) is
+    written as ONNX nodes onnxruntime runs to nnefx's results: defaults are left to ONNX's (an
+    Attention ``scale`` of 0 means 1/sqrt(head size); window sizes exist from opset 25 only).
+    Quantized codes held as int64 have no ONNX form: refused at the operation."""
+    import onnxruntime as ort
+
+    import nnefx
+    from nnefx.diagnostics import NNEFXError
+    from nnefx.graph import Model
+    from nnefx.semantics.frontend import compile_document
+
+    with pytest.raises(NNEFXError, match=r"<input>:14:9: .*'onnx_quantize_linear'.* held as int64"):
+        nnefx.save(Model(graph=compile_document(DOCUMENT)), str(tmp_path / "q.onnx"))
+    text = DOCUMENT.replace("q, dq, d,", "d,").replace(", bs,", ",")
+    for line in ("q = onnx_quantize", "dq = onnx_dequantize", "bs = onnx_bit_shift"):
+        text = "\n".join(t for t in text.split("\n") if line not in t)
+    model = Model(graph=compile_document(text))
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "t": np.array([[0, 1, 2, 1], [2, 2, 0, 1]]),
+             "s": rng.standard_normal((1, 64, 1)).astype(np.float32)}
+    want = nnefx.Session(model, backend="fast").run(feeds)
+    nnefx.save(model, str(tmp_path / "m.onnx"))
+    proto = onnx.load(str(tmp_path / "m.onnx"))
+    onnx.checker.check_model(proto, full_check=True)
+    assert proto.opset_import[0].version == 23
+    got = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert len(got) == len(want)
+    for (name, w), g in zip(want.items(), got, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=name)

@@ -91,11 +91,16 @@ def onnx_emit(r: Any, op: str, inputs: dict[str, Value | None], attribs: dict[st
     return outs
 
 
-def onnx_write(ctx: Any, op: Any, op_type: str, inputs: list, opset: int, **attrs: Any) -> None:
+def onnx_write(ctx: Any, op: Any, op_type: str, inputs: list, opset: int, *, keep: tuple[str, ...] = (),
+               **attrs: Any) -> None:
     """Write an onnx-domain operation back as the ONNX node it stands for (opset ``opset``).
 
     ``inputs`` are the operation's tensors in the node's input order (None: omitted, as is a
     literal equal to the declared default); every result of the operation becomes an output.
+    An attribute whose operation attribute of the same name holds its declared default is left
+    out: the ONNX default means the same (``Attention``'s ``scale`` 0 is "1/sqrt(head size)"),
+    and attributes an opset added later (its window sizes) are not written where unused;
+    ``keep`` names attributes written even then (where onnx's shape inference ignores a default).
     """
     from ...ops import registry
     from ...ops.signature import signature
@@ -119,8 +124,9 @@ def onnx_write(ctx: Any, op: Any, op_type: str, inputs: list, opset: int, **attr
     while refs and refs[-1] == "":
         refs.pop()
     results = op.output_names()
-    outs = ctx.node(op_type, refs, outputs=[(ctx.dims(n), ctx.dtype(n)) for n in results],
-                    **{k: v for k, v in attrs.items() if v is not None})
+    attrs = {k: v for k, v in attrs.items()
+             if v is not None and (k in keep or not (k in op.attribs and _same(op.attribs[k], defaults.get(k))))}
+    outs = ctx.node(op_type, refs, outputs=[(ctx.dims(n), ctx.dtype(n)) for n in results], **attrs)
     for name, ref in zip(results, outs, strict=True):
         ctx.bind(name, ref)
     ctx.e.need_opset(opset)

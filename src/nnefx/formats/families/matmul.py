@@ -293,9 +293,12 @@ def ir_einsum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 def attention_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     names = ("q", "k", "v", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
     seqlen = isinstance(op.inputs.get("nonpad_kv_seqlen"), str)
+    windows = any(int(op.attribs.get(k, -1)) != -1 for k in ("left_window_size", "right_window_size"))
     attrs = {k: op.attribs[k] for k in _ATTENTION_ATTRS if k in op.attribs}
     attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in attrs.items()}
-    onnx_write(ctx, op, "Attention", [op.inputs.get(n) for n in names], 24 if seqlen else 23, **attrs)
+    # Attention-24 added nonpad_kv_seqlen, -25 the sliding-window sizes
+    onnx_write(ctx, op, "Attention", [op.inputs.get(n) for n in names], 25 if windows else 24 if seqlen else 23,
+               **attrs)
 
 
 @to_onnx("onnx_rotary_embedding")

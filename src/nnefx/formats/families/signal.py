@@ -76,4 +76,4 @@ def stft_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     length = int(op.attribs.get("frame_length", 0))
     onnx_write(ctx, op, "STFT", [op.inputs["signal"], ctx.const(np.asarray(int(op.attribs["frame_step"]), np.int64)),
                                  op.inputs.get("window"), ctx.const(np.asarray(length, np.int64)) if length else None],
-               17, onesided=int(bool(op.attribs.get("onesided", True))))
+               17, keep=("onesided",), onesided=int(bool(op.attribs.get("onesided", True))))
