@@ -60,10 +60,12 @@ def prepare(folder: str, rows: int, width: int, shard_rows: int) -> tuple[str, s
 
 def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: int) -> dict:
     """One configuration, timed in this (fresh) process."""
+    import numpy as np
     from threadpoolctl import threadpool_limits
 
+    # After numpy's import: OpenBLAS must be loaded for threadpoolctl to limit it (a limit set
+    # before is lost, and the loop would compute on every core while a Ray actor has one).
     threadpool_limits(1)
-    import numpy as np
 
     import nnefx
     import nnefx.batch
