@@ -232,6 +232,19 @@ def test_compile_then_load_without_the_source(tmp_path, engine):
     artifact.write_bytes(data[: len(data) // 2])
     with pytest.raises(NNEFXError, match="truncated or edited"):
         nnefx.load(str(out))
+    # Edited in place, same size and modification time: the digest (not a stamp) catches it.
+    stat = artifact.stat()
+    artifact.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    os.utime(artifact, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(NNEFXError, match="truncated or edited"):
+        nnefx.load(str(out))
+    for broken in (b"", None):
+        if broken is None:
+            artifact.unlink()
+        else:
+            artifact.write_bytes(broken)
+        with pytest.raises(NNEFXError, match="missing, truncated or edited"):
+            nnefx.load(str(out))
     artifact.write_bytes(data)
     manifest["engine_version"] = "0.0.1"
     (out / "nnefx-compiled.json").write_text(__import__("json").dumps(manifest))

@@ -18,12 +18,15 @@ model format.  Compiled models are for fixed input shapes and stateless graphs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +47,43 @@ def _sha256(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _open_verified(path: str, digest: str) -> tuple[Any, mmap.mmap]:
+    """The artifact, open and mapped into memory (not copied), once its SHA-256 is the manifest's.
+
+    Mapped rather than read: the digest is taken over the very pages the engine then reads,
+    and neither a copy into a bytes object nor a second read of the file is paid.  A private
+    (copy-on-write) mapping, because OpenVINO wants a writable tensor; nothing is ever written
+    to it.  The open file is returned too, so that an engine reading by path can be given
+    *this* file (``/proc/self/fd/N``), not whatever the name points to by then.
+    """
+    f = None
+    try:
+        f = open(path, "rb")
+        if os.fstat(f.fileno()).st_size == 0:
+            raise ValueError("empty")
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):
+        if f is not None:
+            f.close()
+        mapped = None
+    if mapped is None or hashlib.sha256(mapped).hexdigest() != digest:
+        if mapped is not None:
+            mapped.close()
+            f.close()
+        raise NNEFXError("the compiled artifact is missing, truncated or edited (its SHA-256 is not the "
+                         "manifest's): compile it again", Location(path))
+    return f, mapped
+
+
+def _fd_path(f: Any) -> str | None:
+    """A path that names the open file ``f`` itself (Linux, macOS), or None."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        candidate = f"{folder}/{f.fileno()}"
+        if os.path.exists(candidate):
+            return candidate
+    return None
 
 
 def _source_digest(path: str) -> str:
@@ -209,37 +249,57 @@ def load_compiled(path: str) -> CompiledModel:
     engine_name = manifest.get("engine")
     if engine_name not in ARTIFACTS or not isinstance(manifest.get("artifact"), dict):
         raise NNEFXError(f"unknown engine '{engine_name}' in the manifest", Location(file))
-    engine = get(engine_name)
-    engine.require()
-    if engine.version() != manifest.get("engine_version"):
-        raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but {engine.version()} is "
-                         f"installed: compile it again (nnefx compile {manifest.get('source')} -o {path})",
-                         Location(file))
+    if len(manifest["artifact"]) != 1:
+        raise NNEFXError("the manifest must name exactly one artifact", Location(file))
     (name, digest), = manifest["artifact"].items()
     if name != ARTIFACTS[engine_name]:
         raise NNEFXError(f"unexpected artifact '{name}'", Location(file))
     artifact = os.path.join(path, name)
-    if not os.path.isfile(artifact) or _sha256(artifact) != digest:
-        raise NNEFXError("the compiled artifact is missing, truncated or edited (its SHA-256 is not the "
-                         "manifest's): compile it again", Location(artifact))
     source = manifest.get("source")
     # The source, when still there, must be the one compiled: same sizes and times, or else
     # (a copy, a touch) the same digest.
     if isinstance(source, str) and os.path.exists(source) and _stamp(source) != manifest.get("source_stamp") \
             and _source_digest(source) != manifest.get("source_digest"):
         raise NNEFXError(f"the source {source} changed since it was compiled: compile it again", Location(file))
-    with open(artifact, "rb") as f:
-        data = f.read()
+    # Hash the artifact while the engine is imported: hashlib releases the GIL, and the import
+    # (0.05-0.4 s of loading shared libraries) is paid anyway.  Nothing reaches the engine
+    # before the digest has been checked.
+    with ThreadPoolExecutor(1) as pool:
+        verified = pool.submit(_open_verified, artifact, str(digest))
+        engine = get(engine_name)
+        try:
+            engine.module()  # the engine itself only: no exporter is needed to load its own file
+            if engine.version() != manifest.get("engine_version"):
+                raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but "
+                                 f"{engine.version()} is installed: compile it again "
+                                 f"(nnefx compile {manifest.get('source')} -o {path})", Location(file))
+        except BaseException:
+            with contextlib.suppress(NNEFXError):
+                for handle in reversed(verified.result()):
+                    handle.close()
+            raise
+        opened, mapped = verified.result()
     names = [o["name"] for o in manifest["outputs"]]
-    if engine_name == "openvino":
-        from .openvino import OvImported
+    try:
+        if engine_name == "openvino":
+            from .openvino import OvImported
 
-        runner = OvImported(engine.module(), data, [i["name"] for i in manifest["inputs"]], names,
-                            int(manifest.get("threads", 1)), str(manifest.get("precision", "f32")))
-    else:
-        from .onnxruntime import OrtLoaded
+            # The compiled model may keep pointing into the mapping: it lives as long as the runner.
+            runner = OvImported(engine.module(), mapped, [i["name"] for i in manifest["inputs"]], names,
+                                int(manifest.get("threads", 1)), str(manifest.get("precision", "f32")))
+        else:
+            from .onnxruntime import OrtLoaded
 
-        runner = OrtLoaded(engine.module(), data, names, int(manifest.get("threads", 1)))
+            # onnxruntime parses a file it reads itself faster than bytes it is handed (which
+            # its binding copies once more): give it the verified open file by path when the
+            # system has such paths, else the verified bytes.
+            try:
+                runner = OrtLoaded(engine.module(), _fd_path(opened) or bytes(mapped), names,
+                                   int(manifest.get("threads", 1)))
+            finally:
+                mapped.close()
+    finally:
+        opened.close()
     return CompiledModel(path, manifest, runner)
 
 
