@@ -1,6 +1,7 @@
 """Engine backends through nnefx against the engines standalone, plus compiled-artifact loading.
 
     python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2]
+                                 [--load-repeats 5] [--only-load]
 
 Networks (random weights, fixed seeds): ResNet-18 at batch 1 and ResNet-50 at batch 8
 (224 x 224, benchmarks/resnet_torch.py), and a transformer encoder (4 pre-norm layers, width
@@ -19,7 +20,10 @@ median latency of ``--runs`` timed runs after two warm-ups, best round:
 
 Then ``nnefx compile`` for onnxruntime and OpenVINO, and the time to ``nnefx.load`` the
 compiled folder and run once, against loading the NNEF source, compiling for the engine and
-running once (each in a fresh process).
+running once: each in a fresh process, the two alternated ``--load-repeats`` times (after one
+warm-up pair), medians of wall and CPU seconds.  The engine's own import is timed apart
+(both sides pay it alike) and the ratio is given without and with it.  ``--only-load`` runs
+just these rows.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -147,23 +152,70 @@ def child(row: str, net: str, onnx_path: str, nnef_path: str, threads: int, runs
 
 
 def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]) -> dict:
+    """Load + first run in this fresh process: wall and CPU seconds, the engine's import apart.
+
+    The engine module is imported first and timed on its own: both sides pay it alike (a
+    fresh ``nnefx run`` pays it once either way), so the ratio compares the work that differs
+    — parsing, exporting and optimising the source against reading the compiled form.
+    """
+    import importlib
+    import resource
+
     import numpy as np
 
     import nnefx
 
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu()
+    importlib.import_module(engine)
+    imported, imported_cpu = time.perf_counter() - t, cpu() - c
+    t, c = time.perf_counter(), cpu()
     if kind == "compiled":
         model = nnefx.load(path)
         model.run({model.inputs[0]["name"]: x})
     else:
         session = nnefx.Session(nnefx.load(path), backend=engine, threads=threads)
         session.run({session.inputs[0].name: x})
-    return {"seconds": time.perf_counter() - t}
+    return {"seconds": time.perf_counter() - t, "cpu": cpu() - c, "import": imported, "import_cpu": imported_cpu}
+
+
+def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threads: int, repeats: int) -> None:
+    """``nnefx compile`` for each engine, then load + first run of the compiled folder against
+    load + compile of the source, each in a fresh process, alternated, ``repeats`` times."""
+    for engine in ("onnxruntime", "openvino"):
+        out = work / f"{net}.{engine}.compiled"
+        subprocess.run([sys.executable, "-m", "nnefx", "compile", str(nnef_path), "-o", str(out), "--backend",
+                        engine, "--threads", str(threads)], check=True, capture_output=True)
+        runs: dict[str, list[dict]] = {"compiled": [], "source": []}
+        for r in range(repeats + 1):  # the first pair warms the page cache and the bytecode cache
+            for kind in ("compiled", "source") if r % 2 == 0 else ("source", "compiled"):
+                res = _spawn("--load-child", kind, str(out if kind == "compiled" else nnef_path), engine,
+                             str(threads), json.dumps(shape))
+                if "error" in res:
+                    print(f"  load {engine} {kind}: error: {res['error'][:100]}")
+                    return
+                if r:
+                    runs[kind].append(res)
+        med = {k: {m: statistics.median(x[m] for x in v) for m in ("seconds", "cpu", "import", "import_cpu")}
+               for k, v in runs.items()}
+        fast, slow = med["compiled"], med["source"]
+        imp = statistics.median(x["import"] for v in runs.values() for x in v)
+        print(f"  load + first run, {engine}: compiled {fast['seconds']:.3f} s ({fast['cpu']:.3f} s CPU), "
+              f"source + compile {slow['seconds']:.3f} s ({slow['cpu']:.3f} s CPU): "
+              f"{slow['seconds'] / fast['seconds']:.1f}x wall, {slow['cpu'] / fast['cpu']:.1f}x CPU; "
+              f"engine import {imp:.3f} s apart (with it: "
+              f"{(slow['seconds'] + imp) / (fast['seconds'] + imp):.1f}x wall)")
 
 
 def _spawn(*args: str) -> dict:
-    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    # Bytecode caching as in an installed package (pip writes .pyc files): without it every
+    # child compiles the modules it imports, which costs the source side more (it imports more).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
     if done.returncode:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -175,6 +227,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--load-repeats", type=int, default=5, help="compiled/source load pairs per engine")
+    p.add_argument("--only-load", action="store_true", help="only the compiled-artifact rows")
     p.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     p.add_argument("--load-child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -192,6 +246,11 @@ def main() -> None:
         for net in args.nets.split(","):
             onnx_path, nnef_path, pt = prepare(net, Path(tmp))
             shape = torch.load(str(pt))["shape"]
+            if args.only_load:
+                print(f"\n{net} (input {shape}, {args.threads} threads): medians of {args.load_repeats} "
+                      "alternated pairs of fresh processes")
+                compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats)
+                continue
             best: dict[str, dict] = {}
             for r in range(args.rounds):
                 for row in ROWS if r % 2 == 0 else ROWS[::-1]:
@@ -209,17 +268,7 @@ def main() -> None:
                 print(f"  {row:24} {res['median_ms']:9.2f}   {res['median_ms'] / ort:5.2f}x standalone onnxruntime")
             if "reason" in best["nnefx auto"]:
                 print(f"  ({best['nnefx auto']['reason']})")
-            for engine in ("onnxruntime", "openvino"):
-                out = Path(tmp) / f"{net}.{engine}.compiled"
-                subprocess.run([sys.executable, "-m", "nnefx", "compile", str(nnef_path), "-o", str(out), "--backend",
-                                engine, "--threads", str(args.threads)], check=True, capture_output=True)
-                fast = min(_spawn("--load-child", "compiled", str(out), engine, str(args.threads),
-                                  json.dumps(shape))["seconds"] for _ in range(2))
-                slow = min(_spawn("--load-child", "source", str(nnef_path), engine, str(args.threads),
-                                  json.dumps(shape))["seconds"] for _ in range(2))
-                print(f"  load + first run, {engine}: compiled {fast:.3f} s, source + compile {slow:.3f} s "
-                      f"({slow / fast:.1f}x)")
-
+            compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats)
 
 if __name__ == "__main__":
     main()
