@@ -14,6 +14,11 @@ with the reason: an artifact whose digest is not the manifest's (truncated or ed
 engine of another version than the one that compiled it, and a source that changed since
 (when it is still where it was).  Nothing is unpickled or executed beyond the engine's own
 model format.  Compiled models are for fixed input shapes and stateless graphs.
+
+The artifact is checked, then mapped into memory rather than copied, and OpenVINO computes
+with its weights in place (as it does with the weights of an IR it reads): replace a loaded
+artifact — ``nnefx compile`` does, by renaming — rather than editing it in place while a
+process still runs it.
 """
 
 from __future__ import annotations
