@@ -1,7 +1,7 @@
 """Engine backends through nnefx against the engines standalone, plus compiled-artifact loading.
 
     python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2]
-                                 [--load-repeats 5] [--only-load]
+                                 [--load-repeats 5] [--only-load] [--overhead]
 
 Networks (random weights, fixed seeds): ResNet-18 at batch 1 and ResNet-50 at batch 8
 (224 x 224, benchmarks/resnet_torch.py), and a transformer encoder (4 pre-norm layers, width
@@ -23,7 +23,8 @@ compiled folder and run once, against loading the NNEF source, compiling for the
 running once: each in a fresh process, the two alternated ``--load-repeats`` times (after one
 warm-up pair), medians of wall and CPU seconds.  The engine's own import is timed apart
 (both sides pay it alike) and the ratio is given without and with it.  ``--only-load`` runs
-just these rows.
+just these rows.  ``--overhead`` measures only what ``Session.run`` adds around an engine's
+call (input checks, the shape-variant lookup, output conversion), with the call stubbed.
 """
 
 from __future__ import annotations
@@ -183,6 +184,33 @@ def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]
     return {"seconds": time.perf_counter() - t, "cpu": cpu() - c, "import": imported, "import_cpu": imported_cpu}
 
 
+def overhead_child(backend: str, nnef_path: str, shape: list[int], calls: int = 2000) -> dict:
+    """nnefx's own cost per ``Session.run`` around the engine: the engine's call replaced by
+    one returning its last results, CPU time of this thread, best of 5 x ``calls`` runs."""
+    import numpy as np
+
+    import nnefx
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    session = nnefx.Session(nnefx.load(nnef_path), backend=backend, threads=1)
+    name = session.inputs[0].name
+    session.run({name: x})
+    (compiled,) = session._engine._variants.values()
+    if backend == "onnxruntime":
+        last = compiled.session.run(None, {compiled.inputs[0]: x})
+        compiled.session = type("Done", (), {"run": lambda self, names, feeds: last})()
+    else:
+        last = compiled.request.infer([x])
+        compiled.request = type("Done", (), {"infer": lambda self, feeds: last})()
+    best = float("inf")
+    for _ in range(5):
+        t = time.thread_time()
+        for _ in range(calls):
+            session.run({name: x})
+        best = min(best, (time.thread_time() - t) / calls)
+    return {"backend": backend, "overhead_us": best * 1e6}
+
+
 def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threads: int, repeats: int) -> None:
     """``nnefx compile`` for each engine, then load + first run of the compiled folder against
     load + compile of the source, each in a fresh process, alternated, ``repeats`` times."""
@@ -229,12 +257,19 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--load-repeats", type=int, default=5, help="compiled/source load pairs per engine")
     p.add_argument("--only-load", action="store_true", help="only the compiled-artifact rows")
+    p.add_argument("--overhead", action="store_true",
+                   help="only nnefx's own cost per run around each engine's call (engine call stubbed)")
+    p.add_argument("--overhead-child", nargs=3, help=argparse.SUPPRESS)
     p.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     p.add_argument("--load-child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         row, net, onnx_path, nnef_path, threads, runs, shape = args.child
         print(json.dumps(child(row, net, onnx_path, nnef_path, int(threads), int(runs), json.loads(shape))))
+        return
+    if args.overhead_child:
+        backend, nnef_path, shape = args.overhead_child
+        print(json.dumps(overhead_child(backend, nnef_path, json.loads(shape))))
         return
     if args.load_child:
         kind, path, engine, threads, shape = args.load_child
@@ -246,6 +281,12 @@ def main() -> None:
         for net in args.nets.split(","):
             onnx_path, nnef_path, pt = prepare(net, Path(tmp))
             shape = torch.load(str(pt))["shape"]
+            if args.overhead:
+                for backend in ("onnxruntime", "openvino"):
+                    res = _spawn("--overhead-child", backend, str(nnef_path), json.dumps(shape))
+                    print(f"{net} nnefx {backend}: {res.get('overhead_us', math.nan):.1f} us CPU per Session.run "
+                          "around the engine's call")
+                continue
             if args.only_load:
                 print(f"\n{net} (input {shape}, {args.threads} threads): medians of {args.load_repeats} "
                       "alternated pairs of fresh processes")
