@@ -14,8 +14,8 @@ so "1 worker" and the plain loop do the same arithmetic on one core:
   local Ray (start-up is excluded: a cluster is up before jobs are sent to it).
 
 It also prints the figures of the cost model in BENCHMARKS.md: the per-shard compute time,
-Ray's fixed cost (``ray1-one-shard``: a job of one shard — actor pool start, model load, one
-shard) and the steady throughput beyond it.
+Ray's fixed cost (``ray1-one-shard`` / ``ray2-two-shards``: a job of one shard per worker —
+actor pool start, model loads, those shards) and the steady throughput of the other shards.
 """
 
 from __future__ import annotations
@@ -48,14 +48,18 @@ def prepare(folder: str, rows: int, width: int, shard_rows: int) -> tuple[str, s
     nnefx.save(b.build(), model)
     src = os.path.join(folder, "rows")
     one = os.path.join(folder, "one-shard")
+    two = os.path.join(folder, "two-shards")
     os.makedirs(src)
     os.makedirs(one)
+    os.makedirs(two)
     for i in range(rows):
         row = rng.standard_normal((1, width)).astype(np.float32)
         np.save(os.path.join(src, f"r{i:06d}.npy"), row)
         if i < shard_rows:
             np.save(os.path.join(one, f"r{i:06d}.npy"), row)
-    return model, src, one
+        if i < 2 * shard_rows:
+            np.save(os.path.join(two, f"r{i:06d}.npy"), row)
+    return model, src, one, two
 
 
 def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: int) -> dict:
@@ -87,7 +91,7 @@ def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: i
             compute += time.perf_counter() - t
         seconds = time.perf_counter() - started
         return {"config": config, "seconds": seconds, "rows": len(files), "compute": compute}
-    workers = {"inproc": 1, "ray1": 1, "ray2": 2, "ray1-one-shard": 1}[config]
+    workers = {"inproc": 1, "ray1": 1, "ray2": 2, "ray1-one-shard": 1, "ray2-two-shards": 2}[config]
     summary = nnefx.batch.run(model, src, out, batch_size=batch, shard_rows=shard_rows,
                               ray="local" if config.startswith("ray") else None, workers=workers,
                               progress=False)
@@ -109,14 +113,14 @@ def main() -> None:
         config, model, src, out, batch, shard_rows = args.child
         print(json.dumps(child(config, model, src, out, int(batch), int(shard_rows))))
         return
-    configs = ["loop", "inproc", "ray1", "ray2", "ray1-one-shard"]
+    configs = ["loop", "inproc", "ray1", "ray2", "ray1-one-shard", "ray2-two-shards"]
     best: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        model, src, one = prepare(tmp, args.rows, args.width, args.shard_rows)
+        model, src, one, two = prepare(tmp, args.rows, args.width, args.shard_rows)
         for r in range(args.rounds):
             for config in configs if r % 2 == 0 else configs[::-1]:
                 out = os.path.join(tmp, f"out-{config}-{r}")
-                source = one if config == "ray1-one-shard" else src
+                source = {"ray1-one-shard": one, "ray2-two-shards": two}.get(config, src)
                 done = subprocess.run([sys.executable, __file__, "--child", config, model, source, out,
                                        str(args.batch), str(args.shard_rows)], capture_output=True, text=True)
                 if done.returncode:
@@ -130,16 +134,22 @@ def main() -> None:
         print(f"{c:14} {best[c]['seconds']:8.3f} {rate[c]:9.0f}")
     shards = best["inproc"]["shards"]
     per_shard_compute = best["loop"]["compute"] / shards
-    fixed = best["ray1-one-shard"]["seconds"]  # start the actor pool, load the model, one shard
-    steady = {c: args.rows / max(best[c]["seconds"] - fixed, 1e-9) for c in ("ray1", "ray2")}
+    # Ray's fixed cost per pool size: a job of one shard per worker (pool start, model loads,
+    # one shard each); the steady rate is that of the remaining shards.
+    fixed = {"ray1": best["ray1-one-shard"]["seconds"], "ray2": best["ray2-two-shards"]["seconds"]}
+    shards_in_fixed = {"ray1": 1, "ray2": 2}
+    steady = {c: (args.rows - shards_in_fixed[c] * args.shard_rows) / max(best[c]["seconds"] - fixed[c], 1e-9)
+              for c in ("ray1", "ray2")}
     print(f"1 worker overhead vs loop: {rate['loop'] / rate['ray1'] - 1:+.1%} whole job (in process: "
           f"{rate['loop'] / rate['inproc'] - 1:+.1%}); 2 workers / 1 worker: {rate['ray2'] / rate['ray1']:.2f}x")
-    print(f"Ray's fixed cost (a one-shard job: actor start, model load, one shard): {fixed:.2f} s; beyond it, "
+    print(f"Ray's fixed cost (one shard per worker: pool start, model loads, those shards): "
+          f"{fixed['ray1']:.2f} s with 1 worker, {fixed['ray2']:.2f} s with 2; beyond it, "
           f"1 worker {steady['ray1']:.0f} rows/s ({rate['loop'] / steady['ray1'] - 1:+.1%} vs loop), "
           f"2 workers {steady['ray2']:.0f} rows/s ({steady['ray2'] / steady['ray1']:.2f}x one)")
     print(f"per shard ({args.shard_rows} rows): compute {per_shard_compute * 1e3:.1f} ms, loop total "
           f"{best['loop']['seconds'] / shards * 1e3:.1f} ms, in-process job {best['inproc']['seconds'] / shards * 1e3:.1f} ms, "
           f"1 Ray worker {best['ray1']['seconds'] / shards * 1e3:.1f} ms")
+
 
 if __name__ == "__main__":
     main()
