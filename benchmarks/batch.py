@@ -129,9 +129,9 @@ def main() -> None:
                 if config not in best or result["seconds"] < best[config]["seconds"]:
                     best[config] = result
     rate = {c: best[c]["rows"] / best[c]["seconds"] for c in configs}
-    print(f"{'configuration':14} {'seconds':>8} {'rows/s':>9}")
+    print(f"{'configuration':16} {'seconds':>8} {'rows/s':>9}")
     for c in configs:
-        print(f"{c:14} {best[c]['seconds']:8.3f} {rate[c]:9.0f}")
+        print(f"{c:16} {best[c]['seconds']:8.3f} {rate[c]:9.0f}")
     shards = best["inproc"]["shards"]
     per_shard_compute = best["loop"]["compute"] / shards
     # Ray's fixed cost per pool size: a job of one shard per worker (pool start, model loads,
