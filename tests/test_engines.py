@@ -238,13 +238,16 @@ def test_compile_then_load_without_the_source(tmp_path, engine):
     os.utime(artifact, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises(NNEFXError, match="truncated or edited"):
         nnefx.load(str(out))
-    for broken in (b"", None):
+    for broken in (b"", None, *(("fifo",) if hasattr(os, "mkfifo") else ())):
         if broken is None:
             artifact.unlink()
+        elif broken == "fifo":  # must be refused, not waited on
+            os.mkfifo(artifact)
         else:
             artifact.write_bytes(broken)
         with pytest.raises(NNEFXError, match="missing, truncated or edited"):
             nnefx.load(str(out))
+    artifact.unlink()
     artifact.write_bytes(data)
     manifest["engine_version"] = "0.0.1"
     (out / "nnefx-compiled.json").write_text(__import__("json").dumps(manifest))

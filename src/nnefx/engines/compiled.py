@@ -29,6 +29,7 @@ import json
 import mmap
 import os
 import shutil
+import stat
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -65,9 +66,11 @@ def _open_verified(path: str, digest: str) -> tuple[Any, mmap.mmap]:
     """
     f = None
     try:
-        f = open(path, "rb")
-        if os.fstat(f.fileno()).st_size == 0:
-            raise ValueError("empty")
+        # Non-blocking, then a regular file only: a FIFO in its place must not hang the load.
+        f = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+        status = os.fstat(f.fileno())
+        if not stat.S_ISREG(status.st_mode) or status.st_size == 0:
+            raise ValueError("not a regular file, or empty")
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     except (OSError, ValueError):
         if f is not None:
