@@ -82,3 +82,16 @@ def test_names_read_inside_a_subgraph_are_kept():
              helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)]
     data = _model(nodes, [3, 5], {"b": B, "ax": np.array([0]), "c": np.array(True)})
     assert "Unsqueeze" in _ops(simplify_for_onnxruntime(data))
+
+
+def test_two_unsqueezed_operands_of_one_node_keep_the_result_shape():
+    # Add(Unsqueeze(a), Unsqueeze(b)) is [1, 5]; removing both would make it [5].
+    nodes = [helper.make_node("Unsqueeze", ["b", "ax"], ["b2"]),
+             helper.make_node("Unsqueeze", ["c", "ax"], ["c2"]),
+             helper.make_node("Add", ["b2", "c2"], ["s"]),
+             helper.make_node("Add", ["x", "s"], ["y"])]
+    data = _model(nodes, [5], {"b": B, "c": B[::-1].copy(), "ax": np.array([0])})
+    x = RNG.standard_normal(5).astype(np.float32)
+    simpler = simplify_for_onnxruntime(data)
+    assert _run(simpler, x).shape == _run(data, x).shape == (1, 5)
+    np.testing.assert_allclose(_run(simpler, x), _run(data, x), rtol=1e-6)
