@@ -56,9 +56,24 @@ def op_of(name: str, ops: list[str]) -> str:
     return best or name
 
 
-def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
-    """None when ``got`` matches ``want``, else why not."""
-    got = np.asarray(got)
+def compare(got: Any, want: Any, rtol: float, atol: float) -> str | None:
+    """None when ``got`` matches ``want``, else why not.  A sequence (list) matches element by
+    element; an empty optional (None) only None."""
+    if want is None or got is None:
+        return None if want is None and got is None else f"{'an empty optional' if got is None else 'a value'}, " \
+            f"expected {'an empty optional' if want is None else 'a value'}"
+    if isinstance(want, list) or isinstance(got, list):
+        if not isinstance(want, list) or not isinstance(got, list):
+            return f"{'a sequence' if isinstance(got, list) else 'a tensor'}, expected " \
+                   f"{'a sequence' if isinstance(want, list) else 'a tensor'}"
+        if len(got) != len(want):
+            return f"a sequence of {len(got)} tensors, expected {len(want)}"
+        for k, (g, w) in enumerate(zip(got, want, strict=True)):
+            why = compare(g, w, rtol, atol)
+            if why:
+                return f"sequence element {k}: {why}"
+        return None
+    got, want = np.asarray(got), np.asarray(want)
     if got.dtype != want.dtype:
         return f"element type {got.dtype}, expected {want.dtype}"
     if got.shape != want.shape:
@@ -98,7 +113,7 @@ def run_nnefx(path: str, backend: str, data_sets: list, rtol: float, atol: float
         if len(got) != len(outputs):
             return "wrong", f"{len(got)} outputs, expected {len(outputs)}"
         for k, (g, w) in enumerate(zip(got, outputs, strict=True)):
-            why = compare(g, np.asarray(w), rtol, atol)
+            why = compare(g, w, rtol, atol)
             if why:
                 return "wrong", f"output {k}: {why}"
     return "passed", ""
@@ -120,7 +135,7 @@ def run_ort(path: str, data_sets: list, rtol: float, atol: float) -> tuple[str, 
         except Exception as exc:  # noqa: BLE001 - a run failure counts as refused for ORT
             return "refused", str(exc).splitlines()[0][:200]
         for k, (g, w) in enumerate(zip(got, outputs, strict=False)):
-            why = compare(g, np.asarray(w), rtol, atol)
+            why = compare(g, w, rtol, atol)
             if why:
                 return "wrong", f"output {k}: {why}"
     return "passed", ""
@@ -129,8 +144,8 @@ def run_ort(path: str, data_sets: list, rtol: float, atol: float) -> tuple[str, 
 def _data_sets(case: Any) -> list:
     sets = []
     for inputs, outputs in case.data_sets or []:
-        sets.append(([np.asarray(v) if not isinstance(v, (list, dict)) else v for v in inputs],
-                     [np.asarray(v) if not isinstance(v, (list, dict)) else v for v in outputs]))
+        sets.append(([np.asarray(v) if not isinstance(v, (list, dict, type(None))) else v for v in inputs],
+                     [np.asarray(v) if not isinstance(v, (list, dict, type(None))) else v for v in outputs]))
     return sets
 
 

@@ -35,6 +35,30 @@ DTYPES = ("scalar", "integer", "logical")
 
 Shape = tuple  # tuple[int | None, ...]
 
+#: What a data node holds (ONNX's value kinds, IR spec "Types"): a tensor; a sequence of
+#: tensors (element shapes may differ); an optional tensor; an optional sequence.  For the
+#: non-tensor kinds ``Tensor.dtype``/``etype`` describe the elements and ``Tensor.shape`` the
+#: shape every element has (None extents where they may differ; None when even the rank is
+#: not known); the runtime never compares a container with it.
+KINDS = ("tensor", "sequence", "optional", "optional_sequence")
+
+
+class TensorSequence(tuple):
+    """The run-time value of a ``sequence`` tensor: a tuple of arrays (element shapes may
+    differ).  An ``optional`` value is ``None`` when empty, else its element (an array, or a
+    :class:`TensorSequence` for ``optional_sequence``).
+
+    ``shape`` is the number of elements as a one-item tuple, so generic code that asks
+    ``numpy.shape`` of a value (the operator contract's prechecks) never tries to stack
+    elements of different shapes.
+    """
+
+    __slots__ = ()
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
 
 @dataclass
 class Tensor:
@@ -50,6 +74,8 @@ class Tensor:
     #: The concrete element type (:mod:`nnefx.etypes`: ``"f16"``, ``"i8"``, ...) beside the
     #: abstract ``dtype``; None means the abstract type's default storage (f32 / i64 / bool).
     etype: str | None = None
+    #: What the node holds (:data:`KINDS`): ``"tensor"`` unless a sequence or an optional.
+    kind: str = "tensor"
 
     @property
     def rank(self) -> int | None:
@@ -98,6 +124,12 @@ class Graph:
     #: constraints on those symbols (:class:`nnefx.dims.Assertion`), checked at load where
     #: extents are known and when a session binds the symbols
     assertions: list[Any] = field(default_factory=list)
+    #: Bodies the graph's control-flow operations run (ONNX ``If`` branches, ``Loop``/``Scan``/
+    #: ``SequenceMap`` bodies), by the name an operation's string attribute gives (``body``,
+    #: ``then_branch``, ...).  Each is a self-contained graph: its inputs are the body's formal
+    #: parameters followed by the outer tensors it reads (the operation passes those as its
+    #: ``captured`` inputs), and its own ``subgraphs`` hold the bodies nested inside it.
+    subgraphs: dict[str, Graph] = field(default_factory=dict)
 
     def tensor(self, name: str) -> Tensor:
         try:

@@ -63,6 +63,13 @@ class PlanState:
     check_shapes: bool = True
     release: bool = True
     ops: list[Operation] = field(default_factory=list)
+    #: how deep inside bodies this graph is (0: the model's graph), bounded by
+    #: :data:`nnefx.runtime.subgraphs.MAX_DEPTH`
+    depth: int = 0
+    #: options a body of this graph is compiled with (``compile_plan`` keywords)
+    body_options: dict[str, Any] = field(default_factory=dict)
+    #: the ``call`` hook of this graph's control-flow operations (made on first need)
+    caller: Any = None
     # found by validate
     defined: dict[str, int] = field(default_factory=dict)  # tensor -> index of defining op
     alias: dict[str, str] = field(default_factory=dict)    # update result -> the value tensor it reads as
@@ -226,6 +233,8 @@ def bind(s: PlanState) -> None:
         kwargs = dict(op.attribs)
         if opdef.generic:
             kwargs["dtype"] = generic
+        if "call" in opdef.extra.get("runtime_keywords", ()):
+            kwargs["call"] = _caller(s, op, i)
         s.entries.append((i, op, opdef, kernel, args, kwargs))
 
 
@@ -321,7 +330,8 @@ def allocate(s: PlanState) -> Plan:
         slot = slots.take() if name in last_use else -1
         if slot >= 0:
             slot_of[name] = slot
-        inputs.append(InputSpec(name, dtype, shape, slot))
+        kind = container_kind(graph, name)
+        inputs.append(InputSpec(name, dtype, None if kind else shape, slot, kind or "tensor"))
     variables: list[VariableSpec] = []
     for name, spec in var_specs.items():
         if name not in slot_of and name in last_use and name not in const_values:
@@ -355,10 +365,11 @@ def allocate(s: PlanState) -> Plan:
         if not release:
             dead = []
         flat_names = _flat(out_names)
-        out_storage = [(_storage_of(store, graph.tensors[n].dtype, n, op, i, source), graph.tensors[n].dtype)
-                       for n in flat_names]
-        out_shapes = [_known(_shape_tuple(graph.tensors[n].shape)) if check_shapes else None
-                      for n in flat_names]
+        # a sequence or optional result is checked by its kind (storage slot holds the kind)
+        out_storage = [(container_kind(graph, n) or _storage_of(store, graph.tensors[n].dtype, n, op, i, source),
+                        graph.tensors[n].dtype) for n in flat_names]
+        out_shapes = [_known(_shape_tuple(graph.tensors[n].shape)) if check_shapes and not container_kind(graph, n)
+                      else None for n in flat_names]
         steps.append(Step(op=op, index=i, kind=op.op, kernel=kernel, args=arg_slots, kwargs=kwargs,
                           outs=outs, out_names=out_names, out_storage=out_storage,
                           out_shapes=out_shapes, free=tuple(dead),
@@ -382,6 +393,28 @@ def allocate(s: PlanState) -> Plan:
 
 
 # ---- helpers ------------------------------------------------------------------------------
+
+def _caller(s: PlanState, op: Operation, index: int) -> Any:
+    """The graph's ``call`` hook (:mod:`nnefx.runtime.subgraphs`), with the bodies ``op`` names
+    compiled now: a body's unsupported operation is refused at load, at its location."""
+    from .subgraphs import SubgraphCaller
+
+    where = _op_location(op, index, s.source)
+    if s.caller is None:
+        s.caller = SubgraphCaller(s.graph.subgraphs, s.body_options, s.depth, where)
+    for value in op.attribs.values():
+        names = value if isinstance(value, (list, tuple)) else [value]
+        for name in names:
+            if isinstance(name, str) and name in s.graph.subgraphs:
+                s.caller.prepare(name, where)
+    return s.caller
+
+
+def container_kind(graph: Graph, name: str) -> str | None:
+    """The kind of tensor ``name`` when it is a sequence or an optional, else None."""
+    kind = getattr(graph.tensors[name], "kind", "tensor")
+    return None if kind == "tensor" else kind
+
 
 def _storage_of(store: dict[str, np.dtype], dtype: str, name: str, op: Operation, index: int,
                 source: str | None) -> np.dtype:
@@ -542,6 +575,10 @@ def _fold(graph: Graph, op: Operation, index: int, kernel: Callable[..., Any], a
     flat_results = _flat_results(op, results, where)
     for name, result in zip(flat_names, flat_results, strict=True):
         t = graph.tensors[name]
+        kind = container_kind(graph, name)
+        if kind:
+            const_values[name] = check_result(op, name, result, kind, t.dtype, None, where)
+            continue
         array = check_result(op, name, result, _storage_of(store, t.dtype, name, op, index, source), t.dtype,
                              _known(_shape_tuple(t.shape)), where)
         array = np.array(array, copy=True)

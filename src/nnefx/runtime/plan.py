@@ -57,6 +57,8 @@ class InputSpec:
     dtype: str
     shape: tuple | None
     slot: int
+    #: what the caller feeds (:data:`nnefx.graph.KINDS`): a tensor, or a sequence/optional
+    kind: str = "tensor"
 
 
 @dataclass
@@ -158,6 +160,24 @@ def _volume(shape: tuple) -> int:
     return n
 
 
+_KIND_OF_DTYPE = {"scalar": "f", "integer": "iu", "logical": "b"}
+
+
+def _check_container(op: Operation, name: str, result: Any, kind: str, nnef_dtype: str, where: Location) -> Any:
+    from .subgraphs import check_container
+
+    try:
+        value = check_container(result, kind, f"result '{name}' of operation '{op.op}'")
+    except NNEFXError as exc:
+        raise NNEFXError(exc.message, where) from None
+    elements = value if isinstance(value, tuple) else () if value is None else (value,)
+    for element in elements:
+        if element.dtype.kind not in _KIND_OF_DTYPE.get(nnef_dtype, "fiub"):
+            raise NNEFXError(f"operation '{op.op}' produced {element.dtype} data in {kind} result '{name}' of "
+                             f"{nnef_dtype} elements", where)
+    return value
+
+
 # ---- shared by folding and the run loop ------------------------------------------------------
 
 def call_kernel(op: Operation, kernel: Callable[..., Any], args: list[Any], kwargs: dict[str, Any],
@@ -178,9 +198,9 @@ def call_kernel(op: Operation, kernel: Callable[..., Any], args: list[Any], kwar
 
 def _flat_results(op: Operation, results: Any, where: Location) -> list[Any]:
     n = len(op.outputs)
-    if n == 1 and not (isinstance(results, tuple) and len(results) == 1):
+    if n == 1 and not (type(results) is tuple and len(results) == 1):  # a TensorSequence is one result
         results = (results,)
-    if not isinstance(results, tuple) or len(results) != n:
+    if type(results) is not tuple or len(results) != n:
         raise NNEFXError(f"kernel of '{op.op}' returned {_count(results)} results, expected {n}", where)
     flat: list[Any] = []
     for declared, got in zip(op.outputs.values(), results, strict=True):
@@ -200,7 +220,12 @@ def _count(value: Any) -> int:
 
 def check_result(op: Operation, name: str, result: Any, storage: np.dtype, nnef_dtype: str,
                  shape: tuple | None, where: Location) -> np.ndarray:
-    """A kernel result as an array of the graph's storage dtype, with its declared shape."""
+    """A kernel result as an array of the graph's storage dtype, with its declared shape.
+
+    For a sequence or optional result ``storage`` is its kind (:data:`nnefx.graph.KINDS`):
+    the value is checked to be of that kind and its elements of ``nnef_dtype``."""
+    if isinstance(storage, str):
+        return _check_container(op, name, result, storage, nnef_dtype, where)
     array = result if isinstance(result, np.ndarray) else np.asarray(result)
     if array.dtype != storage:
         if array.dtype.kind not in {"scalar": "f", "integer": "iu", "logical": "b"}[nnef_dtype]:

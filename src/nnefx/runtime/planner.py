@@ -48,7 +48,7 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
                  fold: bool = True, resolve: Resolver | None = None, source: str | None = None,
                  check_shapes: bool = True, release: bool = True,
                  variables: Mapping[str, Any] | None = None, fetch: Sequence[str] = (),
-                 fuse: bool = True) -> Plan:
+                 fuse: bool = True, depth: int = 0) -> Plan:
     """Compile ``graph`` for ``backend`` (``"fast"`` or ``"formal"``).
 
     ``resolve`` maps an operation name to its :class:`OpDef` (default: the registry; tests
@@ -65,11 +65,16 @@ def compile_plan(graph: Graph, backend: str = "fast", *, storage: Mapping[str, A
     reader ``relu``, or by a residual ``add`` (and that one's only reader ``relu``), run as
     one kernel that finishes each batch item in place,
     :func:`nnefx.runtime.fast_backend.fuse_conv_epilogues`; same results, bit for bit).
+    ``depth`` is how deep inside control-flow bodies ``graph`` is (the bodies of its own
+    ``If``/``Loop``/``Scan`` operations are compiled with the same options, one deeper:
+    :mod:`nnefx.runtime.subgraphs`).
     """
     chosen = get_backend(backend)
     s = PlanState(graph=graph, backend=chosen, resolve=resolve or registry.get, store=storage_map(storage),
                   source=source, given={str(k).lower(): v for k, v in (variables or {}).items()},
-                  fetch=fetch, check_shapes=check_shapes, release=release, ops=list(graph.operations))
+                  fetch=fetch, check_shapes=check_shapes, release=release, ops=list(graph.operations),
+                  depth=depth, body_options=dict(backend=backend, storage=storage, fold=fold, resolve=resolve,
+                                                 source=source, release=release, fuse=fuse))
     passes.validate(s)
     passes.bind(s)
     if fold:

@@ -270,6 +270,7 @@ class Session:
         if self._symbolic.symbols:
             plan, shapes = self._plan_bound(inputs, fetch)
         checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name], shapes)
+                   if spec.kind == "tensor" else self._check_container(spec, inputs[spec.name])
                    for spec in plan.inputs}
         if self.backend == "auto" and self._engine is None and not fetch and not self._symbolic.symbols:
             from ..engines.auto import choose
@@ -316,6 +317,9 @@ class Session:
                 result[name] = to_storage(regs[name], dtype, plan.storage, f"output '{name}' of {self.backend}")
                 continue
             value = regs[slot]
+            if value.__class__ is not np.ndarray:  # a sequence (list of arrays) or an optional (None or array)
+                result[name] = _container_output(value)
+                continue
             if not value.flags.writeable or not value.flags.owndata:
                 value = np.array(value, copy=True)  # never hand out state or a view of the inputs
             result[name] = value
@@ -360,9 +364,49 @@ class Session:
         view.setflags(write=False)  # kernels must not write into the caller's array
         return view
 
+    def _check_container(self, spec: Any, value: Any) -> Any:
+        """A sequence input (list of arrays) or optional input (None or its element), elements in
+        the storage of their data type."""
+        from ..graph import TensorSequence
+        from .subgraphs import check_container
+
+        value = check_container(value, spec.kind, f"input '{spec.name}'")
+        if isinstance(value, TensorSequence):
+            return TensorSequence(self._check_element(spec, v) for v in value)
+        return None if value is None else self._check_element(spec, value)
+
+    def _check_element(self, spec: Any, value: np.ndarray) -> np.ndarray:
+        """An element in the sequence's own element type where the graph names one (ONNX
+        sequences are typed), else in the storage of its data type."""
+        etype = self.plan.graph.tensors[spec.name].etype
+        what = f"an element of input '{spec.name}'"
+        if etype is not None:
+            from .. import etypes
+
+            dtype = etypes.numpy_dtype(etypes.parse(etype))
+            kinds = {"scalar": "fV", "integer": "iu", "logical": "b"}[spec.dtype]
+            if value.dtype.kind not in kinds:
+                raise NNEFXError(f"{what} must be {spec.dtype} data, got {value.dtype}")
+            array = value.astype(dtype, copy=False)
+        else:
+            array = to_storage(value, spec.dtype, self.plan.storage, what)
+        view = array.view()
+        view.setflags(write=False)
+        return view
+
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape) if i.shape else ''}" for i in self.inputs)
         return f"<Session '{self.plan.graph.name}' ({self.backend}) inputs: {ins}>"
+
+
+def _container_output(value: Any) -> Any:
+    """What :meth:`Session.run` returns for a sequence (a list of arrays) or an optional (None,
+    or its element): copies, never state or views of the inputs."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return [np.array(v, copy=True) for v in value]
+    return np.array(value, copy=True)
 
 
 def _shape_arg(name: str, shape: Any) -> tuple:

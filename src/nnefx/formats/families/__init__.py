@@ -34,6 +34,7 @@ that take part in a maximum, while ONNX MaxPool never reads its padding.
 
 from . import (  # noqa: F401 - imported for their registrations
     activation,
+    control,
     detection,
     elementwise,
     layout,

@@ -44,41 +44,70 @@ def _onnx():
     return onnx, helper, numpy_helper
 
 
+#: Deepest nesting of subgraphs (an ``If`` inside a ``Loop`` body inside ...) read.
+MAX_SUBGRAPH_DEPTH = 16
+#: ONNX operators whose inputs may be sequences or optionals (any other refuses them).
+CONTAINER_OPERATORS = frozenset({
+    "Identity", "If", "Loop", "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SequenceAt",
+    "SequenceLength", "ConcatFromSequence", "SplitToSequence", "SequenceMap", "Optional", "OptionalHasElement",
+    "OptionalGetElement"})
+
+
 class OnnxReader:
-    def __init__(self, model: Any, file: str, input_shapes: dict[str, Any] | None):
+    def __init__(self, model: Any, file: str, input_shapes: dict[str, Any] | None, *,
+                 parent: OnnxReader | None = None, graph_proto: Any = None, where: str = ""):
         self.proto = model
         self.file = file
         self.input_shapes = dict(input_shapes or {})
-        self.builder = ImportGraph(model.graph.name or "main", file)
+        self.graph_proto = model.graph if graph_proto is None else graph_proto
+        self.builder = ImportGraph(self.graph_proto.name or "main", file)
         self.values: dict[str, Value] = {}
-        self.opset = 1
+        #: the enclosing graph's reader (a subgraph reads outer names through it)
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        #: outer tensors this subgraph reads (names in the parent's graph), in input order
+        self.captured: list[str] = []
+        #: this graph's inputs standing for them, in the same order
+        self.captured_inner: list[str] = []
+        self._prefix = where
+        self.opset = 1 if parent is None else parent.opset
         for imp in model.opset_import:
             if imp.domain in ("", "ai.onnx"):
                 self.opset = int(imp.version)
         self.index = 0
         self.node: Any = None
+        self.inferred: dict[str, tuple] = {}
 
     # --- structure ----------------------------------------------------------------------------
     def loc(self, field: str | None = None) -> Location:
         return Location(self.file, None, None, field)
 
     def read(self) -> Model:
+        self.inferred = self.inferred_shapes()
+        self.read_graph()
+        graph = self.builder.graph
+        graph.validate_structure()
+        return Model(graph, format="onnx", source=self.file,
+                     extras={"onnx_opset": self.opset, "onnx_producer": self.proto.producer_name})
+
+    def read_graph(self, hints: list[Value | None] | None = None) -> None:
+        """Initializers, inputs (``hints``: the values a subgraph's formal inputs will get, for
+        inputs whose type the body leaves out), nodes and outputs of this reader's graph."""
         _, helper, _ = _onnx()
-        g = self.proto.graph
+        g = self.graph_proto
         if len(g.node) > MAX_NODES:
             raise NNEFXError(f"the graph has {len(g.node)} nodes (more than {MAX_NODES})", self.loc("graph"))
-        self.inferred = self.inferred_shapes()
         for init in g.initializer:
             arr = _tensor_array(init, self.file)
             self.values[init.name] = Value(const=arr, etype=_etype(arr), shape=tuple(arr.shape), label=init.name)
-        for vi in g.input:
+        for k, vi in enumerate(g.input):
             if vi.name in self.values:
                 continue
-            self.external(vi)
+            self.external(vi, (hints or [])[k] if hints is not None and k < len(hints) else None)
         for i, node in enumerate(g.node):
             self.index = i
             self.node = node
-            where = f"node {i} '{node.name}' ({node.op_type})"
+            where = self.where()
             if node.domain not in ("", "ai.onnx"):
                 raise NNEFXError(f"unsupported operation '{node.op_type}' of domain '{node.domain}'",
                                  self.loc(where))
@@ -89,10 +118,14 @@ class OnnxReader:
             for name in node.input:
                 if name == "":
                     ins.append(None)
-                elif name not in self.values:
+                    continue
+                value = self.lookup(name)
+                if value is None:
                     raise NNEFXError(f"input '{name}' is not defined before this node", self.loc(where))
-                else:
-                    ins.append(self.values[name])
+                if value.kind != "tensor" and node.op_type not in CONTAINER_OPERATORS:
+                    raise NNEFXError(f"input '{name}' is a {value.kind.replace('_', ' ')}; {node.op_type} takes "
+                                     "tensors", self.loc(where))
+                ins.append(value)
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             try:
                 outs = fn(self, attrs, ins)
@@ -113,10 +146,54 @@ class OnnxReader:
                     outs.append(Value(unsupported=f"output {k} of {where} is not supported"))
                 self.values[name] = self.fill_shape(name, outs[k])
         self.outputs(g)
-        graph = self.builder.graph
-        graph.validate_structure()
-        return Model(graph, format="onnx", source=self.file,
-                     extras={"onnx_opset": self.opset, "onnx_producer": self.proto.producer_name})
+
+    def lookup(self, name: str) -> Value | None:
+        """The value of ``name`` here, or read from an enclosing graph (ONNX IR "Names Within a
+        Graph": a subgraph sees the names of the graphs around it).  An outer load-time
+        constant is used as is; an outer graph tensor becomes an input of this subgraph,
+        recorded in :attr:`captured`, so the data model has no implicit outer reads."""
+        value = self.values.get(name)
+        if value is not None or self.parent is None:
+            return value
+        outer = self.parent.lookup(name)
+        if outer is None or outer.is_const or outer.unsupported:
+            return outer
+        tensor = self.parent.builder.materialise(outer, name, self.parent.loc(self.parent.where()))
+        t = self.parent.builder.graph.tensors[tensor]
+        inner = self.builder.unique(name)
+        self.builder.graph.tensors[inner] = Tensor(inner, t.dtype, t.shape, etype=t.etype, kind=t.kind)
+        self.builder.graph.operations.append(
+            Operation("external", {}, {"output": inner}, {"shape": [1 if d is None else d for d in t.shape or ()]},
+                      dtype=t.dtype, location=self.loc(f"outer tensor '{name}'")))
+        self.builder.graph.inputs.append(inner)
+        self.captured.append(tensor)
+        self.captured_inner.append(inner)
+        value = Value(tensor=inner, etype=outer.etype, shape=outer.shape, kind=outer.kind)
+        self.values[name] = value
+        return value
+
+    def subgraph(self, proto: Any, attr: str, hints: list[Value | None]) -> OnnxReader:
+        """Read graph attribute ``attr`` of the node being read as a body; the reader it used
+        (its graph, its :attr:`captured` outer tensors) is returned, the graph not yet filed."""
+        if self.depth + 1 > MAX_SUBGRAPH_DEPTH:
+            raise self.error(f"subgraphs nest more than {MAX_SUBGRAPH_DEPTH} deep")
+        child = OnnxReader(self.proto, self.file, None, parent=self, graph_proto=proto,
+                           where=f"{self.where()} {attr}: ")
+        child.read_graph(hints)
+        child.builder.graph.validate_structure()
+        return child
+
+    def file_subgraph(self, child: OnnxReader, attr: str) -> str:
+        """Put ``child``'s graph into this graph's ``subgraphs`` under a fresh name; the name."""
+        table = self.builder.graph.subgraphs
+        base = f"{self.node.name or self.node.op_type.lower() + str(self.index)}_{attr}"
+        name, k = base, 0
+        while name in table:
+            k += 1
+            name = f"{base}_{k}"
+        child.builder.graph.name = name
+        table[name] = child.builder.graph
+        return name
 
     def inferred_shapes(self) -> dict[str, tuple]:
         """Static shapes from ONNX's own shape inference (a pure function of the protobuf).
@@ -167,14 +244,24 @@ class OnnxReader:
             self.builder.graph.tensors[value.tensor].shape = declared
         return value
 
-    def external(self, vi: Any) -> None:
-        tt = vi.type.tensor_type
-        where = f"input '{vi.name}'"
-        if not vi.type.HasField("tensor_type"):
-            raise NNEFXError("only tensor inputs are supported", self.loc(where))
+    def external(self, vi: Any, hint: Value | None = None) -> None:
+        where = f"{self._prefix}input '{vi.name}'"
+        kind, tt = _value_kind(vi.type)
+        if kind is None and hint is not None and vi.type.WhichOneof("value") is None:
+            self._external_like(vi.name, hint, where)  # a body input without a type: the value it gets
+            return
+        if kind is None:
+            raise NNEFXError("only tensor, sequence and optional inputs are supported", self.loc(where))
         dims: list[int | None] = []
-        for d in tt.shape.dim:
-            dims.append(int(d.dim_value) if d.HasField("dim_value") else None)
+        if tt.HasField("shape"):
+            for d in tt.shape.dim:
+                dims.append(int(d.dim_value) if d.HasField("dim_value") else None)
+        elif kind == "tensor" and self.parent is not None:
+            # a body input of unknown rank: the rank of the value it is given, extents left open
+            if hint is None or hint.shape is None:
+                return self._external_like(vi.name, hint or Value(etype=_etype_code(tt.elem_type, self.loc(where))),
+                                           where, keep_shape=False)
+            dims = [None] * len(hint.shape)
         if vi.name in self.input_shapes:
             given = tuple(int(d) for d in self.input_shapes.pop(vi.name))
             if len(given) != len(dims) or any(d is not None and d != e for d, e in zip(dims, given, strict=True)):
@@ -187,6 +274,14 @@ class OnnxReader:
         etype = _etype_code(tt.elem_type, self.loc(where))
         dtype = nnef_dtype(etype)
         name = vi.name
+        if kind != "tensor":  # the shape is the elements' (None: not even the rank declared)
+            shape = tuple(dims) if tt.HasField("shape") else None
+            self.builder.graph.tensors[name] = Tensor(name, dtype, shape, etype=etype, kind=kind)
+            self.builder.graph.operations.append(
+                Operation("external", {}, {"output": name}, {"shape": []}, dtype=dtype, location=self.loc(where)))
+            self.builder.graph.inputs.append(name)
+            self.values[name] = Value(tensor=name, etype=etype, shape=shape, kind=kind)
+            return
         self.builder.graph.tensors[name] = Tensor(name, dtype, tuple(dims))
         self.builder.graph.operations.append(
             Operation("external", {}, {"output": name}, {"shape": [1 if d is None else d for d in dims]},
@@ -194,11 +289,24 @@ class OnnxReader:
         self.builder.graph.inputs.append(name)
         self.values[name] = Value(tensor=name, etype=etype, shape=tuple(dims))
 
+    def _external_like(self, name: str, hint: Value, where: str, keep_shape: bool = True) -> None:
+        dtype = nnef_dtype(hint.etype)
+        shape = hint.shape if keep_shape and hint.shape is not None else None
+        if shape is not None:
+            shape = tuple([None] * len(shape))  # the rank only: a carried value may change its extents
+        self.builder.graph.tensors[name] = Tensor(name, dtype, shape, etype=hint.etype, kind=hint.kind)
+        self.builder.graph.operations.append(
+            Operation("external", {}, {"output": name}, {"shape": [] if hint.kind != "tensor" else
+                                                                  [1] * len(shape or ())}, dtype=dtype,
+                      location=self.loc(where)))
+        self.builder.graph.inputs.append(name)
+        self.values[name] = Value(tensor=name, etype=hint.etype, shape=shape, kind=hint.kind)
+
     def outputs(self, g: Any) -> None:
         graph = self.builder.graph
         for vo in g.output:
-            loc = self.loc(f"output '{vo.name}'")
-            value = self.values.get(vo.name)
+            loc = self.loc(f"{self._prefix}output '{vo.name}'")
+            value = self.lookup(vo.name)
             if value is None:
                 raise NNEFXError("the graph output is not computed by any node", loc)
             name = self.builder.materialise(value, vo.name, loc)
@@ -208,14 +316,19 @@ class OnnxReader:
                     new = self.builder.unique(vo.name)
                 else:
                     new = vo.name
-                graph.tensors[new] = Tensor(new, t.dtype, t.shape)
-                graph.operations.append(Operation("copy", {"x": name}, {"y": new}, {}, dtype=t.dtype, location=loc))
+                graph.tensors[new] = Tensor(new, t.dtype, t.shape, etype=t.etype, kind=t.kind)
+                if t.kind == "tensor":
+                    graph.operations.append(Operation("copy", {"x": name}, {"y": new}, {}, dtype=t.dtype,
+                                                      location=loc))
+                else:
+                    graph.operations.append(Operation("onnx_identity", {"input": name}, {"output": new}, {},
+                                                      location=loc))
                 name = new
             graph.outputs.append(name)
 
     # --- helpers for handlers ------------------------------------------------------------------
     def where(self) -> str:
-        return f"node {self.index} '{self.node.name}' ({self.node.op_type})"
+        return f"{self._prefix}node {self.index} '{self.node.name}' ({self.node.op_type})"
 
     def ctx(self, values: list[Value]) -> NodeContext:
         """A context for the node being read, to emit registry operations with."""
@@ -243,6 +356,30 @@ class OnnxReader:
 
     def error(self, message: str) -> NNEFXError:
         return NNEFXError(message, self.loc(self.where()))
+
+    def value_kind(self, type_proto: Any) -> tuple[str | None, Any]:
+        """What a ``TypeProto`` (an attribute's, e.g. ``Optional.type``) holds; see :func:`_value_kind`."""
+        return _value_kind(type_proto)
+
+
+def _value_kind(t: Any) -> tuple[str | None, Any]:
+    """What an ONNX ``TypeProto`` holds (:data:`nnefx.graph.KINDS`) and the tensor type of its
+    elements; (None, None) for what nnefx does not carry (maps, sparse tensors, nested
+    sequences)."""
+    which = t.WhichOneof("value")
+    if which == "tensor_type":
+        return "tensor", t.tensor_type
+    if which == "sequence_type":
+        inner = t.sequence_type.elem_type
+        return ("sequence", inner.tensor_type) if inner.WhichOneof("value") == "tensor_type" else (None, None)
+    if which == "optional_type":
+        inner = t.optional_type.elem_type
+        kind, tt = _value_kind(inner)
+        if kind == "tensor":
+            return "optional", tt
+        if kind == "sequence":
+            return "optional_sequence", tt
+    return None, None
 
 
 def _etype(arr: np.ndarray) -> str:

@@ -96,7 +96,8 @@ def infer_operation(graph: Graph, op: Operation) -> None:
     for value, shape in zip(outs, results, strict=False):
         if isinstance(value, list):
             for name, s in zip(value, shape if isinstance(shape, list) else [], strict=False):
-                graph.tensors[name].shape = tuple(s)
+                if s is not None:  # None: this result's shape is decided at run time
+                    graph.tensors[name].shape = tuple(s)
         elif isinstance(value, str) and shape is not None:
             graph.tensors[value].shape = tuple(shape)
 

@@ -38,6 +38,9 @@ class Value:
     #: The file's bytes behind a bit-packed (``u1``) constant, for readers that unpack it in
     #: an order of their own (IR BinaryConvolution filters).
     packed: np.ndarray | None = None
+    #: What the value is (:data:`nnefx.graph.KINDS`): a tensor, or a sequence/optional graph
+    #: tensor (``etype`` is then its elements'; ``shape`` is None).
+    kind: str = "tensor"
 
     @property
     def is_const(self) -> bool:

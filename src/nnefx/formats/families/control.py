@@ -1,0 +1,312 @@
+"""Control flow, sequences and optionals (``ops/onnx/control.py``, ``ops/onnx/sequence.py``).
+
+Reading: ONNX ``If``, ``Loop``, ``Scan``, ``SequenceMap`` read each graph attribute as a body
+(:meth:`nnefx.formats.onnx.reader.OnnxReader.subgraph`): a graph of its own filed in the
+enclosing graph's ``subgraphs``, whose inputs are the body's formal inputs followed by the
+outer tensors it reads (the operation's ``captured`` inputs; both branches of an ``If`` take
+the same list).  The ``Sequence*``/``Optional*`` nodes become their ``onnx_*`` operations,
+with the result's kind (sequence, optional) and element type on its data node.
+
+Writing: the ONNX writer writes these operations back as their nodes (bodies as graph
+attributes); see ``formats/onnx/control.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...graph import Graph, Operation, Tensor
+from ..reading.registry import onnx_node
+from ..reading.values import Value, nnef_dtype
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _emit(r: Any, op: str, inputs: dict[str, Any], attribs: dict[str, Any], results: list[tuple],
+          array: bool = False) -> list[Value]:
+    """Emit ``op``; ``results`` = one (kind, etype, shape) per result (a ``tensor[]`` result when
+    ``array``); the results' data nodes get their kind and element type."""
+    ctx = r.ctx([])
+    names = ctx.emit(op, inputs, attribs, outputs=[len(results)] if array else len(results))
+    values = []
+    for name, (kind, etype, shape) in zip(names, results, strict=True):
+        t = r.builder.graph.tensors[name]
+        t.dtype, t.kind, t.etype = nnef_dtype(etype), kind, etype
+        if kind != "tensor":
+            t.shape = None if shape is None else tuple(shape)  # the elements' shape
+        elif t.shape is None and shape is not None:
+            t.shape = tuple(shape)
+        values.append(Value(tensor=name, etype=etype, shape=t.shape, kind=kind))
+    return values
+
+
+def _tensor(r: Any, value: Value) -> str:
+    return r.ctx([value]).tensor(0)
+
+
+def _opt(r: Any, value: Value | None) -> list[str]:
+    return [] if value is None else [_tensor(r, value)]
+
+
+def _element(value: Value) -> Value:
+    """What one element of a sequence value looks like to a body."""
+    if value.kind == "sequence":
+        return Value(etype=value.etype, shape=value.shape, kind="tensor")
+    return value
+
+
+def _merge(*shapes: tuple | None) -> tuple | None:
+    """The shape every one of ``shapes`` fits (None extents where they differ; None when a rank
+    is unknown or the ranks differ)."""
+    if not shapes or any(s is None for s in shapes) or len({len(s) for s in shapes}) != 1:
+        return None
+    return tuple(d[0] if len(set(d)) == 1 else None for d in zip(*shapes, strict=True))
+
+
+def _outputs_of(graph: Graph) -> list[tuple]:
+    out = []
+    for name in graph.outputs:
+        t = graph.tensors[name]
+        out.append((t.kind, t.etype or _default_etype(t.dtype), t.shape))
+    return out
+
+
+def _default_etype(dtype: str) -> str:
+    return {"scalar": "f32", "integer": "i64", "logical": "boolean"}.get(dtype, "f32")
+
+
+def _align(readers: list[Any]) -> list[str]:
+    """One ``captured`` list for bodies that share it (an ``If``'s branches): each body's inputs
+    become its formal inputs followed by an input for every outer tensor any of them reads."""
+    union = list(dict.fromkeys(name for child in readers for name in child.captured))
+    for child in readers:
+        graph = child.builder.graph
+        inner_of = dict(zip(child.captured, child.captured_inner, strict=True))
+        formals = [n for n in graph.inputs if n not in set(child.captured_inner)]
+        inner = []
+        for outer in union:
+            if outer not in inner_of:
+                t = child.parent.builder.graph.tensors[outer]
+                name = child.builder.unique(outer)
+                graph.tensors[name] = Tensor(name, t.dtype, t.shape, etype=t.etype, kind=t.kind)
+                graph.operations.insert(0, Operation("external", {}, {"output": name},
+                                                     {"shape": [1 if d is None else d for d in t.shape or ()]},
+                                                     dtype=t.dtype))
+                inner_of[outer] = name
+            inner.append(inner_of[outer])
+        graph.inputs = formals + inner
+    return union
+
+
+# --- control flow -----------------------------------------------------------------------------
+
+@onnx_node("If")
+def _if(r, attrs, ins):
+    if not ins or ins[0] is None:
+        raise r.error("If needs a condition input")
+    branches = [r.subgraph(attrs[a], a, []) for a in ("then_branch", "else_branch")]
+    outs = [_outputs_of(b.builder.graph) for b in branches]
+    if len(outs[0]) != len(outs[1]):
+        raise r.error(f"the branches have {len(outs[0])} and {len(outs[1])} outputs; If needs the same number")
+    for k, (a, b) in enumerate(zip(*outs, strict=True)):
+        if a[0] != b[0] or nnef_dtype(a[1]) != nnef_dtype(b[1]):
+            raise r.error(f"output {k} is a {a[0]} of {a[1]} in then_branch but a {b[0]} of {b[1]} in else_branch")
+    captured = _align(branches)
+    names = [r.file_subgraph(b, a) for b, a in zip(branches, ("then_branch", "else_branch"), strict=True)]
+    results = [(a[0], a[1], _merge(a[2], b[2])) for a, b in zip(*outs, strict=True)]
+    return _emit(r, "onnx_if", {"cond": _tensor(r, ins[0]), "captured": captured},
+                 {"then_branch": names[0], "else_branch": names[1]}, results, array=True)
+
+
+@onnx_node("Loop")
+def _loop(r, attrs, ins):
+    ins = list(ins) + [None] * (2 - len(ins))
+    trips, cond, carried = ins[0], ins[1], ins[2:]
+    if any(v is None for v in carried):
+        raise r.error("Loop's carried values cannot be left out")
+    hints = [Value(etype="i64", shape=()), Value(etype="boolean", shape=()), *carried]
+    body = r.subgraph(attrs["body"], "body", hints)
+    outs = _outputs_of(body.builder.graph)
+    if len(body.builder.graph.inputs) - len(body.captured) != 2 + len(carried) or len(outs) < 1 + len(carried):
+        raise r.error(f"the body must take the iteration number, the condition and the {len(carried)} carried "
+                      "values, and return the condition and the carried values (then scan outputs)")
+    name = r.file_subgraph(body, "body")
+    results = [(k, e, s) for k, e, s in outs[1:1 + len(carried)]]
+    results += [(k, e, None if s is None else (None, *s)) for k, e, s in outs[1 + len(carried):]]
+    if not results:
+        return []
+    return _emit(r, "onnx_loop", {"max_trip": _opt(r, trips), "cond": _opt(r, cond),
+                                  "initial": [_tensor(r, v) for v in carried], "captured": body.captured},
+                 {"body": name}, results, array=True)
+
+
+@onnx_node("Scan")
+def _scan(r, attrs, ins):
+    m = int(attrs["num_scan_inputs"])
+    batched = r.opset < 9
+    if batched:
+        if ins and ins[0] is not None:
+            raise r.error("Scan-8 with sequence_lens is not supported (only full-length sequences)")
+        ins = ins[1:]
+    if not 0 < m <= len(ins) or any(v is None for v in ins):
+        raise r.error(f"num_scan_inputs = {m} does not fit the {len(ins)} inputs")
+    states, scanned = ins[:len(ins) - m], ins[len(ins) - m:]
+    axes = list(attrs.get("scan_input_axes", [0] * m))
+    directions = list(attrs.get("directions" if batched else "scan_input_directions", [0] * m))
+    hints = list(states)
+    for x, axis in zip(scanned, axes, strict=False):
+        shape = None if x.shape is None else list(x.shape[1:] if batched else x.shape)
+        if shape is not None and -len(shape) <= axis < len(shape):
+            del shape[axis]
+        hints.append(Value(etype=x.etype, shape=None if shape is None else tuple(shape)))
+    if batched:
+        hints = [Value(etype=v.etype, shape=None if v.shape is None else tuple(v.shape[1:])) if k < len(states)
+                 else v for k, v in enumerate(hints)]
+    body = r.subgraph(attrs["body"], "body", hints)
+    outs = _outputs_of(body.builder.graph)
+    name = r.file_subgraph(body, "body")
+    results = [(k, e, None) for k, e, _ in outs]
+    attribs: dict[str, Any] = {"body": name, "scan_input_axes": axes, "scan_input_directions": directions,
+                               "batched": batched}
+    if not batched:
+        attribs["scan_output_axes"] = list(attrs.get("scan_output_axes", []))
+        attribs["scan_output_directions"] = list(attrs.get("scan_output_directions", []))
+    return _emit(r, "onnx_scan", {"initial": [_tensor(r, v) for v in states],
+                                  "scanned": [_tensor(r, v) for v in scanned], "captured": body.captured},
+                 attribs, results, array=True)
+
+
+@onnx_node("SequenceMap")
+def _sequence_map(r, attrs, ins):
+    if not ins or ins[0] is None or ins[0].kind != "sequence":
+        raise r.error("SequenceMap's first input must be a sequence")
+    hints = [_element(v) for v in ins]
+    body = r.subgraph(attrs["body"], "body", hints)
+    name = r.file_subgraph(body, "body")
+    results = [("sequence", e, None) for _, e, _ in _outputs_of(body.builder.graph)]
+    return _emit(r, "onnx_sequence_map", {"input_sequence": _tensor(r, ins[0]),
+                                          "additional": [_tensor(r, v) for v in ins[1:]],
+                                          "captured": body.captured}, {"body": name}, results, array=True)
+
+
+# --- sequences --------------------------------------------------------------------------------
+
+def _need_seq(r: Any, value: Value | None, what: str = "input 0") -> Value:
+    if value is None or value.kind != "sequence":
+        raise r.error(f"{what} must be a sequence")
+    return value
+
+
+@onnx_node("SequenceConstruct")
+def _construct(r, attrs, ins):
+    if not ins or any(v is None or v.kind != "tensor" for v in ins):
+        raise r.error("SequenceConstruct takes one or more tensors")
+    if len({nnef_dtype(v.etype) for v in ins}) != 1:
+        raise r.error("the tensors of a sequence must have one element type")
+    return _emit(r, "onnx_sequence_construct", {"inputs": [_tensor(r, v) for v in ins]}, {},
+                 [("sequence", ins[0].etype, _merge(*[v.shape for v in ins]))])
+
+
+@onnx_node("SequenceEmpty")
+def _empty(r, attrs, ins):
+    etype = r.etype_code(int(attrs.get("dtype", 1)))
+    return _emit(r, "onnx_sequence_empty", {}, {}, [("sequence", etype, None)])
+
+
+@onnx_node("SequenceInsert")
+def _insert(r, attrs, ins):
+    seq = _need_seq(r, ins[0])
+    if len(ins) < 2 or ins[1] is None or ins[1].kind != "tensor":
+        raise r.error("SequenceInsert needs a tensor to insert")
+    return _emit(r, "onnx_sequence_insert", {"input_sequence": _tensor(r, seq), "tensor": _tensor(r, ins[1]),
+                                             "position": _opt(r, ins[2] if len(ins) > 2 else None)}, {},
+                 [("sequence", seq.etype, _merge(seq.shape, ins[1].shape))])
+
+
+@onnx_node("SequenceErase")
+def _erase(r, attrs, ins):
+    seq = _need_seq(r, ins[0])
+    return _emit(r, "onnx_sequence_erase", {"input_sequence": _tensor(r, seq),
+                                            "position": _opt(r, ins[1] if len(ins) > 1 else None)}, {},
+                 [("sequence", seq.etype, seq.shape)])
+
+
+@onnx_node("SequenceAt")
+def _at(r, attrs, ins):
+    seq = _need_seq(r, ins[0])
+    if len(ins) < 2 or ins[1] is None:
+        raise r.error("SequenceAt needs a position")
+    return _emit(r, "onnx_sequence_at", {"input_sequence": _tensor(r, seq), "position": _tensor(r, ins[1])}, {},
+                 [("tensor", seq.etype, seq.shape)])
+
+
+@onnx_node("SequenceLength")
+def _length(r, attrs, ins):
+    seq = _need_seq(r, ins[0])
+    return _emit(r, "onnx_sequence_length", {"input_sequence": _tensor(r, seq)}, {}, [("tensor", "i64", ())])
+
+
+@onnx_node("ConcatFromSequence")
+def _concat(r, attrs, ins):
+    seq = _need_seq(r, ins[0])
+    return _emit(r, "onnx_concat_from_sequence", {"input_sequence": _tensor(r, seq)},
+                 {"axis": int(attrs["axis"]), "new_axis": int(attrs.get("new_axis", 0))},
+                 [("tensor", seq.etype, None)])
+
+
+@onnx_node("SplitToSequence")
+def _split(r, attrs, ins):
+    if not ins or ins[0] is None or ins[0].kind != "tensor":
+        raise r.error("SplitToSequence takes a tensor")
+    axis, keepdims = int(attrs.get("axis", 0)), int(attrs.get("keepdims", 1))
+    split = ins[1] if len(ins) > 1 else None
+    shape = None
+    if ins[0].shape is not None and -len(ins[0].shape) <= axis < len(ins[0].shape):
+        dims = list(ins[0].shape)
+        axis_ = axis % len(dims)
+        if split is None:
+            dims[axis_] = 1
+            if not keepdims:
+                del dims[axis_]
+        else:
+            dims[axis_] = None
+        shape = tuple(dims)
+    return _emit(r, "onnx_split_to_sequence", {"input": _tensor(r, ins[0]), "split": _opt(r, split)},
+                 {"axis": axis, "keepdims": keepdims}, [("sequence", ins[0].etype, shape)])
+
+
+# --- optionals --------------------------------------------------------------------------------
+
+_OPTIONAL_OF = {"tensor": "optional", "sequence": "optional_sequence"}
+
+
+@onnx_node("Optional")
+def _optional(r, attrs, ins):
+    value = ins[0] if ins else None
+    if value is not None:
+        if value.kind not in _OPTIONAL_OF:
+            raise r.error(f"an optional cannot hold a {value.kind.replace('_', ' ')}")
+        return _emit(r, "onnx_optional", {"input": [_tensor(r, value)]}, {},
+                     [(_OPTIONAL_OF[value.kind], value.etype, value.shape)])
+    kind, tt = r.value_kind(attrs["type"]) if "type" in attrs else (None, None)
+    if kind not in _OPTIONAL_OF:
+        raise r.error("an empty Optional needs a 'type' attribute of a tensor or a sequence of tensors")
+    return _emit(r, "onnx_optional", {"input": []}, {}, [(_OPTIONAL_OF[kind], r.etype_code(tt.elem_type), None)])
+
+
+@onnx_node("OptionalHasElement")
+def _has_element(r, attrs, ins):
+    value = ins[0] if ins else None
+    return _emit(r, "onnx_optional_has_element", {"input": _opt(r, value)}, {}, [("tensor", "boolean", ())])
+
+
+@onnx_node("OptionalGetElement")
+def _get_element(r, attrs, ins):
+    value = ins[0] if ins else None
+    if value is None:
+        raise r.error("OptionalGetElement needs an input")
+    kind = {"optional": "tensor", "optional_sequence": "sequence"}.get(value.kind, value.kind)
+    if value.kind in ("tensor", "sequence"):
+        return value  # a plain tensor or sequence passes unchanged (opset 18)
+    return _emit(r, "onnx_optional_get_element", {"input": _tensor(r, value)}, {},
+                 [(kind, value.etype, value.shape)])

@@ -1,0 +1,151 @@
+"""Running the bodies of control-flow operations: the session's ``call`` hook.
+
+An operation whose declaration lists ``call`` among its ``runtime_keywords`` (ONNX ``If``,
+``Loop``, ``Scan``, ``SequenceMap``; tract's ``tract_core_scan``) names its bodies with string
+attributes; the bodies are graphs of the enclosing graph's ``subgraphs`` table
+(:attr:`nnefx.graph.Graph.subgraphs`).  The planner passes such an operation a
+:class:`SubgraphCaller` as ``call``; the kernel runs a body with it as often as it needs:
+
+* ``call(name, inputs)`` — inputs and results as dicts by tensor name (tract's scan);
+* ``call.run(name, args)`` — inputs and results as lists in the body's input/output order
+  (the ONNX operations: formal parameters, then the captured outer tensors).
+
+Each body is compiled **once per enclosing plan**, on the same backend with the same
+options, into a plan of its own (:func:`nnefx.runtime.planner.compile_plan`), before the first
+run, so an unsupported operation inside a body is refused when the model is loaded, at its
+location.  The body plans are generic in their input shapes: extents the body does not
+declare stay unknown, every kernel re-runs its shape rule on the arrays it gets, and no
+result shape is compared with a declared one unless the body declares it — so a loop whose
+carried values grow, or a sequence whose elements differ in shape, runs through one plan.
+A body input is checked against the rank and extents the body declares.
+
+Bounds (files are hostile): bodies nest at most :data:`MAX_DEPTH` deep (a located error when
+compiling deeper), and a loop runs at most :data:`MAX_ITERATIONS` iterations per execution
+(the kernels raise a located error beyond it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+from ..graph import Graph, TensorSequence
+
+#: Deepest nesting of bodies (a body inside a body inside ...) a plan compiles.
+MAX_DEPTH = 16
+#: Most iterations one execution of a loop (ONNX ``Loop``, ``Scan``, ``SequenceMap``) may run.
+MAX_ITERATIONS = 1 << 20
+
+
+class SubgraphCaller:
+    """The ``call`` hook of one plan: its graph's bodies compiled once, run on request."""
+
+    def __init__(self, subgraphs: Mapping[str, Graph], options: dict[str, Any], depth: int, where: Any = None):
+        self.subgraphs = subgraphs
+        self.options = options
+        self.depth = depth
+        self.where = where
+        self._plans: dict[str, Any] = {}
+
+    def prepare(self, name: str, where: Any) -> None:
+        """Compile body ``name`` now (load time), so its errors are reported before any run."""
+        self.plan(name, where)
+
+    def plan(self, name: str, where: Any = None) -> Any:
+        plan = self._plans.get(name)
+        if plan is not None:
+            return plan
+        body = self.subgraphs.get(name) if isinstance(name, str) else None
+        if body is None:
+            known = ", ".join(sorted(self.subgraphs)) or "none"
+            raise NNEFXError(f"no body named '{name}' in the graph (bodies: {known})", where or self.where)
+        if self.depth + 1 > MAX_DEPTH:
+            raise NNEFXError(f"bodies nest more than {MAX_DEPTH} deep", where or self.where)
+        from .planner import compile_plan
+
+        plan = compile_plan(body, depth=self.depth + 1, check_shapes=True, **self.options)
+        self._plans[name] = plan
+        return plan
+
+    def signature(self, name: str) -> tuple[list[str], list[str]]:
+        """The body's input and output names, in order."""
+        plan = self.plan(name)
+        return [s.name for s in plan.inputs], [o[0] for o in plan.outputs]
+
+    def run(self, name: str, args: Sequence[Any]) -> list[Any]:
+        """Run body ``name`` on ``args`` (one per body input, in order); its outputs, in order."""
+        plan = self.plan(name)
+        if len(args) != len(plan.inputs):
+            raise NNEFXError(f"body '{name}' takes {len(plan.inputs)} inputs, got {len(args)}")
+        regs = plan.template.copy()
+        for spec, value in zip(plan.inputs, args, strict=True):
+            checked = _check_input(name, spec, value)
+            if spec.slot >= 0:
+                regs[spec.slot] = checked
+        from .session import _execute
+
+        _execute(plan, regs, None, False)
+        return [regs[slot] for _, slot, _, _ in plan.outputs]
+
+    def __call__(self, name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Run body ``name`` with inputs by name; its outputs by name."""
+        ins, outs = self.signature(name)
+        missing = [n for n in ins if n not in inputs]
+        if missing:
+            raise NNEFXError(f"body '{name}' needs input{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(repr(m) for m in missing)}")
+        return dict(zip(outs, self.run(name, [inputs[n] for n in ins]), strict=True))
+
+
+def _check_input(body: str, spec: Any, value: Any) -> Any:
+    """A body input as its plan expects it: the declared kind, rank and extents."""
+    kind = getattr(spec, "kind", "tensor")
+    if kind != "tensor":
+        return check_container(value, kind, f"input '{spec.name}' of body '{body}'")
+    if isinstance(value, TensorSequence) or value is None:
+        raise NNEFXError(f"input '{spec.name}' of body '{body}' is a tensor; got "
+                         f"{'an empty optional' if value is None else 'a sequence'}")
+    value = np.asarray(value)
+    shape = spec.shape
+    if shape is not None and (value.ndim != len(shape) or
+                              any(d is not None and d != v for d, v in zip(shape, value.shape, strict=True))):
+        want = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+        raise NNEFXError(f"input '{spec.name}' of body '{body}' is declared with shape {want}, got "
+                         f"{list(value.shape)}")
+    return value
+
+
+def check_container(value: Any, kind: str, what: str) -> Any:
+    """``value`` as the run-time form of a ``kind`` value (:data:`nnefx.graph.KINDS`), or a
+    clear error: sequences are :class:`TensorSequence` of arrays, optionals ``None`` or the
+    element."""
+    if kind == "sequence":
+        if isinstance(value, TensorSequence):
+            return value
+        if isinstance(value, (list, tuple)):
+            return TensorSequence(_array(v, what) for v in value)
+        raise NNEFXError(f"{what} must be a sequence (a list of arrays), got {type(value).__name__}")
+    if kind == "optional":
+        if value is None:
+            return None
+        if isinstance(value, (TensorSequence, list, tuple)):
+            raise NNEFXError(f"{what} must be an optional tensor (None or an array), got a sequence")
+        return _array(value, what)
+    if kind == "optional_sequence":
+        return None if value is None else check_container(value, "sequence", what)
+    return _array(value, what)
+
+
+def _array(value: Any, what: str) -> np.ndarray:
+    if isinstance(value, TensorSequence) or value is None:
+        raise NNEFXError(f"{what}: an element must be a tensor")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise NNEFXError(f"{what} is not array-like ({exc})") from None
+    if array.dtype == object:
+        raise NNEFXError(f"{what} is not a numeric array")
+    return array
