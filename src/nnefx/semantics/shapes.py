@@ -80,6 +80,8 @@ def _unknown(s: Any) -> bool:
 
 
 def _set(graph: Graph, names: Any, shapes: Any, op: Operation) -> None:
+    if isinstance(names, str) and graph.tensors[names].kind != "tensor":
+        return  # a sequence or optional keeps the shape its elements were given (no rule computes it)
     if isinstance(names, str):
         if shapes is not None:
             if not isinstance(shapes, (tuple, list)) or not _dims(shapes):

@@ -128,7 +128,7 @@ def single_operation_graph(graph: Graph, op: Operation,
 def graph_with_shapes(graph: Graph) -> Graph:
     """``graph`` itself when every tensor shape is known, else a copy with shapes inferred:
     writers declare every value's shape."""
-    if any(t.shape is None for t in graph.tensors.values()):
+    if any(t.shape is None and t.kind == "tensor" for t in graph.tensors.values()):
         from ...semantics.shapes import infer_shapes
 
         return infer_shapes(graph)

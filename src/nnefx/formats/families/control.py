@@ -16,6 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...graph import Graph, Operation, Tensor
+from ..export.registry import to_onnx
+from ..onnx.writer import ExportContext as OnnxContext
+from ..onnx.writer import body_graph, element_dtype
 from ..reading.registry import onnx_node
 from ..reading.values import Value, nnef_dtype
 
@@ -310,3 +313,137 @@ def _get_element(r, attrs, ins):
         return value  # a plain tensor or sequence passes unchanged (opset 18)
     return _emit(r, "onnx_optional_get_element", {"input": _tensor(r, value)}, {},
                  [(kind, value.etype, value.shape)])
+
+
+# === Writing ===================================================================================
+# ONNX (opset 18) has every one of these as a node: bodies become graph attributes that read the
+# captured outer values by name (``formats/onnx/writer.py`` ``body_graph``).
+
+
+def _out(ctx: OnnxContext, name: str) -> tuple:
+    t = ctx.graph.tensors[name]
+    shape = () if t.shape is None else tuple(d if isinstance(d, int) else None for d in t.shape)
+    return shape, element_dtype(t)
+
+
+def _node(ctx: OnnxContext, op: Operation, op_type: str, inputs: list, **attrs: Any) -> None:
+    """One ONNX node for ``op``; its outputs bound to ``op``'s results, kinds recorded."""
+    names = op.output_names()
+    refs = ctx.node(op_type, inputs, outputs=[_out(ctx, n) for n in names], **attrs)
+    for name, ref in zip(names, refs, strict=True):
+        kind = ctx.graph.tensors[name].kind
+        if kind != "tensor":
+            ctx.e.kinds[ref] = kind
+        ctx.bind(name, ref)
+
+
+def _optional_in(values: list) -> list:
+    return list(values) if values else [""]
+
+
+@to_onnx("onnx_if")
+def if_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    captured = [ctx.ref(n) for n in op.inputs["captured"]]
+    _node(ctx, op, "If", [op.inputs["cond"]], then_branch=body_graph(ctx, op.attribs["then_branch"], captured),
+          else_branch=body_graph(ctx, op.attribs["else_branch"], captured))
+
+
+@to_onnx("onnx_loop")
+def loop_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    captured = [ctx.ref(n) for n in op.inputs["captured"]]
+    _node(ctx, op, "Loop", [*_optional_in(op.inputs["max_trip"]), *_optional_in(op.inputs["cond"]),
+                            *op.inputs["initial"]], body=body_graph(ctx, op.attribs["body"], captured))
+
+
+@to_onnx("onnx_scan")
+def scan_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    if op.attribs.get("batched"):
+        raise ctx.fail("the batched form (Scan-8) has no node in ONNX opset 18")
+    captured = [ctx.ref(n) for n in op.inputs["captured"]]
+    attrs = {k: list(op.attribs[k]) or None for k in ("scan_input_axes", "scan_input_directions",
+                                                      "scan_output_axes", "scan_output_directions")
+             if k in op.attribs}
+    _node(ctx, op, "Scan", [*op.inputs["initial"], *op.inputs["scanned"]],
+          body=body_graph(ctx, op.attribs["body"], captured), num_scan_inputs=len(op.inputs["scanned"]), **attrs)
+
+
+@to_onnx("onnx_sequence_map")
+def sequence_map_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    captured = [ctx.ref(n) for n in op.inputs["captured"]]
+    _node(ctx, op, "SequenceMap", [op.inputs["input_sequence"], *op.inputs["additional"]],
+          body=body_graph(ctx, op.attribs["body"], captured))
+
+
+@to_onnx("onnx_sequence_construct")
+def sequence_construct_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "SequenceConstruct", list(op.inputs["inputs"]))
+
+
+@to_onnx("onnx_sequence_empty")
+def sequence_empty_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    from onnx import helper
+
+    dtype = _out(ctx, op.output_names()[0])[1]
+    _node(ctx, op, "SequenceEmpty", [], dtype=helper.np_dtype_to_tensor_dtype(dtype))
+
+
+@to_onnx("onnx_sequence_insert")
+def sequence_insert_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "SequenceInsert", [op.inputs["input_sequence"], op.inputs["tensor"], *op.inputs["position"]])
+
+
+@to_onnx("onnx_sequence_erase")
+def sequence_erase_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "SequenceErase", [op.inputs["input_sequence"], *op.inputs["position"]])
+
+
+@to_onnx("onnx_sequence_at")
+def sequence_at_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "SequenceAt", [op.inputs["input_sequence"], op.inputs["position"]])
+
+
+@to_onnx("onnx_sequence_length")
+def sequence_length_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "SequenceLength", [op.inputs["input_sequence"]])
+
+
+@to_onnx("onnx_concat_from_sequence")
+def concat_from_sequence_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "ConcatFromSequence", [op.inputs["input_sequence"]], axis=int(op.attribs["axis"]),
+          new_axis=int(op.attribs.get("new_axis", 0)))
+
+
+@to_onnx("onnx_split_to_sequence")
+def split_to_sequence_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "SplitToSequence", [op.inputs["input"], *op.inputs["split"]], axis=int(op.attribs.get("axis", 0)),
+          keepdims=int(op.attribs.get("keepdims", 1)))
+
+
+@to_onnx("onnx_optional")
+def optional_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    if op.inputs["input"]:
+        _node(ctx, op, "Optional", list(op.inputs["input"]))
+        return
+    from onnx import helper
+
+    name = op.output_names()[0]
+    shape, dtype = _out(ctx, name)
+    typ = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(dtype), None)
+    if ctx.graph.tensors[name].kind == "optional_sequence":
+        typ = helper.make_sequence_type_proto(typ)
+    _node(ctx, op, "Optional", [], type=typ)
+
+
+@to_onnx("onnx_optional_has_element")
+def optional_has_element_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "OptionalHasElement", list(op.inputs["input"]))
+
+
+@to_onnx("onnx_optional_get_element")
+def optional_get_element_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "OptionalGetElement", [op.inputs["input"]])
+
+
+@to_onnx("onnx_identity")
+def identity_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _node(ctx, op, "Identity", [op.inputs["input"]])

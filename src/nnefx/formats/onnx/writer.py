@@ -75,27 +75,33 @@ def _onnx() -> Any:
 class Emitter:
     """Nodes, initializers and value metadata of one ONNX graph under construction."""
 
-    def __init__(self, reserved: set[str], *, compress_to_fp16: bool = False):
+    def __init__(self, reserved: set[str], *, compress_to_fp16: bool = False, parent: Emitter | None = None):
         self.compress_to_fp16 = compress_to_fp16
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
         self.meta: dict[str, tuple[tuple, np.dtype]] = {}
+        #: values that are sequences or optionals (:data:`nnefx.graph.KINDS`), by name
+        self.kinds: dict[str, str] = {}
         self.generated: set[str] = set()
         #: values written by nodes (not initializers or inputs): the ones that may be renamed
         self.node_outputs: set[str] = set()
         self.bytes = 0
-        self._reserved = set(reserved)
-        self._used: set[str] = set()
-        self._node_names: set[str] = set()
+        # a body's emitter shares its names with the graph around it: ONNX names are unique
+        # across a graph and the subgraphs inside it (no shadowing)
+        self._reserved = set(reserved) | (parent._reserved if parent is not None else set())
+        self._used: set[str] = parent._used if parent is not None else set()
+        self._node_names: set[str] = parent._node_names if parent is not None else set()
         self._const_cache: dict[tuple, str] = {}
-        self._counter = 0
+        self._counter = 0 if parent is None else parent._counter + 100_000
+        #: the emitter of the model's graph (a body's opset needs are the model's)
+        self._root: Emitter = self if parent is None else parent._root
         #: the opset the model is written in: OPSET, or the newer one an operator needs
         #: (``need_opset``; opsets after 18 change no operator nnefx writes at 18)
         self.opset = OPSET
 
     def need_opset(self, version: int) -> None:
         """Write the model in opset ``version`` or later (an operator first defined there)."""
-        self.opset = max(self.opset, int(version))
+        self._root.opset = max(self._root.opset, int(version))
 
     def fresh(self, hint: str) -> str:
         """A value name used nowhere else (and never one of the graph's own tensor names)."""
@@ -168,21 +174,35 @@ class Emitter:
         """Rename values everywhere (used to give graph tensors their NNEF names)."""
         if not mapping:
             return
-        for node in self.nodes:
-            for k, v in enumerate(node.input):
-                if v in mapping:
-                    node.input[k] = mapping[v]
-            for k, v in enumerate(node.output):
-                if v in mapping:
-                    node.output[k] = mapping[v]
+        _rename_nodes(self.nodes, mapping)
         for init in self.initializers:
             if init.name in mapping:
                 init.name = mapping[init.name]
         for old, new in mapping.items():
             self.meta[new] = self.meta.pop(old)
+            if old in self.kinds:
+                self.kinds[new] = self.kinds.pop(old)
             self.generated.discard(old)
             self.node_outputs.discard(old)
             self._used.add(new)
+
+
+def _rename_nodes(nodes: Any, mapping: dict[str, str]) -> None:
+    """Rename values in ``nodes`` and in the bodies (graph attributes) inside them, which may
+    read outer values by name."""
+    for node in nodes:
+        for k, v in enumerate(node.input):
+            if v in mapping:
+                node.input[k] = mapping[v]
+        for k, v in enumerate(node.output):
+            if v in mapping:
+                node.output[k] = mapping[v]
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                _rename_nodes(g.node, mapping)
+                for out in g.output:
+                    if out.name in mapping:
+                        out.name = mapping[out.name]
 
 
 class ExportContext(_export.ExportContextBase[str]):
@@ -203,6 +223,8 @@ class ExportContext(_export.ExportContextBase[str]):
         super().__init__(graph)
         self.e = emitter
         self.top = top
+        #: how deep inside bodies (:func:`body_graph`) this graph is
+        self.depth = 0
 
     def fallback(self, message: str) -> Fallback:
         return Fallback(message)
@@ -469,19 +491,104 @@ def _export_expanded(ctx: ExportContext, op: Operation, depth: int, reason: str)
     _export.export_definition(ctx, op, expanded, local, child, lambda sop, n: _constant_data(child, sop, n, expanded), export)
 
 
-def _value_info(name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None) -> Any:
+def _value_info(name: str, shape: tuple | None, dtype: np.dtype, symbolic: str | None, kind: str = "tensor") -> Any:
+    """A graph input/output's type: a tensor, or a sequence/optional of ``shape``d elements."""
     from onnx import helper
 
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    if shape is None:
-        return helper.make_tensor_value_info(name, elem, None)
-    dims: list[Any] = []
-    for k, d in enumerate(shape):
-        if d is None:
-            dims.append(f"{symbolic}_{k}" if symbolic else None)
+    dims: list[Any] | None = None
+    if shape is not None:
+        dims = []
+        for k, d in enumerate(shape):
+            if d is None:
+                dims.append(f"{symbolic}_{k}" if symbolic else None)
+            else:
+                dims.append(int(d))
+    if kind == "tensor":
+        return helper.make_tensor_value_info(name, elem, dims)
+    typ = helper.make_tensor_type_proto(elem, dims)
+    if kind in ("sequence", "optional_sequence"):
+        typ = helper.make_sequence_type_proto(typ)
+    if kind.startswith("optional"):
+        typ = helper.make_optional_type_proto(typ)
+    return helper.make_value_info(name, typ)
+
+
+def element_dtype(tensor: Any) -> np.dtype:
+    """The numpy type written for ``tensor``: its concrete element type where the graph names
+    one for a sequence or optional (ONNX sequences are typed by their elements), else the
+    storage of its NNEF type."""
+    if tensor.etype is not None and tensor.kind != "tensor":
+        from ... import etypes
+
+        return etypes.numpy_dtype(etypes.parse(tensor.etype))
+    return NUMPY.get(tensor.dtype, NUMPY["scalar"])
+
+
+def _write_operations(ctx: ExportContext, graph: Graph) -> None:
+    """Every operation an output needs: data as initializers on first use, the rest exported."""
+    for op in _export.operations_to_write(graph):
+        ctx.op = op
+        if op.op in ("variable", "constant"):
+            (name,) = op.output_names()
+            if op.op == "variable":
+                ctx.consts[name] = _variable_data(ctx, op, name)
+            else:
+                ctx.consts[name] = _constant_data(ctx, op, name, graph)
+            continue
+        export_operation(ctx, op)
+    ctx.op = None
+
+
+def body_graph(ctx: ExportContext, name: str, captured: Sequence[str]) -> Any:
+    """Body ``name`` of ``ctx``'s graph (:attr:`nnefx.graph.Graph.subgraphs`) as an ONNX
+    ``GraphProto``: its formal inputs as the body's inputs, its captured inputs read as the
+    outer values ``captured`` (ONNX bodies see the enclosing graph's names)."""
+    from onnx import helper
+
+    body = ctx.graph.subgraphs.get(name)
+    if body is None:
+        raise ctx.fail(f"the graph has no body named '{name}'")
+    if ctx.depth >= MAX_DEPTH:
+        raise ctx.fail(f"bodies nest more than {MAX_DEPTH} deep")
+    n_formal = len(body.inputs) - len(captured)
+    e = Emitter(set(body.tensors), compress_to_fp16=ctx.e.compress_to_fp16, parent=ctx.e)
+    child = ExportContext(body, e, top=False)
+    child.depth = ctx.depth + 1
+    inputs = []
+    for k, tensor in enumerate(body.inputs):
+        t = body.tensors[tensor]
+        dtype = element_dtype(t)
+        shape = None if t.shape is None else tuple(None if not isinstance(d, int) else int(d) for d in t.shape)
+        if k < n_formal:
+            ref = e.fresh(f"{name}/{tensor}")
+            e.meta[ref] = (shape or (), dtype)
+            if t.kind != "tensor":
+                e.kinds[ref] = t.kind
+            inputs.append(_value_info(ref, shape, dtype, None, t.kind))
         else:
-            dims.append(int(d))
-    return helper.make_tensor_value_info(name, elem, dims)
+            ref = captured[k - n_formal]
+            e.meta[ref] = ctx.e.meta.get(ref, (shape or (), dtype))
+            if ref in ctx.e.kinds:
+                e.kinds[ref] = ctx.e.kinds[ref]
+        child.bind(tensor, ref)
+    _write_operations(child, body)
+    outputs = []
+    for tensor in body.outputs:
+        ref = child.output_ref(tensor)
+        if ref not in e.node_outputs:  # an input, an outer value or an initializer: a node must write it
+            new = e.fresh(f"{name}/{tensor}")
+            e.nodes.append(helper.make_node("Identity", [ref], [new], name=e.node_name(f"{new}/Identity")))
+            e.meta[new] = e.meta[ref]
+            if ref in e.kinds:
+                e.kinds[new] = e.kinds[ref]
+            ref = new
+        t = body.tensors[tensor]
+        shape, dt = e.meta[ref]
+        outputs.append(_value_info(ref, None if t.kind == "tensor" and t.shape is None else shape, dt, None,
+                                   e.kinds.get(ref, "tensor")))
+    ctx.e.bytes += e.bytes
+    return helper.make_graph(e.nodes, name, inputs, outputs, initializer=e.initializers)
 
 
 def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = False) -> Any:
@@ -515,30 +622,25 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
     ctx = ExportContext(graph, e)
     inputs = []
     for name in graph.inputs:
-        shape = _export.input_shape(graph, name)
+        kind = graph.tensors[name].kind
+        if kind != "tensor":  # a sequence or an optional: its elements' shape, if known
+            e.kinds[name] = kind
+            shape = graph.tensors[name].shape
+        else:
+            shape = _export.input_shape(graph, name)
         e.claim(name)
-        e.meta[name] = (tuple(None if d is None else int(d) for d in shape),
-                        NUMPY.get(graph.tensors[name].dtype, NUMPY["scalar"]))
+        e.meta[name] = (tuple(None if d is None else int(d) for d in shape or ()), element_dtype(graph.tensors[name]))
         ctx.bind(name, name)
-        inputs.append(_value_info(name, e.meta[name][0], e.meta[name][1], name))
-    for op in _export.operations_to_write(graph):
-        ctx.op = op
-        if op.op in ("variable", "constant"):
-            (name,) = op.output_names()
-            if op.op == "variable":
-                ctx.consts[name] = _variable_data(ctx, op, name)
-            else:
-                ctx.consts[name] = _constant_data(ctx, op, name, graph)
-            continue
-        export_operation(ctx, op)
-    ctx.op = None
+        inputs.append(_value_info(name, None if shape is None else e.meta[name][0], e.meta[name][1], name, kind))
+    _write_operations(ctx, graph)
     _name_values(ctx, graph)
     outputs = []
     for name in graph.outputs:
         t = graph.tensors[name]
         shape, dt = e.meta[name]
         declared = tuple(t.shape) if t.shape is not None else None
-        outputs.append(_value_info(name, declared if declared is not None else shape, dt, None))
+        outputs.append(_value_info(name, declared if declared is not None else shape, dt, None,
+                                   e.kinds.get(name, t.kind)))
     g = helper.make_graph(e.nodes, graph.name or "main", inputs, outputs, initializer=e.initializers)
     opset = max(opset, e.opset)
     proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nnefx",
@@ -579,6 +681,8 @@ def _identity_to(ctx: ExportContext, src: str, name: str) -> None:
     e = ctx.e
     e.nodes.append(helper.make_node("Identity", [src], [e.claim(name)], name=e.node_name(f"{name}/Identity")))
     e.meta[name] = e.meta[src]
+    if src in e.kinds:
+        e.kinds[name] = e.kinds[src]
 
 
 def _version() -> str:

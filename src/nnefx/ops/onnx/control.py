@@ -72,7 +72,7 @@ fragment onnx_if( cond: tensor<logical>, captured: tensor<>[], then_branch: stri
 def _if_shape(cond, captured, then_branch="", else_branch=""):
     if len(cond) and int(np.prod([d for d in cond if d is not None])) != 1 and None not in cond:
         raise op_error("onnx_if", f"the condition must hold one value, got shape {list(cond)}")
-    return [None]  # decided by the branch taken; the reader sets the declared shapes
+    return None  # decided by the branch taken; the reader sets the declared shapes
 
 
 def _if(cond, captured, then_branch="", else_branch="", call=None):
@@ -101,7 +101,7 @@ fragment onnx_loop( max_trip: tensor<integer>[], cond: tensor<logical>[], initia
 def _loop_shape(max_trip, cond, initial, captured, body=""):
     if len(max_trip) > 1 or len(cond) > 1:
         raise op_error("onnx_loop", "takes at most one trip count and one condition")
-    return [None]
+    return None
 
 
 def _loop(max_trip, cond, initial, captured, body="", call=None):
@@ -182,7 +182,7 @@ def _scan_shape(initial, scanned, captured, body="", scan_input_axes=(), scan_in
         if not -rank <= axis < rank:
             raise attr_error("onnx_scan", "scan_input_axes", list(scan_input_axes),
                              f"has {axis}, outside [-{rank}, {rank - 1}] for a rank-{rank} scanned input")
-    return [None]
+    return None
 
 
 def _scan_one(initial, scanned, captured, body, in_axes, in_dirs, out_axes, out_dirs, call):
@@ -268,7 +268,7 @@ fragment onnx_sequence_map( input_sequence: tensor<>, additional: tensor<>[], ca
 
 @onnx_sequence_map.shape
 def _sequence_map_shape(input_sequence, additional, captured, body=""):
-    return [None]
+    return None
 
 
 def _sequence_map(input_sequence, additional, captured, body="", call=None):
