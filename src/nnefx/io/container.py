@@ -511,9 +511,10 @@ def _tract_dialect(model: Model) -> bool:
 
 def _model_files(model: Model, target: str) -> tuple[str, str, list[tuple[str, list[bytes | memoryview]]]]:
     """graph.nnef text, graph.quant text and (relative path, chunks) per tensor file."""
+    from ..formats.export.unroll import lower_control_flow
     from ..syntax.printer import print_graph, print_quant, print_readable
 
-    graph = model.graph
+    graph = lower_control_flow(model.graph)  # NNEF has no control flow: unrolled where static, else refused
     text = print_graph(graph) if _tract_dialect(model) else print_readable(graph, where=target)
     quant_text = print_quant(graph)
     stored_bits = model.extras.get("stored_bits", {}) if isinstance(model.extras, dict) else {}
@@ -691,11 +692,13 @@ def save_document(model: Model, path: str | os.PathLike) -> None:
 
     A document carries no tensor data: variables keep only shape and label.
     """
+    from ..formats.export.unroll import lower_control_flow
     from ..syntax.printer import print_graph, print_quant, print_readable
 
     target = os.fspath(path)
-    text = print_graph(model.graph) if _tract_dialect(model) else print_readable(model.graph, where=target)
-    quant_text = print_quant(model.graph)
+    graph = lower_control_flow(model.graph)
+    text = print_graph(graph) if _tract_dialect(model) else print_readable(graph, where=target)
+    quant_text = print_quant(graph)
     quant_target = (target[: -len(".nnef")] if target.endswith(".nnef") else target) + ".quant"
     binary.write_atomic(target, [text.encode("utf-8")])
     if quant_text:
