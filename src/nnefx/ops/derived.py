@@ -66,12 +66,16 @@ class _Body:
         lines: list[str] = []
         refs: list[str] = []
         self.feeds: list[tuple[str, int, int | None]] = []  # (name, argument, item)
+        # an NNEF graph lists at least one input: when every argument is of rank 0, the first
+        # one is fed as a rank-0 external instead of a literal
+        all_scalars = all(np.asarray(item).ndim == 0 for value in args
+                          for item in (value if isinstance(value, list) else [value]))
         for k, value in enumerate(args):
             items = value if isinstance(value, list) else [value]
             names = []
             for j, item in enumerate(items):
                 arr = np.asarray(item)
-                if arr.ndim == 0:
+                if arr.ndim == 0 and not (all_scalars and not self.feeds):
                     names.append(_literal(arr.item()))  # rank 0: a literal, as the front-end passes it
                     continue
                 name = f"t{len(self.feeds)}"
@@ -152,5 +156,5 @@ def _arg_key(a: Any) -> Any:
         return ("list", *[_arg_key(x) for x in a])
     arr = np.asarray(a)
     if arr.ndim == 0:  # rank 0 travels as a literal: its value is part of the document
-        return ("literal", arr.dtype.str, _freeze(arr.item()))
+        return ("literal", arr.dtype.str, _freeze(arr.item()))  # (the first of all-scalar arguments too: exact)
     return (arr.dtype.str, arr.shape)

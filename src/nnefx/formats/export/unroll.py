@@ -74,6 +74,9 @@ class _Lowering:
         self.consts: dict[str, np.ndarray] = {}
         self.updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
         self.counter = 0
+        #: how the refusals say what the format lacks (NNEF has none of it; nnefx writes IR
+        #: without OpenVINO's If/Loop/TensorIterator)
+        self._lacks = "NNEF has no" if fmt == "NNEF" else f"nnefx writes {fmt} without"
 
     # --- bookkeeping ------------------------------------------------------------------------
     def fail(self, op: Operation, message: str) -> NNEFXError:
@@ -124,7 +127,7 @@ class _Lowering:
             elif op.op == "onnx_scan":
                 self.lower_scan(op, depth)
             elif op.op in CONTROL or op.op in CONTAINERS:
-                raise self.fail(op, f"{self.fmt} has no sequences or optionals")
+                raise self.fail(op, f"{self._lacks} sequences or optionals")
             else:
                 self.emit(op)
 
@@ -174,7 +177,7 @@ class _Lowering:
     def lower_if(self, op: Operation, depth: int) -> None:
         cond = self.const_of(op.inputs["cond"])
         if cond is None or cond.size != 1:
-            raise self.fail(op, f"its condition is computed at run time, and {self.fmt} has no conditionals "
+            raise self.fail(op, f"its condition is computed at run time, and {self._lacks} conditionals "
                                 "(only an If whose condition is known when the model is loaded is written, as "
                                 "the branch it takes)")
         branch = op.attribs["then_branch"] if bool(cond.reshape(-1)[0]) else op.attribs["else_branch"]
@@ -184,14 +187,14 @@ class _Lowering:
     def lower_loop(self, op: Operation, depth: int) -> None:
         trips = [self.const_of(n) for n in op.inputs["max_trip"]]
         if not trips or trips[0] is None or trips[0].size != 1:
-            raise self.fail(op, f"its trip count is not known when the model is loaded, and {self.fmt} has no "
+            raise self.fail(op, f"its trip count is not known when the model is loaded, and {self._lacks} "
                                 "loops (only a Loop with a constant trip count is written, unrolled)")
         n = int(trips[0].reshape(-1)[0])
         if op.inputs["cond"]:
             cond = self.const_of(op.inputs["cond"][0])
             if cond is None or not bool(cond.reshape(-1)[0]) or not _passes_condition(self.g.subgraphs.get(
                     op.attribs["body"])):
-                raise self.fail(op, f"its condition may stop it early, and {self.fmt} has no loops (only a Loop "
+                raise self.fail(op, f"its condition may stop it early, and {self._lacks} loops (only a Loop "
                                     "with a constant trip count is written, unrolled)")
         if n > MAX_STEPS:
             raise self.fail(op, f"unrolling its {n} iterations is more than the {MAX_STEPS} nnefx writes")
@@ -224,7 +227,7 @@ class _Lowering:
         scanned = list(op.inputs["scanned"])
         shapes = [self.g.tensors[x].shape for x in scanned]
         if any(s is None or any(not isinstance(d, int) for d in s) for s in shapes):
-            raise self.fail(op, f"its scanned inputs have extents known only at run time, and {self.fmt} has no "
+            raise self.fail(op, f"its scanned inputs have extents known only at run time, and {self._lacks} "
                                 "loops (only a Scan over static extents is written, unrolled)")
         axes = list(op.attribs.get("scan_input_axes") or [0] * len(scanned))
         dirs = list(op.attribs.get("scan_input_directions") or [0] * len(scanned))

@@ -39,6 +39,7 @@ from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation
 from ..export import context as _export
 from ..export.registry import table as writers
+from ..export.unroll import lower_control_flow
 from .weights import pack_binary_filter
 
 #: nnefx data type -> IR element type.
@@ -532,7 +533,8 @@ def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16:
     """Write ``model`` as IR v11: ``path`` (``.xml``) and ``weights`` (default: ``.bin`` beside it)."""
     graph = model.graph if isinstance(model, Model) else model
     path = os.fspath(path)
-    graph = _export.graph_with_shapes(graph)
+    # IR v11 is written without Loop/If/TensorIterator: control flow unrolled where static, else refused
+    graph = _export.graph_with_shapes(lower_control_flow(graph, "IR v11"))
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
     bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"
