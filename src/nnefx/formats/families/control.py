@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...graph import Graph, Operation, Tensor
+from ...graph import Operation, Tensor
 from ..export.registry import to_onnx
 from ..onnx.writer import ExportContext as OnnxContext
 from ..onnx.writer import body_graph, element_dtype
@@ -43,6 +43,20 @@ def _emit(r: Any, op: str, inputs: dict[str, Any], attribs: dict[str, Any], resu
     return values
 
 
+#: Element types a control-flow result keeps at run time: tensors travel in their NNEF type's
+#: storage (float32, int64, bool), so an f16 or i32 loop result would come out widened — refused
+#: at the node instead, until concrete element types flow through the runtime.  (Sequence
+#: elements keep their own type.)
+_CARRIED = ("f32", "i64", "boolean")
+
+
+def _check_carried(r: Any, op_type: str, results: list[tuple]) -> None:
+    for kind, etype, _ in results:
+        if kind in ("tensor", "optional") and etype not in _CARRIED:
+            raise r.error(f"{op_type} has a value of element type {etype}; control-flow values are carried as "
+                          "float32, int64 or bool only")
+
+
 def _tensor(r: Any, value: Value) -> str:
     return r.ctx([value]).tensor(0)
 
@@ -66,11 +80,18 @@ def _merge(*shapes: tuple | None) -> tuple | None:
     return tuple(d[0] if len(set(d)) == 1 else None for d in zip(*shapes, strict=True))
 
 
-def _outputs_of(graph: Graph) -> list[tuple]:
+def _outputs_of(child: Any) -> list[tuple]:
+    """(kind, element type, shape) of each output of a body read by reader ``child``."""
+    graph = child.builder.graph
     out = []
-    for name in graph.outputs:
+    for name, vo in zip(graph.outputs, child.graph_proto.output, strict=True):
         t = graph.tensors[name]
-        out.append((t.kind, t.etype or _default_etype(t.dtype), t.shape))
+        value = child.values.get(vo.name)
+        etype = value.etype if value is not None else t.etype or _default_etype(t.dtype)
+        kind, tt = child.value_kind(vo.type)
+        if kind is not None and tt.elem_type:  # the type the body declares for it, where it does
+            etype = child.etype_code(tt.elem_type)
+        out.append((t.kind, etype, t.shape))
     return out
 
 
@@ -108,12 +129,13 @@ def _if(r, attrs, ins):
     if not ins or ins[0] is None:
         raise r.error("If needs a condition input")
     branches = [r.subgraph(attrs[a], a, []) for a in ("then_branch", "else_branch")]
-    outs = [_outputs_of(b.builder.graph) for b in branches]
+    outs = [_outputs_of(b) for b in branches]
     if len(outs[0]) != len(outs[1]):
         raise r.error(f"the branches have {len(outs[0])} and {len(outs[1])} outputs; If needs the same number")
     for k, (a, b) in enumerate(zip(*outs, strict=True)):
         if a[0] != b[0] or nnef_dtype(a[1]) != nnef_dtype(b[1]):
             raise r.error(f"output {k} is a {a[0]} of {a[1]} in then_branch but a {b[0]} of {b[1]} in else_branch")
+    _check_carried(r, "If", [(a[0], a[1], None) for a in outs[0]])
     captured = _align(branches)
     names = [r.file_subgraph(b, a) for b, a in zip(branches, ("then_branch", "else_branch"), strict=True)]
     results = [(a[0], a[1], _merge(a[2], b[2])) for a, b in zip(*outs, strict=True)]
@@ -129,7 +151,7 @@ def _loop(r, attrs, ins):
         raise r.error("Loop's carried values cannot be left out")
     hints = [Value(etype="i64", shape=()), Value(etype="boolean", shape=()), *carried]
     body = r.subgraph(attrs["body"], "body", hints)
-    outs = _outputs_of(body.builder.graph)
+    outs = _outputs_of(body)
     if len(body.builder.graph.inputs) - len(body.captured) != 2 + len(carried) or len(outs) < 1 + len(carried):
         raise r.error(f"the body must take the iteration number, the condition and the {len(carried)} carried "
                       "values, and return the condition and the carried values (then scan outputs)")
@@ -138,6 +160,7 @@ def _loop(r, attrs, ins):
     results += [(k, e, None if s is None else (None, *s)) for k, e, s in outs[1 + len(carried):]]
     if not results:
         return []
+    _check_carried(r, "Loop", results + [(v.kind, v.etype, None) for v in carried])  # carried: same types
     return _emit(r, "onnx_loop", {"max_trip": _opt(r, trips), "cond": _opt(r, cond),
                                   "initial": [_tensor(r, v) for v in carried], "captured": body.captured},
                  {"body": name}, results, array=True)
@@ -166,9 +189,10 @@ def _scan(r, attrs, ins):
         hints = [Value(etype=v.etype, shape=None if v.shape is None else tuple(v.shape[1:])) if k < len(states)
                  else v for k, v in enumerate(hints)]
     body = r.subgraph(attrs["body"], "body", hints)
-    outs = _outputs_of(body.builder.graph)
+    outs = _outputs_of(body)
     name = r.file_subgraph(body, "body")
     results = [(k, e, None) for k, e, _ in outs]
+    _check_carried(r, "Scan", results + [(v.kind, v.etype, None) for v in ins])
     attribs: dict[str, Any] = {"body": name, "scan_input_axes": axes, "scan_input_directions": directions,
                                "batched": batched}
     if not batched:
@@ -186,7 +210,7 @@ def _sequence_map(r, attrs, ins):
     hints = [_element(v) for v in ins]
     body = r.subgraph(attrs["body"], "body", hints)
     name = r.file_subgraph(body, "body")
-    results = [("sequence", e, None) for _, e, _ in _outputs_of(body.builder.graph)]
+    results = [("sequence", e, None) for _, e, _ in _outputs_of(body)]
     return _emit(r, "onnx_sequence_map", {"input_sequence": _tensor(r, ins[0]),
                                           "additional": [_tensor(r, v) for v in ins[1:]],
                                           "captured": body.captured}, {"body": name}, results, array=True)
