@@ -162,6 +162,14 @@ def save(model: Model, path: str | os.PathLike, format: str | None = None, **opt
         from .runtime.symbols import without_symbols
 
         model = dataclasses.replace(model, graph=without_symbols(model.graph, fmt))
+    if fmt.startswith("nnef"):
+        # NNEF has no control flow: unrolled / branch taken where static, else refused (before the
+        # renaming below, so the inlined bodies' names become identifiers too)
+        import dataclasses
+
+        from .formats.export.unroll import lower_control_flow
+
+        model = dataclasses.replace(model, graph=lower_control_flow(model.graph))
     if fmt.startswith("nnef") and model.format in ("ir", "onnx"):
         # IR and ONNX tensor names (e.g. "/att/Reshape_output_0", "input.1") are not NNEF identifiers
         from .formats.ir.names import with_nnef_identifiers

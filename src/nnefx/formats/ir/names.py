@@ -75,7 +75,8 @@ def with_nnef_identifiers(model: Model) -> Model:
     new.inputs = [mapping[n] for n in graph.inputs]
     new.outputs = [mapping[n] for n in graph.outputs]
     for name, t in graph.tensors.items():
-        new.tensors[mapping[name]] = Tensor(mapping[name], t.dtype, t.shape, t.data, t.quant)
+        new.tensors[mapping[name]] = Tensor(mapping[name], t.dtype, t.shape, t.data, t.quant, etype=t.etype, kind=t.kind)
+    new.subgraphs = dict(graph.subgraphs)
     for op in graph.operations:
         new.operations.append(Operation(op.op, {k: sub(v) for k, v in op.inputs.items()},
                                         {k: sub(v) for k, v in op.outputs.items()}, dict(op.attribs),
