@@ -28,6 +28,7 @@ from ..graph import Graph, Model
 from .dtypes import to_storage
 from .planner import Plan, Resolver, check_result, compile_plan
 from .profile import Profile
+from .subgraphs import numeric_array
 
 
 class TensorInfo(NamedTuple):
@@ -347,13 +348,7 @@ class Session:
         return plan, shapes
 
     def _check_input(self, name: str, dtype: str, value: Any, shapes: Mapping[str, Any] | None = None) -> np.ndarray:
-        if not isinstance(value, np.ndarray):
-            try:
-                value = np.asarray(value)
-            except (ValueError, TypeError) as exc:
-                raise NNEFXError(f"input '{name}' is not array-like ({exc})") from None
-        if value.dtype == object:
-            raise NNEFXError(f"input '{name}' is not a numeric array")
+        value = numeric_array(value, f"input '{name}'")
         shape = (shapes or self._input_shapes)[name]
         if shape is not None:
             if value.ndim != len(shape) or any(d is not None and d != v for d, v in zip(shape, value.shape, strict=True)):

@@ -126,22 +126,26 @@ def check_container(value: Any, kind: str, what: str) -> Any:
         if isinstance(value, TensorSequence):
             return value
         if isinstance(value, (list, tuple)):
-            return TensorSequence(_array(v, what) for v in value)
+            return TensorSequence(numeric_array(v, what) for v in value)
         raise NNEFXError(f"{what} must be a sequence (a list of arrays), got {type(value).__name__}")
     if kind == "optional":
         if value is None:
             return None
         if isinstance(value, (TensorSequence, list, tuple)):
             raise NNEFXError(f"{what} must be an optional tensor (None or an array), got a sequence")
-        return _array(value, what)
+        return numeric_array(value, what)
     if kind == "optional_sequence":
         return None if value is None else check_container(value, "sequence", what)
-    return _array(value, what)
+    return numeric_array(value, what)
 
 
-def _array(value: Any, what: str) -> np.ndarray:
+def numeric_array(value: Any, what: str) -> np.ndarray:
+    """``value`` as a numeric array, or an error naming ``what`` (a Session input, a body input,
+    a sequence element)."""
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return value
     if isinstance(value, TensorSequence) or value is None:
-        raise NNEFXError(f"{what}: an element must be a tensor")
+        raise NNEFXError(f"{what} must be a tensor, got {'a sequence' if value is not None else 'None'}")
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as exc:
