@@ -191,7 +191,20 @@ def _scan(r, attrs, ins):
     body = r.subgraph(attrs["body"], "body", hints)
     outs = _outputs_of(body)
     name = r.file_subgraph(body, "body")
-    results = [(k, e, None) for k, e, _ in outs]
+    results = [(k, e, _merge(v.shape, s) if not batched else None) for (k, e, s), v in zip(outs, states, strict=False)]
+    steps = {x.shape[(1 if batched else 0) + a % (len(x.shape) - batched)] if x.shape is not None and
+             len(x.shape) > batched else None for x, a in zip(scanned, axes, strict=False)}
+    n = steps.pop() if len(steps) == 1 else None
+    out_axes = list(attrs.get("scan_output_axes", [])) if not batched else []
+    for k, (kind, etype, shape) in enumerate(outs[len(states):]):
+        if shape is None or batched:
+            results.append((kind, etype, None))
+            continue
+        axis = out_axes[k] if k < len(out_axes) else 0  # the stacked axis, from the end when negative
+        axis = axis + len(shape) + 1 if axis < 0 else axis
+        dims = list(shape)
+        dims.insert(min(max(axis, 0), len(dims)), n if isinstance(n, int) else None)
+        results.append((kind, etype, tuple(dims)))
     _check_carried(r, "Scan", results + [(v.kind, v.etype, None) for v in ins])
     attribs: dict[str, Any] = {"body": name, "scan_input_axes": axes, "scan_input_directions": directions,
                                "batched": batched}
