@@ -37,6 +37,7 @@ CASES = [
     "test_optional_has_element_empty_no_input_tensor_input", "test_optional_has_element_empty_optional_input",
     "test_optional_has_element_empty_no_input_name_optional_input",
     "test_optional_has_element_empty_no_input_optional_input", "test_range_float_type_positive_delta_expanded",
+    "test_linear_attention_linear_expanded", "test_linear_attention_gated_delta_gqa_expanded",
 ]
 
 
