@@ -142,10 +142,16 @@ def run_ort(path: str, data_sets: list, rtol: float, atol: float) -> tuple[str, 
 
 
 def _data_sets(case: Any) -> list:
+    from onnx import TensorProto, numpy_helper
+
+    def array(v: Any) -> Any:
+        if isinstance(v, TensorProto):  # cases whose data numpy cannot hold (float8, int4, ...) come as protos
+            return numpy_helper.to_array(v)
+        return np.asarray(v) if not isinstance(v, (list, dict, type(None))) else v
+
     sets = []
     for inputs, outputs in case.data_sets or []:
-        sets.append(([np.asarray(v) if not isinstance(v, (list, dict, type(None))) else v for v in inputs],
-                     [np.asarray(v) if not isinstance(v, (list, dict, type(None))) else v for v in outputs]))
+        sets.append(([array(v) for v in inputs], [array(v) for v in outputs]))
     return sets
 
 

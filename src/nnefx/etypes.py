@@ -47,7 +47,7 @@ from .diagnostics import Location, NNEFXError
 #: Floating-point element types, narrowest kinds first.
 FLOATS = ("f4e2m1", "f8e8m0", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "bf16", "f16", "f32", "f64")
 #: Signed and unsigned integer element types.
-INTEGERS = ("i4", "u4", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
+INTEGERS = ("i2", "u2", "i4", "u4", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 COMPLEX = ("c64", "c128")
 #: Every element type nnefx knows, in one vocabulary shared by all formats.
 ETYPES = FLOATS + INTEGERS + COMPLEX + ("bool", "string")
@@ -64,10 +64,10 @@ _NUMPY = {
 _ML_DTYPES = {
     "bf16": "bfloat16", "f8e4m3fn": "float8_e4m3fn", "f8e4m3fnuz": "float8_e4m3fnuz",
     "f8e5m2": "float8_e5m2", "f8e5m2fnuz": "float8_e5m2fnuz", "f8e8m0": "float8_e8m0fnu",
-    "f4e2m1": "float4_e2m1fn", "i4": "int4", "u4": "uint4",
+    "f4e2m1": "float4_e2m1fn", "i4": "int4", "u4": "uint4", "i2": "int2", "u2": "uint2",
 }
 #: Bits per item (``string`` has no fixed width).
-BITS = {"f4e2m1": 4, "i4": 4, "u4": 4, "f8e8m0": 8, "f8e4m3fn": 8, "f8e4m3fnuz": 8, "f8e5m2": 8,
+BITS = {"i2": 2, "u2": 2, "f4e2m1": 4, "i4": 4, "u4": 4, "f8e8m0": 8, "f8e4m3fn": 8, "f8e4m3fnuz": 8, "f8e5m2": 8,
         "f8e5m2fnuz": 8, "i8": 8, "u8": 8, "bool": 8, "bf16": 16, "f16": 16, "i16": 16, "u16": 16,
         "f32": 32, "i32": 32, "u32": 32, "f64": 64, "i64": 64, "u64": 64, "c64": 64, "c128": 128}
 
@@ -170,3 +170,44 @@ def parse(name: str, location: Location | None = None) -> str:
         if low == ml_name:
             return short
     raise NNEFXError(f"unknown element type '{name}' (known: {', '.join(ETYPES)})", location)
+
+
+def kernel_dtype(etype: str, formal: bool = False) -> np.dtype | None:
+    """The dtype a kernel is handed items of ``etype`` in, or None to hand them over as stored.
+
+    This is where the arithmetic contract above is kept for every operation at once: floats
+    narrower than f32 are widened (float32 for the fast backend, float64 for the formal one)
+    and the result is rounded once to its own element type when it is stored; 2- and 4-bit
+    integers, which numpy cannot compute with, are widened to int64 and wrap when stored.
+    Every other type is computed in its own storage (integers wrap in their width).
+    """
+    if etype in FLOATS and BITS[etype] < 32:
+        return np.dtype(np.float64 if formal else np.float32)
+    if etype in INTEGERS and BITS[etype] < 8:
+        return np.dtype(np.int64)
+    return None
+
+
+def kind_fits(dtype: Any, nnef_dtype: str | None) -> bool:
+    """True when arrays of numpy ``dtype`` hold values of abstract type ``nnef_dtype``
+    (``None``: strings) — ml_dtypes kinds included (bfloat16 is ``scalar``, int4 ``integer``)."""
+    dt = np.dtype(dtype)
+    if dt.kind in "fc":
+        return nnef_dtype == "scalar"
+    if dt.kind in "iu":
+        return nnef_dtype == "integer"
+    if dt.kind == "b":
+        return nnef_dtype == "logical"
+    if dt.kind in "OUS":
+        return nnef_dtype is None
+    try:
+        return abstract(from_numpy(dt)) == nnef_dtype
+    except NNEFXError:
+        return False
+
+
+def storage(etype: str | None, nnef_dtype: str, default: Any) -> np.dtype:
+    """The storage dtype of a tensor: its concrete type's, else ``default[nnef_dtype]``."""
+    if etype is not None:
+        return numpy_dtype(etype)
+    return default[nnef_dtype]

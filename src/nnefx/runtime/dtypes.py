@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import etypes
 from ..diagnostics import Location, NNEFXError
 
 DEFAULT_STORAGE: dict[str, np.dtype] = {
@@ -50,29 +51,46 @@ def kind_matches(array: np.ndarray, nnef_dtype: str) -> bool:
 
 
 def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], what: str,
-               location: Location | None = None) -> np.ndarray:
-    """``value`` as an array of the storage dtype for ``nnef_dtype``; wrong kinds are errors.
+               location: Location | None = None, etype: str | None = None) -> np.ndarray:
+    """``value`` as an array of the storage dtype for ``nnef_dtype`` (or of the concrete
+    element type ``etype``, :mod:`nnefx.etypes`); wrong kinds are errors.
 
     Integer narrowing (int64 data into int32 storage) is allowed only when every value fits,
-    so nothing wraps around silently.
+    so nothing wraps around silently; floating-point data of another width is rounded to
+    nearest even (a float64 array fed to a float16 input).
     """
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if nnef_dtype not in storage:
         raise NNEFXError(f"{what} has unknown data type '{nnef_dtype}' (expected scalar, integer or logical)",
                          location)
-    target = storage[nnef_dtype]
+    target = storage[nnef_dtype] if etype is None else etypes.numpy_dtype(etype)
     if array.dtype == target:
         return array
-    if not kind_matches(array, nnef_dtype):
-        raise NNEFXError(f"{what} must be {nnef_dtype} ({_KIND_WORDS[nnef_dtype]}) data, "
-                         f"got {array.dtype}", location)
+    if not etypes.kind_fits(array.dtype, nnef_dtype):
+        want = f"{nnef_dtype} ({_KIND_WORDS[nnef_dtype]})" if etype is None else f"{etype} ({nnef_dtype})"
+        raise NNEFXError(f"{what} must be {want} data, got {array.dtype}", location)
     if target.kind in "iu" and array.size:
         info = np.iinfo(target)
         lo, hi = array.min(), array.max()
         if lo < info.min or hi > info.max:
             raise NNEFXError(f"{what} has values outside the {target} range of this graph "
                              f"([{lo}, {hi}])", location)
+    elif etype in etypes.INTEGERS and etypes.BITS[etype] < 8 and array.size:
+        wide = array.astype(np.int64)
+        info = ml_info(target)
+        if wide.min() < int(info.min) or wide.max() > int(info.max):
+            raise NNEFXError(f"{what} has values outside the {etype} range ([{wide.min()}, {wide.max()}])",
+                             location)
+    if array.dtype.kind == "V" and target.kind == "V":
+        array = array.astype(np.float64 if nnef_dtype == "scalar" else np.int64)  # ml_dtypes cast via wide
     return array.astype(target)
+
+
+def ml_info(dtype: np.dtype) -> Any:
+    """``iinfo`` of an ml_dtypes integer type (int2/int4/uint2/uint4)."""
+    import ml_dtypes
+
+    return ml_dtypes.iinfo(dtype)
 
 
 def literal_array(value: Any, nnef_dtype: str | None, storage: Mapping[str, np.dtype]) -> np.ndarray:

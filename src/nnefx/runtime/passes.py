@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import etypes
 from ..diagnostics import NNEFXError
-from ..graph import Graph, Operation
+from ..graph import Graph, Operation, Tensor
 from ..ops.registry import OpDef
 from .backend import Backend
 from .dtypes import dequantize, literal_array, to_storage
@@ -230,6 +231,7 @@ def bind(s: PlanState) -> None:
             raise NNEFXError(exc.message, _op_location(op, i, source)) from None
         generic = op.dtype or _generic_dtype(graph, op, opdef)
         args = _arguments(graph, op, opdef, generic, i, store, source, s.literal_slots, canon)
+        kernel = _widening(kernel, args, graph, s.backend.kernel == "formal")
         kwargs = dict(op.attribs)
         if opdef.generic:
             kwargs["dtype"] = generic
@@ -331,7 +333,8 @@ def allocate(s: PlanState) -> Plan:
         if slot >= 0:
             slot_of[name] = slot
         kind = container_kind(graph, name)
-        inputs.append(InputSpec(name, dtype, None if kind else shape, slot, kind or "tensor"))
+        inputs.append(InputSpec(name, dtype, None if kind else shape, slot, kind or "tensor",
+                                etype=None if kind else t.etype))
     variables: list[VariableSpec] = []
     for name, spec in var_specs.items():
         if name not in slot_of and name in last_use and name not in const_values:
@@ -366,7 +369,7 @@ def allocate(s: PlanState) -> Plan:
             dead = []
         flat_names = _flat(out_names)
         # a sequence or optional result is checked by its kind (storage slot holds the kind)
-        out_storage = [(container_kind(graph, n) or _storage_of(store, graph.tensors[n].dtype, n, op, i, source),
+        out_storage = [(container_kind(graph, n) or _storage_of(store, graph.tensors[n], n, op, i, source),
                         graph.tensors[n].dtype) for n in flat_names]
         out_shapes = [_known(_shape_tuple(graph.tensors[n].shape)) if check_shapes and not container_kind(graph, n)
                       else None for n in flat_names]
@@ -416,12 +419,13 @@ def container_kind(graph: Graph, name: str) -> str | None:
     return None if kind == "tensor" else kind
 
 
-def _storage_of(store: dict[str, np.dtype], dtype: str, name: str, op: Operation, index: int,
+def _storage_of(store: dict[str, np.dtype], tensor: Tensor, name: str, op: Operation, index: int,
                 source: str | None) -> np.dtype:
+    """A tensor's storage: its concrete element type's numpy dtype, else its data type's."""
     try:
-        return store[dtype]
+        return etypes.storage(tensor.etype, tensor.dtype, store)
     except KeyError:
-        raise NNEFXError(f"tensor '{name}' has unknown data type '{dtype}' (expected scalar, integer "
+        raise NNEFXError(f"tensor '{name}' has unknown data type '{tensor.dtype}' (expected scalar, integer "
                          "or logical)", _op_location(op, index, source)) from None
 
 
@@ -436,7 +440,7 @@ def _variable_spec(graph: Graph, op: Operation, index: int, name: str, store: di
         raw = np.asarray(given[label.lower()])  # a value passed in: never quantized codes
         if raw.dtype == object:
             raise NNEFXError(f"value given for variable '{label}' is not a numeric array", where)
-        data = to_storage(raw, dtype, store, f"value given for variable '{label}'", where)
+        data = to_storage(raw, dtype, store, f"value given for variable '{label}'", where, t.etype)
         if tuple(data.shape) != tuple(shape or data.shape):
             raise NNEFXError(f"variable '{label}' has shape {list(shape)}; the value given has shape "
                              f"{list(data.shape)}", where)
@@ -448,10 +452,10 @@ def _variable_spec(graph: Graph, op: Operation, index: int, name: str, store: di
         raise NNEFXError(f"variable '{label}' has no data (load the model with its weights, or give "
                          "its value)", where)
     raw = np.asarray(t.data)
-    if dtype == "scalar" and raw.dtype.kind in "iu":
+    if dtype == "scalar" and raw.dtype.kind in "iu" and t.etype is None:
         # quantized codes from the tensor file: real values through the graph.quant entry
         raw = dequantize(raw, t.quant or {}, f"variable '{label}'", where)
-    data = to_storage(raw, dtype, store, f"data of variable '{label}'", where)
+    data = to_storage(raw, dtype, store, f"data of variable '{label}'", where, t.etype)
     if shape is None:
         shape = tuple(data.shape)
     if tuple(data.shape) != tuple(shape):
@@ -481,7 +485,8 @@ def _constant_value(graph: Graph, op: Operation, index: int, name: str, store: d
     if raw is None:
         raise NNEFXError(f"constant '{name}' has no value", where)
     try:
-        values = to_storage(np.asarray(raw).reshape(-1), dtype, store, f"value of constant '{name}'", where)
+        values = to_storage(np.asarray(raw).reshape(-1), dtype, store, f"value of constant '{name}'", where,
+                            t.etype)
     except ValueError as exc:
         raise NNEFXError(f"constant '{name}' has an unusable value ({exc})", where) from None
     if values.size == 1:
@@ -579,7 +584,7 @@ def _fold(graph: Graph, op: Operation, index: int, kernel: Callable[..., Any], a
         if kind:
             const_values[name] = check_result(op, name, result, kind, t.dtype, None, where)
             continue
-        array = check_result(op, name, result, _storage_of(store, t.dtype, name, op, index, source), t.dtype,
+        array = check_result(op, name, result, _storage_of(store, t, name, op, index, source), t.dtype,
                              _known(_shape_tuple(t.shape)), where)
         array = np.array(array, copy=True)
         array.setflags(write=False)
@@ -598,3 +603,39 @@ def _result_slot(name: str, slot_of: dict[str, int], slots: _Slots) -> int:
     return slot
 
 
+
+
+def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal: bool) -> Callable[..., Any]:
+    """``kernel``, handed its narrow-float and sub-byte integer arguments widened.
+
+    The arithmetic contract of :mod:`nnefx.etypes` for every operation at once: a float16 (or
+    bfloat16, float8, float4) argument reaches the kernel as float32 (fast) or float64
+    (formal), an int4 as int64; the result is rounded (wrapped) once to its own element type
+    when the step stores it (:func:`~nnefx.runtime.plan.check_result`).  Kernels of graphs
+    without such tensors are returned as they are.
+    """
+    def target(a: Any) -> Any:
+        if isinstance(a, list):
+            inner = [target(x) for x in a]
+            return inner if any(t is not None for t in inner) else None
+        if isinstance(a, str):
+            et = graph.tensors[a].etype
+            return etypes.kernel_dtype(et, formal) if et is not None else None
+        return None
+
+    targets = [target(a) for a in args]
+    if all(t is None for t in targets):
+        return kernel
+
+    def widen(value: Any, t: Any) -> Any:
+        if t is None:
+            return value
+        if isinstance(t, list):
+            return [widen(v, x) for v, x in zip(value, t, strict=True)]
+        return np.asarray(value).astype(t)
+
+    def widened(*call_args: Any, **kwargs: Any) -> Any:
+        return kernel(*[widen(v, t) for v, t in zip(call_args, targets, strict=False)], **kwargs)
+
+    widened.__wrapped__ = kernel  # type: ignore[attr-defined]
+    return widened

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import etypes
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Operation
 
@@ -59,6 +60,8 @@ class InputSpec:
     slot: int
     #: what the caller feeds (:data:`nnefx.graph.KINDS`): a tensor, or a sequence/optional
     kind: str = "tensor"
+    #: The concrete element type (:mod:`nnefx.etypes`), None for the data type's default.
+    etype: str | None = None
 
 
 @dataclass
@@ -228,9 +231,10 @@ def check_result(op: Operation, name: str, result: Any, storage: np.dtype, nnef_
         return _check_container(op, name, result, storage, nnef_dtype, where)
     array = result if isinstance(result, np.ndarray) else np.asarray(result)
     if array.dtype != storage:
-        if array.dtype.kind not in {"scalar": "f", "integer": "iu", "logical": "b"}[nnef_dtype]:
+        if not etypes.kind_fits(array.dtype, nnef_dtype):
             raise NNEFXError(f"operation '{op.op}' produced {array.dtype} data for {nnef_dtype} result "
                              f"'{name}'", where)
+        # the one rounding (floats) or wrap-around (integers) to the result's element type
         array = array.astype(storage)
     if shape is not None and array.shape != shape:
         raise NNEFXError(f"operation '{op.op}' produced shape {list(array.shape)} for '{name}', "

@@ -270,7 +270,7 @@ class Session:
         shapes = self._input_shapes
         if self._symbolic.symbols:
             plan, shapes = self._plan_bound(inputs, fetch)
-        checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name], shapes)
+        checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name], shapes, spec.etype)
                    if spec.kind == "tensor" else self._check_container(spec, inputs[spec.name])
                    for spec in plan.inputs}
         if self.backend == "auto" and self._engine is None and not fetch and not self._symbolic.symbols:
@@ -305,7 +305,7 @@ class Session:
                 raise NNEFXError(f"'update' of variable '{var.label}' (shape {list(var.shape)}) "
                                  f"got a value of shape {list(value.shape)}", _update_where(plan, upd))
             value = to_storage(value, var.dtype, plan.storage, f"new value of variable '{var.label}'",
-                               _update_where(plan, upd))
+                               _update_where(plan, upd), plan.graph.tensors[var.name].etype)
             if not value.flags.owndata:
                 value = np.array(value, copy=True)  # a view of an input or of other state
             value.setflags(write=False)
@@ -315,7 +315,8 @@ class Session:
         result: dict[str, np.ndarray] = {}
         for name, slot, dtype, _ in plan.outputs:
             if slot_of is not None:
-                result[name] = to_storage(regs[name], dtype, plan.storage, f"output '{name}' of {self.backend}")
+                result[name] = to_storage(regs[name], dtype, plan.storage, f"output '{name}' of {self.backend}",
+                                          etype=plan.graph.tensors[name].etype)
                 continue
             value = regs[slot]
             if value.__class__ is not np.ndarray:  # a sequence (list of arrays) or an optional (None or array)
@@ -347,14 +348,15 @@ class Session:
         shapes = {spec.name: plan.graph.tensors[spec.name].shape for spec in plan.inputs}
         return plan, shapes
 
-    def _check_input(self, name: str, dtype: str, value: Any, shapes: Mapping[str, Any] | None = None) -> np.ndarray:
+    def _check_input(self, name: str, dtype: str, value: Any, shapes: Mapping[str, Any] | None = None,
+                     etype: str | None = None) -> np.ndarray:
         value = numeric_array(value, f"input '{name}'")
         shape = (shapes or self._input_shapes)[name]
         if shape is not None:
             if value.ndim != len(shape) or any(d is not None and d != v for d, v in zip(shape, value.shape, strict=True)):
                 want = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
                 raise NNEFXError(f"input '{name}' must have shape {want}, got {list(value.shape)}")
-        array = to_storage(value, dtype, self.plan.storage, f"input '{name}'")
+        array = to_storage(value, dtype, self.plan.storage, f"input '{name}'", etype=etype)
         view = array.view()
         view.setflags(write=False)  # kernels must not write into the caller's array
         return view

@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ...etypes import numpy_dtype
 from ...graph import Operation
 from ...ops.ext import arith, compare, convert
+from ...ops.onnx.tensors import cast as onnx_cast_kernel
 from ..export import attrs as nnef_attrs
 from ..export.lowering import (
     BINARY,
@@ -45,12 +47,12 @@ from ..ir.spelling import out_shape
 from ..ir.writer import ETYPE
 from ..ir.writer import ExportContext as IRContext
 from ..onnx.spelling import F32, I64
-from ..onnx.writer import NUMPY, tensor_type
+from ..onnx.writer import NUMPY, WRITABLE_ETYPES, tensor_type
 from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
-from ..reading.values import Dim, Value, const, dtype_of, element_type, nnef_dtype
+from ..reading.values import Dim, Value, concrete, const, dtype_of, element_type, nnef_dtype
 from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
@@ -445,10 +447,27 @@ def _check_inference_dropout(r, attrs, ins) -> None:
                       f"{'unknown' if value is None else value}); only inference Dropout, or a ratio of 0, is read")
 
 
-@onnx_node("Cast")
+@onnx_node("Cast", "CastLike")
 def _onnx_cast(r, attrs, ins):
-    et = r.etype_code(int(attrs["to"]))
-    return r.apply1("Convert", {"destination_type": et}, [onnx_need(r, ins, 0, "input")])
+    """ONNX Cast / CastLike: the exact ONNX conversion (``onnx_cast``, whose kernel is the one
+    :func:`nnefx.ops.onnx.tensors.cast`), into the target's own element type."""
+    x = onnx_need(r, ins, 0, "input")
+    if r.node.op_type == "CastLike":
+        et = onnx_need(r, ins, 1, "target_type").etype
+    else:
+        et = r.etype_code(int(attrs["to"]))
+    to = concrete(et) or "bool"
+    saturate = bool(int(attrs.get("saturate", 1)))
+    round_mode = str(attrs.get("round_mode", "up"))
+    if x.sym is not None or (x.is_const and x.const.dtype == object):
+        return r.apply1("Convert", {"destination_type": et}, [x])  # a symbolic shape through a Cast
+    if x.is_const:
+        arr = onnx_cast_kernel(x.const, numpy_dtype(to), saturate, round_mode)
+        return Value(const=arr, etype=et, shape=tuple(arr.shape))
+    ctx = r.ctx([x])
+    out = ctx.emit1("onnx_cast", {"input": ctx.tensor(0)}, {"to": to, "saturate": saturate, "round_mode": round_mode},
+                    dtype=nnef_dtype(et))
+    return ctx.result(out)
 
 @onnx_node("Round")
 def _onnx_round(r, attrs, ins):
@@ -459,23 +478,6 @@ def _onnx_round(r, attrs, ins):
 
 
 # --- ONNX operators of the onnx domain (ops/onnx/tensors.py, ops/onnx/arith.py) ------------------
-
-#: numpy types of the element types a graph keeps (see ``_common.KEPT_ETYPES``)
-_KEPT_NUMPY = {"f32": np.float32, "i64": np.int64, "boolean": np.bool_}
-
-
-@onnx_node("CastLike")
-def _onnx_cast_like(r, attrs, ins):
-    x, like = onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "target_type")
-    onnx_kept_etypes(r, ins)
-    saturate = bool(attrs.get("saturate", 1))
-    if x.is_const:  # function bodies cast their constants to an input's type: folded exactly
-        from ...ops.onnx.tensors import cast
-
-        return const(cast(np.asarray(x.const), np.dtype(_KEPT_NUMPY[like.etype]), saturate))
-    return onnx_emit(r, "onnx_cast_like", {"input": x, "like": like}, {"saturate": saturate},
-                     results=[like.etype], dtype=nnef_dtype(like.etype))[0]
-
 
 @onnx_node("BitShift")
 def _onnx_bit_shift(r, attrs, ins):
@@ -663,6 +665,19 @@ def cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     src = ctx.dtype(x)
     # Identity where nothing changes; NNEF cast floors scalars first (lowering.cast)
     ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
+
+
+@to_onnx("onnx_cast")
+def onnx_cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # Cast-13 (the opset nnefx writes) converts between every type it can hold exactly as
+    # onnx_cast does; saturate and round_mode only matter for float8 targets, which it cannot hold
+    to = str(op.attribs["to"])
+    if to not in WRITABLE_ETYPES:
+        raise ctx.fail(f"Cast to {to} needs a later ONNX opset than nnefx writes")
+    target = numpy_dtype(to)
+    x = ctx.ref(op.inputs["input"])
+    ctx.bind(out(op), unop(ctx, "copy", x) if np.dtype(ctx.dtype(x)) == target else
+             ctx.node("Cast", [x], ctx.dims(x), dtype=target, to=tensor_type(target)))
 
 
 @to_onnx("convert_element_type")

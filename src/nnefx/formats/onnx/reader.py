@@ -22,12 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from ... import etypes
 from ...diagnostics import Location, NNEFXError
 from ...graph import Model, Operation, Tensor
+from ...ops.onnx.tensors import cast
 from ..reading.context import NodeContext, apply_operator
 from ..reading.graph import ImportGraph
 from ..reading.registry import find_onnx_node
-from ..reading.values import Value, const, etype_of_array, nnef_dtype
+from ..reading.values import Value, concrete, const, etype_of_array, nnef_dtype, tensor_etype
 
 #: Refuse model files (and external data) beyond this size.
 MAX_FILE_BYTES = 4 << 30
@@ -60,7 +62,9 @@ class OnnxReader:
         self.file = file
         self.input_shapes = dict(input_shapes or {})
         self.graph_proto = model.graph if graph_proto is None else graph_proto
-        self.builder = ImportGraph(self.graph_proto.name or "main", file)
+        self.builder = ImportGraph(self.graph_proto.name or "main", file, concrete=True)
+        #: element type of each value as ONNX's type inference (and the file) declares it
+        self.declared_etypes: dict[str, str] = {}
         self.values: dict[str, Value] = {}
         #: the enclosing graph's reader (a subgraph reads outer names through it)
         self.parent = parent
@@ -99,7 +103,8 @@ class OnnxReader:
             raise NNEFXError(f"the graph has {len(g.node)} nodes (more than {MAX_NODES})", self.loc("graph"))
         for init in g.initializer:
             arr = _tensor_array(init, self.file)
-            self.values[init.name] = Value(const=arr, etype=_etype(arr), shape=tuple(arr.shape), label=init.name)
+            etype = _etype_code(init.data_type, Location(self.file, None, None, f"initializer '{init.name}'"))
+            self.values[init.name] = Value(const=arr, etype=etype, shape=tuple(arr.shape), label=init.name)
         for k, vi in enumerate(g.input):
             if vi.name in self.values:
                 continue
@@ -127,6 +132,7 @@ class OnnxReader:
                                      "tensors", self.loc(where))
                 ins.append(value)
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
+            self._ops_before = len(self.builder.graph.operations)
             try:
                 outs = fn(self, attrs, ins)
             except NNEFXError as exc:
@@ -144,7 +150,7 @@ class OnnxReader:
                     continue
                 if k >= len(outs):
                     outs.append(Value(unsupported=f"output {k} of {where} is not supported"))
-                self.values[name] = self.fill_shape(name, outs[k])
+                self.values[name] = self.fill_etype(name, self.fill_shape(name, outs[k]), ins)
         self.outputs(g)
 
     def lookup(self, name: str) -> Value | None:
@@ -219,6 +225,8 @@ class OnnxReader:
         shapes: dict[str, tuple] = {}
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
             tt = vi.type.tensor_type
+            if vi.type.HasField("tensor_type") and tt.elem_type in _ELEM:
+                self.declared_etypes[vi.name] = _ELEM[tt.elem_type]
             if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
                 continue
             dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
@@ -243,6 +251,36 @@ class OnnxReader:
         if value.tensor is not None:
             self.builder.graph.tensors[value.tensor].shape = declared
         return value
+
+    def fill_etype(self, name: str, value: Value, ins: list[Value | None]) -> Value:
+        """``value`` in the element type ONNX declares for output ``name`` of the node just read.
+
+        The registry's element-type rules give each result its type as the node is read; the
+        file's declared type (ONNX type inference, a pure function of the operator schemas)
+        is the arbiter.  Where they differ the node's own result is rounded (wrapped) to the
+        declared type when stored, a constant is cast to it while loading, and a tensor the
+        node passes through unchanged gets an exact cast.
+        """
+        declared = self.declared_etypes.get(name)
+        if declared is None or value.unsupported or value.etype == declared or value.sym is not None:
+            return value
+        if nnef_dtype(declared) != nnef_dtype(value.etype):
+            raise self.error(f"output '{name}' is read as {value.etype} data, but the model declares {declared}")
+        if value.is_const:
+            arr = cast(np.asarray(value.const), etypes.numpy_dtype(concrete(declared) or "bool"))
+            return Value(const=arr, etype=declared, shape=tuple(arr.shape), label=value.label)
+        if value.tensor is None:
+            return value
+        produced = {n for op in self.builder.graph.operations[self._ops_before:] for n in op.output_names()}
+        passed = {v.tensor for v in ins if v is not None}
+        if value.tensor in produced and value.tensor not in passed:
+            self.builder.graph.tensors[value.tensor].etype = tensor_etype(declared)
+            value.etype = declared
+            return value
+        ctx = self.ctx([value])
+        out = ctx.emit1("onnx_cast", {"input": value.tensor}, {"to": concrete(declared) or "bool"},
+                        dtype=nnef_dtype(declared))
+        return ctx.result(out)
 
     def external(self, vi: Any, hint: Value | None = None) -> None:
         where = f"{self._prefix}input '{vi.name}'"
@@ -282,7 +320,7 @@ class OnnxReader:
             self.builder.graph.inputs.append(name)
             self.values[name] = Value(tensor=name, etype=etype, shape=shape, kind=kind)
             return
-        self.builder.graph.tensors[name] = Tensor(name, dtype, tuple(dims))
+        self.builder.graph.tensors[name] = Tensor(name, dtype, tuple(dims), etype=tensor_etype(etype))
         self.builder.graph.operations.append(
             Operation("external", {}, {"output": name}, {"shape": [1 if d is None else d for d in dims]},
                       dtype=dtype, location=self.loc(where)))  # NNEF's declared extents: 1 where unknown, as IR
@@ -386,13 +424,17 @@ def _etype(arr: np.ndarray) -> str:
     return etype_of_array(arr)
 
 
+#: ``TensorProto.DataType`` codes -> element types (8 STRING, 14/15 COMPLEX64/128 are refused).
 _ELEM = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "boolean", 10: "f16", 11: "f64",
-         12: "u32", 13: "u64", 16: "bf16"}
+         12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz",
+         21: "u4", 22: "i4", 23: "f4e2m1", 24: "f8e8m0", 25: "u2", 26: "i2"}
+_NAMES = {8: "string", 14: "complex64", 15: "complex128"}
 
 
 def _etype_code(code: int, loc: Location) -> str:
     if code not in _ELEM:
-        raise NNEFXError(f"unsupported ONNX element type {code}", loc)
+        name = _NAMES.get(code)
+        raise NNEFXError(f"unsupported ONNX element type {code}{f' ({name})' if name else ''}", loc)
     return _ELEM[code]
 
 
@@ -448,8 +490,14 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
         arr = numpy_helper.to_array(t)
     except Exception as exc:  # noqa: BLE001 - protobuf/numpy errors on lying tensors
         raise NNEFXError(f"cannot decode tensor data: {exc}", loc) from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
+    if arr.dtype == object or arr.dtype.kind not in "biufV":
         raise NNEFXError(f"unsupported tensor data type {arr.dtype}", loc)
+    code = int(t.data_type)
+    if code not in _ELEM:
+        _etype_code(code, loc)
+    want = etypes.numpy_dtype(concrete(_ELEM[code]) or "bool")
+    if arr.dtype != want:  # numpy_helper's storage differs from ours (never a value change)
+        arr = arr.astype(want)
     return arr
 
 

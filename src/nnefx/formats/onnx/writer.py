@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import etypes
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
 from ...runtime.dtypes import DEFAULT_STORAGE
@@ -260,7 +261,7 @@ class ExportContext(_export.ExportContextBase[str]):
             if value in self.refs:
                 return self.e.meta[self.refs[value]][1]
             if value in self.graph.tensors:
-                return NUMPY.get(self.graph.tensors[value].dtype, NUMPY["scalar"])
+                return tensor_dtype(self.graph.tensors[value])
             if value in self.e.meta:
                 return self.e.meta[value][1]
         if isinstance(value, np.ndarray):
@@ -391,6 +392,22 @@ class ExportContext(_export.ExportContextBase[str]):
         return self.node("Cast", [ref], self.dims(ref), dtype=dtype, to=tensor_type(dtype))
 
 
+#: Element types an opset-18 model can hold (float8 needs opset 19, int4 21, float4/int2/e8m0 23+).
+WRITABLE_ETYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
+
+
+def tensor_dtype(t: Any, dtype: str | None = None, location: Location | None = None) -> np.dtype:
+    """The numpy dtype of graph tensor ``t`` in the written model: its concrete element type
+    (:attr:`~nnefx.graph.Tensor.etype`), else its NNEF data type's default (float32 / int64 /
+    bool); a located error for element types opset 18 cannot hold."""
+    if t.etype is None:
+        return NUMPY.get(dtype or t.dtype, NUMPY["scalar"])
+    if t.etype not in WRITABLE_ETYPES:
+        raise NNEFXError(f"tensor '{t.name}' has element type {t.etype}, which ONNX opset {OPSET} cannot hold "
+                         f"(it holds {', '.join(WRITABLE_ETYPES)})", location)
+    return etypes.numpy_dtype(t.etype)
+
+
 def tensor_type(dtype: Any) -> int:
     """ONNX ``TensorProto`` element type of a numpy dtype."""
     from onnx import helper
@@ -427,12 +444,12 @@ def _variable_data(ctx: ExportContext, op: Operation, name: str) -> np.ndarray:
     if shape is not None and tuple(arr.shape) != tuple(shape):
         raise ctx.fail(f"variable '{label}' is declared with shape {list(shape)} but its data has shape "
                        f"{list(arr.shape)}")
-    return arr.astype(NUMPY.get(dtype, NUMPY["scalar"]), copy=False)
+    return arr.astype(tensor_dtype(t, op.dtype, op.location), copy=False)
 
 
 def _constant_data(ctx: ExportContext, op: Operation, name: str, graph: Graph) -> np.ndarray:
     t = graph.tensors[name]
-    dtype = NUMPY.get(op.dtype or t.dtype, NUMPY["scalar"])
+    dtype = tensor_dtype(t, op.dtype, op.location)
     shape = tuple(op.attribs.get("shape", t.shape or ()))
     if any(d is None for d in shape):
         raise ctx.fail(f"constant '{name}' has no definite shape")
@@ -629,7 +646,10 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
         else:
             shape = _export.input_shape(graph, name)
         e.claim(name)
-        e.meta[name] = (tuple(None if d is None else int(d) for d in shape or ()), element_dtype(graph.tensors[name]))
+        t_in = graph.tensors[name]
+        e.meta[name] = (tuple(None if d is None else int(d) for d in shape or ()),
+                        element_dtype(t_in) if getattr(t_in, "kind", "tensor") != "tensor"
+                        else tensor_dtype(t_in, location=Location(field=f"input '{name}'")))
         ctx.bind(name, name)
         inputs.append(_value_info(name, None if shape is None else e.meta[name][0], e.meta[name][1], name, kind))
     _write_operations(ctx, graph)

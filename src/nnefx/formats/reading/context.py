@@ -23,8 +23,8 @@ import numpy as np
 from ...diagnostics import Location, NNEFXError
 from ...graph import Operation
 from .graph import ImportGraph
-from .shapes import infer_operation, result_names
-from .values import Value, etype_for, etype_of_array
+from .shapes import infer_etypes, infer_operation, result_names
+from .values import Value, etype_for, etype_of_array, reading_etype
 
 _ATTR_MISSING = object()
 
@@ -248,6 +248,8 @@ class NodeContext:
         self.builder.graph.operations.append(operation)
         self.ops.append(operation)
         infer_operation(self.builder.graph, operation)
+        if self.builder.concrete:
+            infer_etypes(self.builder.graph, operation)
         return flat
 
     def emit1(self, op: str, inputs: dict[str, Any], attribs: dict[str, Any] | None = None, **kw: Any) -> str:
@@ -256,6 +258,10 @@ class NodeContext:
     def result(self, tensor: str, etype: str | None = None, port: int = 0) -> Value:
         """The Value of output ``port`` held in graph tensor ``tensor``."""
         t = self.builder.graph.tensors[tensor]
+        if self.builder.concrete:
+            # the tensor's element type is what the graph computes; a reader's claim is checked
+            # against the file's declared type by the format reader
+            return Value(tensor=tensor, etype=reading_etype(t.etype, t.dtype), shape=t.shape)
         et = etype or self.out_etype(port, default=etype_for(t.dtype))
         return Value(tensor=tensor, etype=et, shape=t.shape)
 

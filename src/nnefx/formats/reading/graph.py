@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import etypes
 from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Operation, Tensor
-from .values import Value, nnef_dtype, safe_label, storage_array
+from ...ops.onnx.tensors import cast
+from .values import Value, nnef_dtype, safe_label, storage_array, tensor_etype
 
 
 class ImportGraph:
@@ -21,8 +23,12 @@ class ImportGraph:
     #: Constants with at most this many items become ``constant`` ops; bigger ones ``variable``.
     SMALL_CONSTANT = 16
 
-    def __init__(self, name: str, file: str | None):
+    def __init__(self, name: str, file: str | None, concrete: bool = False):
         self.graph = Graph(name=name)
+        #: Record each tensor's concrete element type (:attr:`nnefx.graph.Tensor.etype`) and
+        #: keep constants in it, so the graph computes in the file's types (an int8 ``Add``
+        #: returns int8).  Readers whose files declare every element type (ONNX) set it.
+        self.concrete = concrete
         self.file = file
         self._materialised: dict[int, tuple[np.ndarray, str]] = {}
         self._labels: set[str] = set()
@@ -37,9 +43,9 @@ class ImportGraph:
         return name
 
     def add_tensor(self, hint: str, dtype: str = "scalar", shape: tuple | None = None,
-                   data: np.ndarray | None = None) -> str:
+                   data: np.ndarray | None = None, etype: str | None = None) -> str:
         name = self.unique(hint)
-        self.graph.tensors[name] = Tensor(name, dtype, shape, data)
+        self.graph.tensors[name] = Tensor(name, dtype, shape, data, etype=etype if self.concrete else None)
         return name
 
     def materialise(self, value: Value, hint: str, location: Location | None = None) -> str:
@@ -57,13 +63,19 @@ class ImportGraph:
         if hit is not None and hit[0] is value.const:
             return hit[1]
         hint = value.label or hint
-        arr = storage_array(value.const, value.etype)
         dtype = nnef_dtype(value.etype)
+        etype = tensor_etype(value.etype) if self.concrete else None
+        if etype is not None:
+            arr = cast(np.asarray(value.const), etypes.numpy_dtype(etype))
+            if arr.ndim and not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
+        else:
+            arr = storage_array(value.const, value.etype)
         shape = tuple(int(d) for d in arr.shape)
-        finite = arr.dtype.kind != "f" or bool(np.all(np.isfinite(arr)))
+        finite = arr.dtype.kind not in "fV" or bool(np.all(np.isfinite(arr.astype(np.float64))))
         if arr.size <= self.SMALL_CONSTANT and finite:  # NNEF text has no literal for inf/nan
-            name = self.add_tensor(f"{hint}", dtype, shape)
-            value_list = [v.item() for v in arr.reshape(-1)]
+            name = self.add_tensor(f"{hint}", dtype, shape, etype=etype)
+            value_list = [v.item() for v in (arr.astype(np.float64 if dtype == "scalar" else np.int64) if arr.dtype.kind == "V" else arr).reshape(-1)]
             op = Operation("constant", {}, {"output": name}, {"shape": list(shape), "value": value_list},
                            dtype=dtype, location=location)
         else:
@@ -73,7 +85,7 @@ class ImportGraph:
                 k += 1
                 label = f"{base}_{k}"
             self._labels.add(label.lower())
-            name = self.add_tensor(hint, dtype, shape, data=arr)
+            name = self.add_tensor(hint, dtype, shape, data=arr, etype=etype)
             op = Operation("variable", {}, {"output": name}, {"shape": list(shape), "label": label},
                            dtype=dtype, location=location)
         self.graph.operations.append(op)

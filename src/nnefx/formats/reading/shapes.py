@@ -119,3 +119,67 @@ def _shape_of(graph: Graph, v: Any) -> tuple | None:
     if isinstance(v, (bool, int, float)):
         return ()
     return None
+
+
+def infer_etypes(graph: Graph, op: Operation) -> None:
+    """The concrete element type (:attr:`~nnefx.graph.Tensor.etype`) of each result of ``op``.
+
+    The operation's registry element-type rule decides where it has one (``@op.etypes``:
+    called with its tensor inputs' element types, as shape rules are with shapes); otherwise
+    a result takes the element type of the first tensor input of its own abstract data type
+    (``add`` of two int8 tensors is int8, ``select`` of float16 values is float16), and a
+    result of a type no input has (``argmax`` indices, comparison results) its type's default.
+    """
+    from ... import etypes
+    from ...ops import registry
+
+    outs = [n for n in op.output_names() if n in graph.tensors]
+    entry = registry.find(op.op)
+    if entry is not None and entry.etype_rule is not None:
+        params = tensor_params(op.op) or list(op.inputs)
+        args = []
+        for p in params:
+            v = op.inputs.get(p, None)
+            if isinstance(v, list):
+                args.append([_etype_of(graph, x) for x in v])
+            else:
+                args.append(_etype_of(graph, v) if p in op.inputs else None)
+        try:
+            result = entry.etype_rule(*args, **op.attribs)
+        except NNEFXError as exc:
+            raise NNEFXError(f"{op.op}: {exc.message}", op.location) from None
+        results = result if isinstance(result, (list, tuple)) else [result]
+        for name, et in zip(outs, results, strict=False):
+            t = graph.tensors[name]
+            if et is not None and not etypes.kind_fits(etypes.numpy_dtype(et), t.dtype):
+                raise NNEFXError(f"{op.op}: element type {et} does not fit its {t.dtype} result", op.location)
+            t.etype = None if et is None or etypes.DEFAULTS.get(t.dtype) == et else et
+        return
+    sources = [graph.tensors[v] for v in _flat_values(op.inputs.values()) if isinstance(v, str) and v in graph.tensors]
+    for name in outs:
+        t = graph.tensors[name]
+        t.etype = next((s.etype for s in sources if s.dtype == t.dtype), None)
+
+
+def _etype_of(graph: Graph, v: Any) -> str | None:
+    from ... import etypes
+
+    if isinstance(v, str) and v in graph.tensors:
+        return etypes.of(graph.tensors[v])
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "i64"
+    if isinstance(v, float):
+        return "f32"
+    return None
+
+
+def _flat_values(values: Any) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            out.extend(_flat_values(v))
+        else:
+            out.append(v)
+    return out

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import etypes
 from ...diagnostics import Location, NNEFXError
 
 
@@ -96,7 +97,7 @@ def const(arr: Any, dtype: Any = None, label: str | None = None) -> Value:
 
 def nnef_dtype(etype: str) -> str:
     """The abstract NNEF data type an element type maps onto."""
-    if etype in ("f64", "f32", "f16", "bf16"):
+    if etype in ("f64", "f32", "f16", "bf16") or etype in etypes.FLOATS:
         return "scalar"
     if etype in ("boolean", "bool"):
         return "logical"
@@ -138,7 +139,38 @@ def etype_of_array(arr: np.ndarray) -> str:
         return f"i{dt.itemsize * 8}"
     if dt.kind == "u":
         return f"u{dt.itemsize * 8}"
+    if dt.kind == "V":  # bfloat16, the float8/float4 kinds, int4/int2 (ml_dtypes)
+        try:
+            return etypes.from_numpy(dt)
+        except NNEFXError:
+            pass
     raise NNEFXError(f"unsupported constant data type {dt}")
+
+
+def concrete(etype: str) -> str | None:
+    """The :mod:`nnefx.etypes` name of an imported value's element type (``boolean`` is
+    ``bool``); None for ``u1`` (bit-packed, held as booleans)."""
+    if etype == "boolean":
+        return "bool"
+    if etype == "u1":
+        return None
+    return etypes.check(etype)
+
+
+def tensor_etype(etype: str) -> str | None:
+    """What :attr:`nnefx.graph.Tensor.etype` records for a value of ``etype``: None where it is
+    the default storage of its abstract type (f32, i64, bool), so plain graphs stay plain."""
+    et = concrete(etype)
+    if et is None or etypes.DEFAULTS.get(nnef_dtype(etype)) == et:
+        return None
+    return et
+
+
+def reading_etype(etype: str | None, dtype: str) -> str:
+    """The import layer's name for a tensor's concrete type (its default when None)."""
+    if etype is None:
+        return etype_for(dtype)
+    return "boolean" if etype == "bool" else etype
 
 
 def safe_label(name: str) -> str:

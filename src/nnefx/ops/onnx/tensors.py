@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import etypes
 from .. import _common
 from ..registry import define
 from ._common import numpy_broadcast
@@ -114,7 +115,7 @@ def _bit_shift_fast(x, y, direction="LEFT"):
     return np.where(inside, np.right_shift(x, amount), fill)
 
 
-# --- CastLike -------------------------------------------------------------------------------
+# --- Cast and CastLike -----------------------------------------------------------------------
 
 def _float_info(dt: np.dtype):
     import ml_dtypes
@@ -135,47 +136,126 @@ def _is_float(dt: np.dtype) -> bool:
 
 
 _FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+E8M0_ROUNDING = ("up", "down", "nearest")
 
 
-def cast(x: np.ndarray, to: np.dtype, saturate: bool = True) -> np.ndarray:
-    """ONNX Cast of ``x`` to the numpy (or ml_dtypes) type ``to``.
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """ONNX Cast to FLOAT8E8M0 (powers of two 2^(E - 127), E = 0 … 254; 255 is NaN).
 
-    * to a float8 type with ``saturate``: values beyond the largest finite value (infinities
-      included) become it, NaN stays NaN; without: ml_dtypes' rounding (overflow → NaN or
-      infinity, as the type has);
-    * between floating types: round to nearest even;
-    * float → integer: truncation toward zero, then wrap-around in the target width (ONNX
-      leaves out-of-range values undefined; nnefx's integer contract wraps);
-    * integer → integer: wrap-around; anything → bool: ``x != 0``.
+    ``round_mode`` 'up' rounds away from zero, 'down' toward zero, 'nearest' to the nearer
+    power with ties (1.5 · 2^e) up.  Out of range (zero, values below 2^-127 and above
+    2^127, infinities): the nearest end with ``saturate``, NaN without.  ONNX leaves
+    negative inputs unspecified; nnefx casts their magnitude.
+    """
+    import ml_dtypes
+
+    if round_mode not in E8M0_ROUNDING:
+        raise _common.attr_error("onnx_cast", "round_mode", round_mode, f"must be one of {', '.join(E8M0_ROUNDING)}")
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    nan = np.isnan(a)
+    inf = np.isinf(a)
+    mant, exp = np.frexp(np.where(nan | inf, 1.0, a))   # a = mant * 2^exp, mant in [0.5, 1)
+    e = exp.astype(np.int64) - 1                       # a = m * 2^e, m in [1, 2)
+    m = mant * 2.0
+    if round_mode == "up":
+        e = e + (m > 1.0)
+    elif round_mode == "nearest":
+        e = e + (m >= 1.5)
+    biased = e + 127
+    zero = a == 0.0
+    low = zero | (biased < 0)
+    high = inf | (biased > 254)
+    if saturate:
+        biased = np.where(low, 0, np.where(high, 254, biased))
+    else:
+        biased = np.where(low | high, 255, biased)
+    biased = np.where(nan, 255, biased)
+    return biased.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+
+
+def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """ONNX Cast of ``x`` to the numpy (or ml_dtypes) type ``to`` (ONNX Cast operator doc).
+
+    * to a float8 type (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) with ``saturate``: values beyond
+      the largest finite value (infinities included) become it, NaN stays NaN; without: the
+      type's own overflow (NaN, or infinity for E5M2); otherwise round to nearest even;
+    * to FLOAT8E8M0: :func:`_to_e8m0` (``round_mode``, ``saturate``);
+    * between floating types: round to nearest even, infinity when out of range;
+    * float → integer (2 to 64 bits): truncation toward zero, then wrap-around in the target
+      width (ONNX leaves out-of-range values undefined; nnefx's integer contract wraps);
+    * integer → integer: the low bits, reinterpreted (200 int16 → -56 int8);
+    * anything → bool: ``x != 0``; bool → numbers: 0 and 1.
+
+    Strings are not cast (a located error names the case).
     """
     x = np.asarray(x)
     to = np.dtype(to)
-    if x.dtype.kind == "O" or to.kind == "O":
-        raise _common.op_error("onnx_cast_like", "string tensors cannot be cast (not supported)")
+    if x.dtype.kind in "OUS" or to.kind in "OUS":
+        raise _common.op_error("onnx_cast", "casting string tensors is not supported")
+    if x.dtype.kind == "b":
+        x = x.astype(np.uint8)
     src_float = _is_float(x.dtype)
+    if x.dtype.kind == "V":  # ml_dtypes storage: compute from an exact wide copy
+        x = x.astype(np.float64 if src_float else np.int64)
     if to == np.bool_:
-        return (x.astype(np.float32) if src_float and x.dtype.kind == "V" else x) != 0
+        return x != 0
     if _is_float(to):
-        if src_float and x.dtype.kind == "V":
-            x = x.astype(np.float32)
-        if saturate and to.name in _FLOAT8:
-            big = float(_float_info(to).max)
-            x = np.where(np.isnan(x), x, np.clip(x.astype(np.float64), -big, big))
+        if to.name == "float8_e8m0fnu":
+            return _to_e8m0(x, saturate, round_mode)
+        if to.name in _FLOAT8:
+            wide = x.astype(np.float64)
+            if saturate:
+                big = float(_float_info(to).max)
+                wide = np.where(np.isnan(wide), wide, np.clip(wide, -big, big))
+            return wide.astype(to)
         return x.astype(to)
-    bits = to.itemsize * 8 if to.kind in "iu" else int(to.name[-1])  # int4/uint4: 'int4'[-1]
+    bits = to.itemsize * 8 if to.kind in "iu" else int(to.name[-1])  # ml_dtypes int4/uint2: 'int4'[-1]
     signed = to.kind == "i" or to.name.startswith("int")
     if src_float:
         wide = x.astype(np.float64)
         wide = np.trunc(np.where(np.isfinite(wide), wide, 0.0))
-        ints = np.mod(wide, 2.0 ** bits).astype(np.uint64) if bits < 64 else wide.astype(np.int64).view(np.uint64)
+        ints = np.mod(wide, 2.0 ** bits).astype(np.uint64) if bits < 64 else \
+            np.mod(wide, 2.0 ** 64).astype(np.uint64)
     else:
         ints = x.astype(np.int64).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64)
     ints = ints & np.uint64((1 << bits) - 1) if bits < 64 else ints
     if signed:
-        values = ints.astype(np.int64) if bits == 64 else np.where(
+        values = ints.view(np.int64) if bits == 64 else np.where(
             ints >= np.uint64(1 << (bits - 1)), ints.astype(np.int64) - (1 << bits), ints.astype(np.int64))
         return values.astype(to)
     return ints.astype(to)
+
+
+onnx_cast = define("onnx_cast", FAMILY, """
+fragment onnx_cast<?>( input: tensor<>, to: string, saturate: logical = true, round_mode: string = 'up' )
+    -> ( output: tensor<?> );
+""", domain="onnx", generic=True, doc="ONNX Cast: `input` converted to element type `to` (an nnefx element "
+                                      "type name) by the ONNX rules (float8 saturation, e8m0 rounding, "
+                                      "truncation and wrap-around for integers, round to nearest even).")
+
+
+def _target(to: str) -> np.dtype:
+    if to not in etypes.ETYPES or to == "string":
+        raise _common.attr_error("onnx_cast", "to", to, "is not a numeric element type")
+    return etypes.numpy_dtype(to)
+
+
+@onnx_cast.shape
+def _cast_shape(x, to="f32", saturate=True, round_mode="up", dtype=None):
+    _target(to)
+    if round_mode not in E8M0_ROUNDING:
+        raise _common.attr_error("onnx_cast", "round_mode", round_mode, f"must be one of {', '.join(E8M0_ROUNDING)}")
+    return tuple(x)
+
+
+@onnx_cast.etypes
+def _cast_etypes(x, to="f32", saturate=True, round_mode="up"):
+    return to
+
+
+@onnx_cast.formal
+def _cast_formal(x, to="f32", saturate=True, round_mode="up", dtype=None):
+    return cast(np.asarray(x), _target(to), saturate, round_mode)
 
 
 onnx_cast_like = define("onnx_cast_like", FAMILY, """
