@@ -231,7 +231,7 @@ def bind(s: PlanState) -> None:
             raise NNEFXError(exc.message, _op_location(op, i, source)) from None
         generic = op.dtype or _generic_dtype(graph, op, opdef)
         args = _arguments(graph, op, opdef, generic, i, store, source, s.literal_slots, canon)
-        kernel = _widening(kernel, args, graph, s.backend.kernel == "formal")
+        kernel = _widening(kernel, args, graph, s.backend.kernel == "formal", s.const_values)
         kwargs = dict(op.attribs)
         if opdef.generic:
             kwargs["dtype"] = generic
@@ -605,14 +605,16 @@ def _result_slot(name: str, slot_of: dict[str, int], slots: _Slots) -> int:
 
 
 
-def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal: bool) -> Callable[..., Any]:
+def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal: bool,
+              constants: Mapping[str, np.ndarray]) -> Callable[..., Any]:
     """``kernel``, handed its narrow-float and sub-byte integer arguments widened.
 
     The arithmetic contract of :mod:`nnefx.etypes` for every operation at once: a float16 (or
     bfloat16, float8, float4) argument reaches the kernel as float32 (fast) or float64
     (formal), an int4 as int64; the result is rounded (wrapped) once to its own element type
-    when the step stores it (:func:`~nnefx.runtime.plan.check_result`).  Kernels of graphs
-    without such tensors are returned as they are.
+    when the step stores it (:func:`~nnefx.runtime.plan.check_result`).  Arguments that are
+    constants of the plan (float16 weights) are widened once, here, not on every call.
+    Kernels of graphs without such tensors are returned as they are.
     """
     def target(a: Any) -> Any:
         if isinstance(a, list):
@@ -620,7 +622,10 @@ def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal:
             return inner if any(t is not None for t in inner) else None
         if isinstance(a, str):
             et = graph.tensors[a].etype
-            return etypes.kernel_dtype(et, formal) if et is not None else None
+            dt = etypes.kernel_dtype(et, formal) if et is not None else None
+            if dt is not None and a in constants:
+                return ("constant", np.asarray(constants[a]).astype(dt))
+            return dt
         return None
 
     targets = [target(a) for a in args]
@@ -630,6 +635,8 @@ def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal:
     def widen(value: Any, t: Any) -> Any:
         if t is None:
             return value
+        if isinstance(t, tuple):
+            return t[1]
         if isinstance(t, list):
             return [widen(v, x) for v, x in zip(value, t, strict=True)]
         return np.asarray(value).astype(t)

@@ -394,16 +394,36 @@ def _onnx_reciprocal(r, attrs, ins):
 
 @onnx_node("Clip")
 def _onnx_clip(r, attrs, ins):
+    """ONNX Clip: ``min(max(x, lo), hi)`` in x's own element type (ONNX Clip-13: a missing
+    bound is the type's limit, i.e. no bound; when ``min > max`` every value becomes ``max``).
+    Bounds are attributes before opset 11, scalar tensors (known at load or at run time)
+    after; an NNEF ``clamp`` where both are constants in order on a float32 tensor."""
     x = onnx_need(r, ins, 0, "input")
-    big = float(np.finfo(np.float32).max)
-    lo, hi = attrs.get("min", -big), attrs.get("max", big)
-    if len(ins) > 1 and ins[1] is not None:
-        lo = float(np.asarray(onnx_const(r, ins[1], "min")).reshape(-1)[0])
-    if len(ins) > 2 and ins[2] is not None:
-        hi = float(np.asarray(onnx_const(r, ins[2], "max")).reshape(-1)[0])
-    if x.is_const:
-        return const(np.clip(x.const, lo, hi).astype(x.const.dtype))
-    return r.apply1("Clamp", {"min": max(lo, -big), "max": min(hi, big)}, [x])
+    store = numpy_dtype(concrete(x.etype) or "bool")
+    if r.opset < 11:
+        bounds = [None if attrs.get(k) is None else const(np.asarray(attrs[k]).astype(store)) for k in ("min", "max")]
+    else:
+        bounds = [ins[k] if len(ins) > k else None for k in (1, 2)]
+    for b, what in zip(bounds, ("min", "max"), strict=True):
+        if b is not None and b.shape is not None and None not in b.shape and int(np.prod(b.shape)) != 1:
+            raise r.error(f"Clip's {what} must be a scalar, got shape {list(b.shape)}")
+    lo, hi = bounds
+    if all(b is None or b.is_const for b in bounds):
+        lo_v = None if lo is None else np.asarray(lo.const).reshape(())
+        hi_v = None if hi is None else np.asarray(hi.const).reshape(())
+        if x.is_const:
+            y = np.asarray(x.const)
+            y = y if lo_v is None else np.maximum(y, lo_v.astype(y.dtype))
+            y = y if hi_v is None else np.minimum(y, hi_v.astype(y.dtype))
+            return Value(const=y.astype(x.const.dtype), etype=x.etype, shape=tuple(y.shape))
+        if x.etype == "f32" and lo_v is not None and hi_v is not None and float(lo_v) <= float(hi_v):
+            return r.apply1("Clamp", {"min": float(lo_v), "max": float(hi_v)}, [x])
+    y = x
+    if lo is not None:
+        y = r.apply1("Maximum", {"auto_broadcast": "numpy"}, [y, lo])
+    if hi is not None:
+        y = r.apply1("Minimum", {"auto_broadcast": "numpy"}, [y, hi])
+    return y
 
 
 @onnx_node("Where")

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ... import etypes
 from ...graph import Operation
 from ..export import attrs as nnef_attrs
 from ..export.lowering import (
@@ -46,7 +47,15 @@ from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_pr
 @operator(("Softmax", "SoftMax"), ANY)
 def _softmax(ctx: NodeContext):
     axis = norm_axis(ctx, ctx.int("axis", 1), ctx.in_rank(0))
-    return ctx.result(ctx.emit1("softmax", {"x": ctx.tensor(0)}, {"axes": [axis]}))
+    x = ctx.tensor(0)
+    if ctx.builder.concrete and etypes.kernel_dtype(etypes.of(ctx.builder.graph.tensors[x])) is not None:
+        # ONNX defines Softmax-13 by its function body (ReduceMax, Sub, Exp, ReduceSum, Div),
+        # each result in the input's type: a float16 softmax rounds after each step, not
+        # once, so a narrow-float input is read as that body (one registry operation each)
+        m = ctx.emit1("max_reduce", {"input": x}, {"axes": [axis]})
+        e = unary(ctx, "exp", binary(ctx, "sub", x, m))
+        return ctx.result(binary(ctx, "div", e, ctx.emit1("sum_reduce", {"input": e}, {"axes": [axis]})))
+    return ctx.result(ctx.emit1("softmax", {"x": x}, {"axes": [axis]}))
 
 
 @operator("LogSoftmax", ANY)

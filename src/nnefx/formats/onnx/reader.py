@@ -451,6 +451,7 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
     """A TensorProto's data; external data is read from inside the model's folder only."""
     _, _, numpy_helper = _onnx()
     loc = Location(model_file, None, None, f"initializer '{t.name}'")
+    _etype_code(int(t.data_type), loc)  # string, complex and unknown codes: refused by name
     n = 1
     for d in t.dims:
         if d < 0:
@@ -492,10 +493,7 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
         raise NNEFXError(f"cannot decode tensor data: {exc}", loc) from None
     if arr.dtype == object or arr.dtype.kind not in "biufV":
         raise NNEFXError(f"unsupported tensor data type {arr.dtype}", loc)
-    code = int(t.data_type)
-    if code not in _ELEM:
-        _etype_code(code, loc)
-    want = etypes.numpy_dtype(concrete(_ELEM[code]) or "bool")
+    want = etypes.numpy_dtype(concrete(_ELEM[int(t.data_type)]) or "bool")
     if arr.dtype != want:  # numpy_helper's storage differs from ours (never a value change)
         arr = arr.astype(want)
     return arr
