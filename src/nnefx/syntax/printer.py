@@ -172,6 +172,40 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_element_types(graph: Graph, where: str | None = None, fmt: str = "NNEF") -> None:
+    """Refuse a graph whose tensors carry concrete element types the NNEF files cannot hold.
+
+    NNEF text types tensors ``scalar``/``integer``/``logical`` only, and nnefx computes them
+    as float32/int64/bool (NNEF spec §4.1 leaves the representation open): an int8 ``add``
+    or a float16 network written as NNEF would compute something else when read back
+    (no wrap-around at 8 bits, no float16 rounding).  Variables keep their type in their
+    tensor files (NNEF tensor file format: float 16/32/64 bits, signed/unsigned integers);
+    every other tensor must have its data type's default element type.  The IR writer asks
+    the same (``fmt="IR"``): it writes ports as f32/i64/boolean and its reader computes so.
+    """
+    from .. import etypes
+    from ..io.binary import item_type_of
+
+    variables = {name for op in graph.operations if op.op == "variable" for name in op.output_names()}
+    producers = graph.producers()
+    for name, t in graph.tensors.items():
+        if t.etype is None or t.etype == etypes.DEFAULTS.get(t.dtype):
+            continue
+        op = producers.get(name)
+        loc = (op.location if op is not None and op.location is not None else None) or Location(where)
+        if name in variables:
+            try:
+                item_type_of(etypes.numpy_dtype(t.etype))
+                continue
+            except NNEFXError:
+                raise NNEFXError(f"cannot write variable '{name}' as {fmt}: its element type {t.etype} has no "
+                                 "NNEF tensor-file item type", loc) from None
+        raise NNEFXError(f"cannot write tensor '{name}' as {fmt}: it is {t.etype} data, and {fmt} as nnefx "
+                         f"writes and reads it types tensors only as {t.dtype} (computed as "
+                         f"{etypes.DEFAULTS.get(t.dtype)}, which would change its values); write ONNX, or cast "
+                         "it to the default type first", loc)
+
+
 def print_readable(graph: Graph, *, where: str | None = None) -> str:
     """:func:`print_graph`'s final-dialect text, refused unless nnefx reads it back.
 
@@ -182,6 +216,7 @@ def print_readable(graph: Graph, *, where: str | None = None) -> str:
     """
     from ..semantics.frontend import compile_document
 
+    check_element_types(graph, where)
     text = print_graph(graph)
     try:
         compile_document(text, file=where)

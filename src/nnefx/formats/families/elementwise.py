@@ -53,7 +53,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Dim, Value, concrete, const, dtype_of, element_type, nnef_dtype
-from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
+from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
 # Reading

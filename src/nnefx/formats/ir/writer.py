@@ -37,6 +37,7 @@ import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation
+from ...syntax.printer import check_element_types
 from ..export import context as _export
 from ..export.registry import table as writers
 from ..export.unroll import lower_control_flow
@@ -412,6 +413,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
 
         graph = without_symbols(graph, "IR")
 
+    check_element_types(graph, fmt="IR")
     updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, w)

@@ -214,8 +214,13 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
     if src_float:
         wide = x.astype(np.float64)
         wide = np.trunc(np.where(np.isfinite(wide), wide, 0.0))
-        ints = np.mod(wide, 2.0 ** bits).astype(np.uint64) if bits < 64 else \
-            np.mod(wide, 2.0 ** 64).astype(np.uint64)
+        if bits < 64:
+            ints = np.mod(wide, 2.0 ** bits).astype(np.uint64)  # exact below 2^53
+        else:  # fmod is exact; each branch converts a value its type holds exactly
+            r = np.fmod(wide, 2.0 ** 64)
+            ints = np.where(r >= 2.0 ** 63, np.where(r >= 2.0 ** 63, r, 0.0).astype(np.uint64),
+                            np.where(r < -2.0 ** 63, r + 2.0 ** 64, 0.0).astype(np.uint64)
+                            | np.where((r >= -2.0 ** 63) & (r < 2.0 ** 63), r, 0.0).astype(np.int64).view(np.uint64))
     else:
         ints = x.astype(np.int64).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64)
     ints = ints & np.uint64((1 << bits) - 1) if bits < 64 else ints
