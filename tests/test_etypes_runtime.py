@@ -250,3 +250,12 @@ def test_onnx_writer_keeps_float16_and_refuses_float8(tmp_path):
     path, _ = _cast_model(tmp_path, TensorProto.FLOAT, TensorProto.FLOAT8E4M3FN)
     with pytest.raises(NNEFXError, match="f8e4m3fn"):
         nnefx.save(nnefx.load(path), str(tmp_path / "f8.onnx"))
+
+
+@pytest.mark.parametrize("target", ["out_nnef", "out.xml"])
+def test_nnef_and_ir_writers_refuse_concrete_types_their_text_cannot_carry(tmp_path, target):
+    path, _ = _model(tmp_path, [helper.make_node("Add", ["x", "x"], ["y"])],
+                     [_vi("x", TensorProto.INT8, [2])], [_vi("y", TensorProto.INT8, [2])])
+    with pytest.raises(NNEFXError, match=r"input 'x'.*cannot write tensor 'x' as (NNEF|IR): it is i8 data"):
+        nnefx.save(nnefx.load(path), str(tmp_path / target))
+    assert not (tmp_path / target).exists()

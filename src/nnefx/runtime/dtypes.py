@@ -83,7 +83,8 @@ def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], wha
                              location)
     if array.dtype.kind == "V" and target.kind == "V":
         array = array.astype(np.float64 if nnef_dtype == "scalar" else np.int64)  # ml_dtypes cast via wide
-    return array.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):  # float overflow is infinity, as the type defines
+        return array.astype(target)
 
 
 def ml_info(dtype: np.dtype) -> Any:

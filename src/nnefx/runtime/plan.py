@@ -235,7 +235,8 @@ def check_result(op: Operation, name: str, result: Any, storage: np.dtype, nnef_
             raise NNEFXError(f"operation '{op.op}' produced {array.dtype} data for {nnef_dtype} result "
                              f"'{name}'", where)
         # the one rounding (floats) or wrap-around (integers) to the result's element type
-        array = array.astype(storage)
+        with np.errstate(over="ignore", invalid="ignore"):
+            array = array.astype(storage)
     if shape is not None and array.shape != shape:
         raise NNEFXError(f"operation '{op.op}' produced shape {list(array.shape)} for '{name}', "
                          f"declared {list(shape)}", where)
