@@ -155,7 +155,7 @@ def infer_etypes(graph: Graph, op: Operation) -> None:
                 raise NNEFXError(f"{op.op}: element type {et} does not fit its {t.dtype} result", op.location)
             t.etype = None if et is None or etypes.DEFAULTS.get(t.dtype) == et else et
         return
-    sources = [graph.tensors[v] for v in _flat_values(op.inputs.values()) if isinstance(v, str) and v in graph.tensors]
+    sources = [graph.tensors[v] for v in _flat_shapes(list(op.inputs.values())) if isinstance(v, str) and v in graph.tensors]
     for name in outs:
         t = graph.tensors[name]
         t.etype = next((s.etype for s in sources if s.dtype == t.dtype), None)
@@ -174,12 +174,3 @@ def _etype_of(graph: Graph, v: Any) -> str | None:
         return "f32"
     return None
 
-
-def _flat_values(values: Any) -> list:
-    out = []
-    for v in values:
-        if isinstance(v, (list, tuple)):
-            out.extend(_flat_values(v))
-        else:
-            out.append(v)
-    return out
