@@ -29,7 +29,10 @@ The arithmetic contract every kernel keeps (formal and fast alike):
   once, to nearest even, to the result's element type.  A float16 network therefore returns
   float16 values that equal the correctly rounded wide result for element-wise operations,
   and stay within the float16 rounding of a float32 accumulation for reductions and
-  products.  :func:`compute_dtype` names the fast backend's accumulation type.
+  products.  :func:`compute_dtype` names the fast backend's accumulation type.  The rounding
+  is per registry operation (the planner widens the arguments and stores the result, see
+  :func:`kernel_dtype`); an ONNX operator its spec defines by a function body whose steps
+  each round (a float16 ``Softmax``) is read as that body.
 * ``f32``/``f64`` compute in their own type (the formal backend in float64).
 
 bfloat16, the float8 and 4-bit kinds are stored through the ``ml_dtypes`` package (numpy

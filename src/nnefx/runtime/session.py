@@ -186,7 +186,8 @@ class Session:
             if key not in updated:
                 replan[key] = value
                 continue
-            array = to_storage(np.asarray(value), spec.dtype, self.plan.storage, f"value for variable '{spec.label}'")
+            array = to_storage(np.asarray(value), spec.dtype, self.plan.storage, f"value for variable '{spec.label}'",
+                               etype=self.plan.graph.tensors[spec.name].etype)
             if array.shape != spec.shape:
                 raise NNEFXError(f"variable '{spec.label}' has shape {list(spec.shape)}; the value given has "
                                  f"shape {list(array.shape)}")
