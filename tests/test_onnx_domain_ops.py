@@ -276,7 +276,8 @@ def _compare(case, node, got, want, backend):
     assert got.shape == want.shape
     if want.dtype.kind in "fc" or want.dtype.kind == "V":
         atol = FORMAL_ATOL.get(case.name, case.atol) if backend == "formal" else case.atol
-        rtol = BF16_RTOL if want.dtype.name == "bfloat16" and node.op_type == "Attention" else case.rtol
+        attention = node.op_type == "Attention" or case.name.startswith("test_attention")  # or its expansion
+        rtol = BF16_RTOL if want.dtype.name == "bfloat16" and attention else case.rtol
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
     else:
         np.testing.assert_array_equal(got, want)
@@ -349,9 +350,7 @@ def test_every_operator_is_read_on_some_case(tmp_path):
         except NNEFXError:
             continue
         read.add(case.model.graph.node[0].op_type)
-    only_narrow_types = {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "CumProd",
-                         "QuantizeLinear", "DynamicQuantizeLinear"}
-    assert read == set(CALLS) - only_narrow_types
+    assert read == set(CALLS)
 
 
 DOCUMENT = """version 1.0;
@@ -448,12 +447,14 @@ def test_onnx_domain_operations_write_back_as_their_onnx_nodes(tmp_path):
         try:
             nnefx.save(model, str(out))
         except NNEFXError as exc:  # codes held as int64: no DequantizeLinear form until types are kept
-            assert op == "DequantizeLinear" and "have no QuantizeLinear/DequantizeLinear form" in str(exc)
+            assert (op == "DequantizeLinear" and "have no QuantizeLinear/DequantizeLinear form" in str(exc)) \
+                or "which ONNX opset 18 cannot hold" in str(exc), str(exc)  # float8, int4, ... tensors
             continue
         proto = onnx.load(str(out))
         onnx.checker.check_model(proto, full_check=True)
         if any(o.op.startswith("onnx_") for o in model.graph.operations):  # (not Resize read as interpolate)
-            assert op in {n.op_type for n in proto.graph.node}, case.name
+            # (CastLike is read as the exact Cast to the second input's type, and written as Cast)
+            assert {"CastLike": "Cast"}.get(op, op) in {n.op_type for n in proto.graph.node}, case.name
         onnx.defs.get_schema(op, proto.opset_import[0].version)  # the operator exists at the written opset
         again = nnefx.Session(nnefx.load(str(out)), backend="fast").run(feeds)
         for a, b in zip(first.values(), again.values(), strict=True):
@@ -475,10 +476,16 @@ def test_onnx_domain_operations_convert_to_nnef_and_read_back(tmp_path):
     """ONNX -> NNEF: the operations are written under ``extension nnefx_onnx;`` and read back
     to identical results."""
     import nnefx
+    from nnefx.diagnostics import NNEFXError
 
     for case, model, feeds in _first_read_cases(tmp_path).values():
         first = nnefx.Session(model, backend="fast").run(feeds)
         folder = tmp_path / f"{case.name}.nnef"
+        if any(t.etype not in (None, "f32", "i64", "bool") for t in model.graph.tensors.values()):
+            # NNEF text types tensors scalar/integer/logical only: an int8 or float16 graph is refused
+            with pytest.raises(NNEFXError, match=r"cannot write (tensor|variable) '.*' as NNEF: it is"):
+                nnefx.save(model, str(folder))
+            continue
         nnefx.save(model, str(folder))
         text = (folder / "graph.nnef").read_text() if folder.is_dir() else folder.read_text()
         if any(op.op.startswith("onnx_") for op in model.graph.operations):

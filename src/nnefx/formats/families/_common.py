@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..reading.values import Value
+from ... import etypes
+from ..reading.values import Value, concrete
 
 
 def onnx_need(r: Any, ins: list, i: int, what: str) -> Value:
@@ -44,22 +45,35 @@ def onnx_const(r: Any, v: Value, what: str) -> np.ndarray:
 KEPT_ETYPES = ("f32", "i64", "boolean")
 
 
-def onnx_kept_etypes(r: Any, ins: list, *, widened: tuple[int, ...] = (), outputs: tuple[str, ...] = ()) -> None:
-    """Refuse (at the node) inputs or result element types outside :data:`KEPT_ETYPES`.
+def _kept(r: Any, etype: str, narrow: bool) -> bool:
+    """Whether the graph keeps ``etype`` for this operation: the defaults always; in a graph
+    that carries concrete element types (ONNX) every type the runtime stores, except — unless
+    the reader says its kernel handles them (``narrow``) — bfloat16, the float8/float4 kinds
+    and 2/4-bit integers, which reach kernels widened (:func:`nnefx.etypes.kernel_dtype`)."""
+    if etype in KEPT_ETYPES:
+        return True
+    if not getattr(r.builder, "concrete", False) or etype == "u1":
+        return False
+    return narrow or etype == "f16" or etypes.kernel_dtype(concrete(etype)) is None
+
+
+def onnx_kept_etypes(r: Any, ins: list, *, widened: tuple[int, ...] = (), outputs: tuple[str, ...] = (),
+                     narrow: bool = False) -> None:
+    """Refuse (at the node) inputs or result element types the graph does not keep (``_kept``).
 
     ``widened`` names the inputs of integer type whose values alone matter to the operation
     (indices, labels, zero points read as numbers): held as int64 they mean the same.
     ``outputs`` are the result element types the node states.
     """
     for i, v in enumerate(ins):
-        if v is None or v.etype in KEPT_ETYPES:
+        if v is None or _kept(r, v.etype, narrow):
             continue
         if i in widened and v.etype[:1] in "iu":
             continue
         raise r.error(f"input {i} has element type {v.etype}; this operation keeps only "
                       f"{', '.join(KEPT_ETYPES)} tensors so far")
     for k, et in enumerate(outputs):
-        if et not in KEPT_ETYPES:
+        if not _kept(r, et, narrow):
             raise r.error(f"output {k} would have element type {et}; this operation keeps only "
                           f"{', '.join(KEPT_ETYPES)} tensors so far")
 

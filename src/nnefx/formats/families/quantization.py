@@ -81,8 +81,9 @@ def _onnx_dequantize_linear(r, attrs, ins):
         zero = const(np.zeros((), np.float32 if x.etype == "f32" else np.int64))
     elif zero.etype != x.etype:
         raise r.error(f"the zero point's element type {zero.etype} differs from the input's {x.etype}")
-    # the codes and zero point are read as numbers: integers held as int64 mean the same
-    onnx_kept_etypes(r, [x, scale, zero], widened=(0, 2))
+    # the codes and zero point are read as numbers: integers held as int64 mean the same, and
+    # float8/4-bit codes reach the kernel widened to exact wider values
+    onnx_kept_etypes(r, [x, scale, zero], widened=(0, 2), narrow=True)
     code = int(attrs.get("output_dtype", 0))
     if code and code != 1:
         raise r.error(f"output_dtype = {code} (other than float) is not supported")

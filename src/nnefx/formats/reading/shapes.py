@@ -151,9 +151,8 @@ def infer_etypes(graph: Graph, op: Operation) -> None:
         results = result if isinstance(result, (list, tuple)) else [result]
         for name, et in zip(outs, results, strict=False):
             t = graph.tensors[name]
-            if et is not None and not etypes.kind_fits(etypes.numpy_dtype(et), t.dtype):
-                raise NNEFXError(f"{op.op}: element type {et} does not fit its {t.dtype} result", op.location)
-            t.etype = None if et is None or etypes.DEFAULTS.get(t.dtype) == et else et
+            # (a reader may still be setting the result's data type: the plan checks the kinds)
+            t.etype = None if et is None or etypes.DEFAULTS.get(etypes.abstract(et) or "") == et else et
         return
     sources = [graph.tensors[v] for v in _flat_shapes(list(op.inputs.values())) if isinstance(v, str) and v in graph.tensors]
     for name in outs:
