@@ -57,6 +57,12 @@ def _kept(r: Any, etype: str, narrow: bool) -> bool:
     return narrow or etype == "f16" or etypes.kernel_dtype(concrete(etype)) is None
 
 
+def _not_kept(r: Any) -> str:
+    if getattr(r.builder, "concrete", False):
+        return "this operation does not keep bfloat16, float8 or 2/4-bit tensors yet (its kernel would see them widened)"
+    return f"this operation keeps only {', '.join(KEPT_ETYPES)} tensors so far"
+
+
 def onnx_kept_etypes(r: Any, ins: list, *, widened: tuple[int, ...] = (), outputs: tuple[str, ...] = (),
                      narrow: bool = False) -> None:
     """Refuse (at the node) inputs or result element types the graph does not keep (``_kept``).
@@ -70,12 +76,10 @@ def onnx_kept_etypes(r: Any, ins: list, *, widened: tuple[int, ...] = (), output
             continue
         if i in widened and v.etype[:1] in "iu":
             continue
-        raise r.error(f"input {i} has element type {v.etype}; this operation keeps only "
-                      f"{', '.join(KEPT_ETYPES)} tensors so far")
+        raise r.error(f"input {i} has element type {v.etype}; {_not_kept(r)}")
     for k, et in enumerate(outputs):
         if not _kept(r, et, narrow):
-            raise r.error(f"output {k} would have element type {et}; this operation keeps only "
-                          f"{', '.join(KEPT_ETYPES)} tensors so far")
+            raise r.error(f"output {k} would have element type {et}; {_not_kept(r)}")
 
 
 def onnx_present(ins: list, i: int) -> Value | None:
