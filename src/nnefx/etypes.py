@@ -99,7 +99,10 @@ def numpy_dtype(etype: str) -> np.dtype:
     dt = _cache.get(etype)
     if dt is not None:
         return dt
-    check(etype)
+    if etype not in ETYPES:  # another spelling ("boolean", "float16", ...)
+        dt = numpy_dtype(parse(etype))
+        _cache[etype] = dt
+        return dt
     if etype == "string":
         dt = np.dtype(object)
     elif etype in _NUMPY:
