@@ -157,3 +157,28 @@ def _same(value: Any, default: Any) -> bool:
         return default is not NO_DEFAULT and bool(np.all(np.asarray(value) == np.asarray(default)))
     except (TypeError, ValueError):
         return False
+
+
+def onnx_scalar_like(v: Value, number: float) -> Value:
+    """A load-time scalar constant of ``v``'s element type (so arithmetic keeps that type)."""
+    from ...etypes import numpy_dtype
+
+    et = "bool" if v.etype == "boolean" else v.etype
+    return Value(const=np.asarray(number, dtype=numpy_dtype(et)), etype=v.etype, shape=())
+
+
+#: The element types the readers below return as declared (:data:`KEPT_ETYPES`).
+CARRIED_ETYPES = KEPT_ETYPES
+
+
+def onnx_carried(r: Any, *values: Value) -> None:
+    """Refuse, located, data whose element type the readers' operations would not return as is.
+
+    Readers built on the abstract NNEF types compute float16/float64/int32... data in their
+    type's default element type (float32, int64), so their results would come back in another
+    type than the ONNX model declares: refused, never returned in a silently different type.
+    """
+    for v in values:
+        if v is not None and v.etype not in CARRIED_ETYPES:
+            raise r.error(f"{r.node.op_type} of {v.etype} data is not supported (supported element types: "
+                          f"{', '.join(CARRIED_ETYPES)})")

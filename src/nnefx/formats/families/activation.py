@@ -27,7 +27,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import const
-from ._common import onnx_need
+from ._common import onnx_carried, onnx_need, onnx_scalar_like
 
 # ================================================================================================
 # Reading
@@ -179,6 +179,54 @@ def _onnx_gelu(r, attrs, ins):
     if mode is None:
         raise r.error(f"unknown approximate='{attrs.get('approximate')}'")
     return r.apply1("Gelu", {"approximation_mode": mode}, [onnx_need(r, ins, 0, "X")], version="opset7")
+
+
+# --- ONNX nodes written as compositions of numpy-style operators (ONNX operator docs) ---------
+
+def _np_op(r, kind: str, *values):
+    return r.apply1(kind, {"auto_broadcast": "numpy"}, list(values))
+
+
+@onnx_node("Celu")
+def _onnx_celu(r, attrs, ins):
+    # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+    x = onnx_need(r, ins, 0, "X")
+    onnx_carried(r, x)
+    alpha = onnx_scalar_like(x, float(attrs.get("alpha", 1.0)))
+    zero, one = onnx_scalar_like(x, 0.0), onnx_scalar_like(x, 1.0)
+    e = _np_op(r, "Subtract", r.apply1("Exp", {}, [_np_op(r, "Divide", x, alpha)]), one)
+    return _np_op(r, "Add", _np_op(r, "Maximum", x, zero), _np_op(r, "Minimum", zero, _np_op(r, "Multiply", alpha, e)))
+
+
+@onnx_node("ThresholdedRelu")
+def _onnx_thresholded_relu(r, attrs, ins):
+    # x where x > alpha, else 0
+    x = onnx_need(r, ins, 0, "X")
+    onnx_carried(r, x)
+    above = _np_op(r, "Greater", x, onnx_scalar_like(x, float(attrs.get("alpha", 1.0))))
+    return _np_op(r, "Select", above, x, onnx_scalar_like(x, 0))
+
+
+@onnx_node("Shrink")
+def _onnx_shrink(r, attrs, ins):
+    # x - bias where x > lambd, x + bias where x < -lambd, else 0 (for every numeric type)
+    x = onnx_need(r, ins, 0, "input")
+    onnx_carried(r, x)
+    lambd, bias = float(attrs.get("lambd", 0.5)), float(attrs.get("bias", 0.0))
+    if x.etype not in ("f64", "f32", "f16", "bf16") and (lambd != int(lambd) or bias != int(bias)):
+        raise r.error(f"Shrink of {x.etype} data with a fractional lambd {lambd} or bias {bias} is not supported")
+    hi = _np_op(r, "Select", _np_op(r, "Greater", x, onnx_scalar_like(x, lambd)),
+                _np_op(r, "Subtract", x, onnx_scalar_like(x, bias)), onnx_scalar_like(x, 0))
+    return _np_op(r, "Select", _np_op(r, "Less", x, onnx_scalar_like(x, -lambd)),
+                  _np_op(r, "Add", x, onnx_scalar_like(x, bias)), hi)
+
+
+@onnx_node("Swish")
+def _onnx_swish(r, attrs, ins):
+    # x * sigmoid(alpha * x)
+    x = onnx_need(r, ins, 0, "X")
+    onnx_carried(r, x)
+    return r.apply1("Swish", {}, [x, onnx_scalar_like(x, float(attrs.get("alpha", 1.0)))], version="opset4")
 
 
 # ================================================================================================

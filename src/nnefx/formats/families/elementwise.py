@@ -524,6 +524,25 @@ def _onnx_bitwise_not(r, attrs, ins):
     return onnx_emit(r, "onnx_bitwise_not", {"x": x}, {}, results=[x.etype])[0]
 
 
+# --- ONNX nodes: inverse hyperbolic functions, IsNaN / IsInf --------------------------------------
+
+@onnx_node("Acosh", "Asinh", "Atanh")
+def _onnx_inverse_hyperbolic(r, attrs, ins):
+    return r.apply1(r.node.op_type, {}, [onnx_need(r, ins, 0, "input")])
+
+
+@onnx_node("IsNaN")
+def _onnx_is_nan(r, attrs, ins):
+    return r.apply1("IsNaN", {}, [onnx_need(r, ins, 0, "X")], version="opset10")
+
+
+@onnx_node("IsInf")
+def _onnx_is_inf(r, attrs, ins):
+    return r.apply1("IsInf", {"detect_positive": bool(attrs.get("detect_positive", 1)),
+                              "detect_negative": bool(attrs.get("detect_negative", 1))},
+                    [onnx_need(r, ins, 0, "X")], version="opset10")
+
+
 # ================================================================================================
 # Writing
 # ================================================================================================

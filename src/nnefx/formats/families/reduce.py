@@ -24,11 +24,11 @@ from ..onnx.spelling import I64, reduce
 from ..onnx.writer import NUMPY, tensor_type
 from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
-from ..reading.conventions import binary, norm_axes, norm_axis, unary
+from ..reading.conventions import IndexPlan, binary, emit_index_plan, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype
 from ..reading.values import ints as _ints
-from ._common import onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
+from ._common import onnx_carried, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -124,11 +124,13 @@ _onnx_RED = {"ReduceMean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": 
 
 
 @onnx_node(*_onnx_RED)
-def _onnx_reduce(r, attrs, ins):
-    x = onnx_need(r, ins, 0, "data")
+def _onnx_reduce(r, attrs, ins, x=None, kind=None):
+    """ONNX Reduce*; the readers of ReduceSumSquare/ReduceLogSum(Exp) pass their transformed ``x`` and the
+    operator ``kind`` that reduces it (their axes are read by their own node's rules)."""
+    x = onnx_need(r, ins, 0, "data") if x is None else x
     rank = onnx_rank(r, x)
-    kind = r.node.op_type
-    axes_from_input = r.opset >= 18 or (kind == "ReduceSum" and r.opset >= 13)
+    kind = kind or r.node.op_type
+    axes_from_input = r.opset >= 18 or (r.node.op_type == "ReduceSum" and r.opset >= 13)
     if axes_from_input:
         axes = onnx_ints(r, ins[1], "axes") if len(ins) > 1 and ins[1] is not None else None
     else:
@@ -144,14 +146,15 @@ def _onnx_reduce(r, attrs, ins):
 def _onnx_arg(r, attrs, ins):
     x = onnx_need(r, ins, 0, "data")
     rank = onnx_rank(r, x)
-    if attrs.get("select_last_index", 0):
-        raise r.error("select_last_index=1 is not supported")
     axis = norm_axis(r, int(attrs.get("axis", 0)), rank)
     if x.etype not in ("f32", "f64", "f16"):
         raise r.error("ArgMax/ArgMin of integer tensors is not supported")
     c = r.ctx([x])
     op = "argmax_reduce" if r.node.op_type == "ArgMax" else "argmin_reduce"
-    y = c.emit1(op, {"input": c.tensor(0)}, {"axes": [axis]}, out_dtype="integer")
+    if attrs.get("select_last_index", 0):
+        y = _arg_last(r, c, op, x, axis)
+    else:
+        y = c.emit1(op, {"input": c.tensor(0)}, {"axes": [axis]}, out_dtype="integer")
     if not attrs.get("keepdims", 1):
         y = c.emit1("squeeze", {"input": y}, {"axes": [axis]}, dtype="integer")
     return c.result(y, "i64")
@@ -179,6 +182,57 @@ def _onnx_hardmax(r, attrs, ins):
         raise r.error(f"Hardmax before opset 13 with axis = {axis} of a rank-{rank} input (a maximum over "
                       "several flattened axes) is not supported")
     return onnx_emit(r, "onnx_hardmax", {"input": x}, {"axis": axis}, results=[x.etype])[0]
+
+
+def _arg_last(r, c, op: str, x, axis: int) -> str:
+    """The last index of the extreme (``select_last_index``): extent - 1 - the first index in the
+    input reversed along ``axis``."""
+    n = x.shape[axis]
+    if n is None:
+        raise r.error("select_last_index=1 needs the extent of the reduced axis known while loading")
+    plan = IndexPlan([("slice", None, None, 1)] * axis + [("slice", None, None, -1)])
+    flipped = emit_index_plan(c, plan, x, c.tensor(0))
+    first = c.emit1(op, {"input": flipped}, {"axes": [axis]}, out_dtype="integer")
+    last = r.apply1("Subtract", {"auto_broadcast": "numpy"},
+                    [const(np.int64(n - 1)), c.result(first, "i64")])
+    return c.tensor_of(last)
+
+
+# --- ONNX ReduceSumSquare, ReduceLogSum, ReduceLogSumExp (ONNX operator docs: their function bodies) ---
+
+@onnx_node("ReduceSumSquare")
+def _onnx_reduce_sum_square(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    onnx_carried(r, x)
+    return _onnx_reduce(r, attrs, ins, r.apply1("Multiply", {"auto_broadcast": "numpy"}, [x, x]), "ReduceSum")
+
+
+@onnx_node("ReduceLogSum")
+def _onnx_reduce_log_sum(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    onnx_carried(r, x)
+    if x.etype != "f32":
+        raise r.error(f"ReduceLogSum of {x.etype} data is not supported (it is defined for floating-point data)")
+    return r.apply1("Log", {}, [_onnx_reduce(r, attrs, ins, x, "ReduceSum")])
+
+
+@onnx_node("ReduceLogSumExp")
+def _onnx_reduce_log_sum_exp(r, attrs, ins):
+    # log(sum(exp(x - m))) + m with m the maximum over the finite items (ONNX's reference does the
+    # same): exact where exp(x) would overflow float32, and +inf items still give +inf.
+    x = onnx_need(r, ins, 0, "data")
+    onnx_carried(r, x)
+    if x.etype != "f32":
+        raise r.error(f"ReduceLogSumExp of {x.etype} data is not supported (it is defined for floating-point data)")
+    keep = {**attrs, "keepdims": 1}
+    finite = r.apply1("Select", {"auto_broadcast": "numpy"},
+                      [r.apply1("IsInf", {}, [x], version="opset10"), const(np.float32(-np.inf)), x])
+    m = _onnx_reduce(r, keep, ins, finite, "ReduceMax")
+    e = r.apply1("Exp", {}, [r.apply1("Subtract", {"auto_broadcast": "numpy"}, [x, m])])
+    y = r.apply1("Add", {"auto_broadcast": "numpy"}, [r.apply1("Log", {}, [_onnx_reduce(r, keep, ins, e, "ReduceSum")]), m])
+    if attrs.get("keepdims", 1):
+        return y
+    return _onnx_reduce(r, attrs, ins, y, "ReduceMax")
 
 
 # ================================================================================================
