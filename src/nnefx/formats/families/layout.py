@@ -36,7 +36,7 @@ from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
-from ._common import onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
+from ._common import CARRIED_ETYPES, onnx_carried, onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_scalar_like, onnx_write
 
 # ================================================================================================
 # Reading
@@ -429,6 +429,76 @@ def _onnx_tile(r, attrs, ins):
 def _onnx_expand(r, attrs, ins):
     return r.apply1("Broadcast", {"mode": "bidirectional"}, [onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "shape")],
                  version="opset3")
+
+
+# --- ONNX EyeLike, ReverseSequence, CenterCropPad (ONNX operator docs) -----------------------------
+
+@onnx_node("EyeLike")
+def _onnx_eye_like(r, attrs, ins):
+    # ones on diagonal k of a matrix shaped like the input: known once the input's shape is
+    x = onnx_need(r, ins, 0, "input")
+    if x.shape is None or len(x.shape) != 2 or any(d is None for d in x.shape):
+        raise r.error(f"EyeLike needs a rank-2 input of known shape (got {x.shape})")
+    et = r.etype_code(int(attrs["dtype"])) if "dtype" in attrs else x.etype
+    if et not in CARRIED_ETYPES:
+        raise r.error(f"EyeLike of element type {et} is not supported (supported: {', '.join(CARRIED_ETYPES)})")
+    r.ctx([x]).check_items(x.shape)
+    return const(np.eye(x.shape[0], x.shape[1], int(attrs.get("k", 0)), dtype=_ETYPE_NUMPY[et]))
+
+
+@onnx_node("ReverseSequence")
+def _onnx_reverse_sequence(r, attrs, ins):
+    # out[.., t, .., b, ..] = x[.., L[b] - 1 - t, .., b, ..] for t < L[b], else x itself: a
+    # GatherElements along the time axis with those indices
+    x, lens = onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "sequence_lens")
+    onnx_carried(r, x)
+    rank = onnx_rank(r, x)
+    ta, ba = int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1))
+    if rank < 2 or sorted((ta, ba)) != [0, 1]:
+        raise r.error(f"time_axis {ta} and batch_axis {ba} must be 0 and 1 (in either order) of a tensor of rank >= 2")
+    if any(d is None for d in x.shape):
+        raise r.error(f"ReverseSequence needs a known input shape (got {x.shape})")
+    n_t = x.shape[ta]
+    t = const(np.arange(n_t, dtype=np.int64).reshape([n_t if a == ta else 1 for a in range(rank)]))
+    if lens.etype != "i64":
+        lens = r.apply1("Convert", {"destination_type": "i64"}, [lens])
+    length = r.apply1("Reshape", {"special_zero": False},
+                      [lens, const(np.array([-1 if a == ba else 1 for a in range(rank)], np.int64))])
+    back = r.apply1("Subtract", {"auto_broadcast": "numpy"},
+                    [r.apply1("Subtract", {"auto_broadcast": "numpy"}, [length, const(np.int64(1))]), t])
+    idx = r.apply1("Select", {"auto_broadcast": "numpy"},
+                   [r.apply1("Less", {"auto_broadcast": "numpy"}, [t, length]), back, t])
+    idx = r.apply1("Broadcast", {"mode": "numpy"}, [idx, const(np.array(x.shape, np.int64))], version="opset3")
+    return r.apply1("GatherElements", {"axis": ta}, [x, idx], version="opset6")
+
+
+@onnx_node("CenterCropPad")
+def _onnx_center_crop_pad(r, attrs, ins):
+    # per axis: crop a centred window (start rounded down) or pad with zeros (the odd one after)
+    x = onnx_need(r, ins, 0, "input_data")
+    onnx_carried(r, x)
+    rank = onnx_rank(r, x)
+    target = onnx_ints(r, onnx_need(r, ins, 1, "shape"), "shape")
+    axes = norm_axes(r, [int(a) for a in attrs.get("axes", range(rank))], rank)
+    if len(axes) != len(target) or len(set(axes)) != len(axes):
+        raise r.error(f"shape {target} must have one extent per axis of {axes}")
+    starts, ends, lo, hi = [], [], [0] * rank, [0] * rank
+    for a, want in zip(axes, target, strict=True):
+        have = x.shape[a]
+        if have is None or want < 0:
+            raise r.error(f"axis {a}: extent {have} and target {want} must be known and not negative")
+        begin = max(have - want, 0) // 2
+        starts.append(begin)
+        ends.append(begin + min(have, want))
+        lo[a] = max(want - have, 0) // 2
+        hi[a] = max(want - have, 0) - lo[a]
+    y = r.apply1("Slice", {}, [x, const(np.array(starts, np.int64)), const(np.array(ends, np.int64)),
+                               const(np.ones(len(axes), np.int64)), const(np.array(axes, np.int64))])
+    if any(lo) or any(hi):
+        y = r.apply1("Pad", {"pad_mode": "constant"},
+                     [y, const(np.array(lo, np.int64)), const(np.array(hi, np.int64)), onnx_scalar_like(x, 0)],
+                     version="opset12")
+    return y
 
 
 @onnx_node("DepthToSpace", "SpaceToDepth")

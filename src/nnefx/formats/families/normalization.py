@@ -35,7 +35,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import binary, const_value, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_rank, onnx_write
+from ._common import onnx_carried, onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -301,6 +301,48 @@ def _onnx_instance_norm(r, attrs, ins):
     b = r.apply1("Unsqueeze", {}, [onnx_need(r, ins, 2, "B"), axes])
     y = r.apply1("Multiply", {"auto_broadcast": "numpy"}, [y, s])
     return r.apply1("Add", {"auto_broadcast": "numpy"}, [y, b])
+
+
+# --- ONNX LpNormalization, MeanVarianceNormalization (ONNX operator docs, function body) -------
+
+@onnx_node("LpNormalization")
+def _onnx_lp_normalization(r, attrs, ins):
+    # x / ||x||_p along axis, 0 where the norm is 0
+    x = onnx_need(r, ins, 0, "input")
+    onnx_carried(r, x)
+    if x.etype != "f32":
+        raise r.error(f"LpNormalization of {x.etype} data is not supported")
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise r.error(f"p = {p} must be 1 or 2")
+    axis = norm_axis(r, int(attrs.get("axis", -1)), onnx_rank(r, x))
+    norm = r.apply1("ReduceL1" if p == 1 else "ReduceL2", {"keep_dims": True}, [x, const(np.array([axis], np.int64))])
+    zero = const(np.float32(0))
+    safe = r.apply1("Select", {"auto_broadcast": "numpy"},
+                    [r.apply1("Equal", {"auto_broadcast": "numpy"}, [norm, zero]), const(np.float32(1)), norm])
+    y = r.apply1("Divide", {"auto_broadcast": "numpy"}, [x, safe])
+    return r.apply1("Select", {"auto_broadcast": "numpy"},
+                    [r.apply1("Equal", {"auto_broadcast": "numpy"}, [norm, zero]), zero, y])
+
+
+@onnx_node("MeanVarianceNormalization")
+def _onnx_mvn(r, attrs, ins):
+    # (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), the operator's function body
+    x = onnx_need(r, ins, 0, "X")
+    onnx_carried(r, x)
+    if x.etype != "f32":
+        raise r.error(f"MeanVarianceNormalization of {x.etype} data is not supported")
+    axes = const(np.array(norm_axes(r, list(attrs.get("axes", [0, 2, 3])), onnx_rank(r, x)), np.int64))
+
+    def mean(v):
+        return r.apply1("ReduceMean", {"keep_dims": True}, [v, axes])
+
+    def op(kind, a, b):
+        return r.apply1(kind, {"auto_broadcast": "numpy"}, [a, b])
+
+    m = mean(x)
+    std = r.apply1("Sqrt", {}, [op("Subtract", mean(op("Multiply", x, x)), op("Multiply", m, m))])
+    return op("Divide", op("Subtract", x, m), op("Add", std, const(np.float32(1e-9))))
 
 
 @onnx_node("LRN")

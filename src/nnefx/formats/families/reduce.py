@@ -198,6 +198,22 @@ def _arg_last(r, c, op: str, x, axis: int) -> str:
     return c.tensor_of(last)
 
 
+# --- ONNX TopK (ONNX operator docs: equal values keep the lower index first) ----------------------
+
+@onnx_node("TopK")
+def _onnx_top_k(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    onnx_carried(r, x)
+    k = [int(attrs["k"])] if r.opset < 10 else onnx_ints(r, onnx_need(r, ins, 1, "K"), "K")
+    if len(k) != 1 or k[0] < 0:
+        raise r.error(f"K {k} must be one value of at least 0")
+    if k[0] == 0:
+        raise r.error("TopK with K = 0 (empty outputs) is not supported")
+    mode = "max" if attrs.get("largest", 1) else "min"
+    return r.apply("TopK", {"axis": int(attrs.get("axis", -1)), "mode": mode, "sort": "value",
+                            "index_element_type": "i64"}, [x, const(np.int64(k[0]))], n_out=2, version="opset11")
+
+
 # --- ONNX ReduceSumSquare, ReduceLogSum, ReduceLogSumExp (ONNX operator docs: their function bodies) ---
 
 @onnx_node("ReduceSumSquare")

@@ -36,7 +36,7 @@ from ..reading.conventions import (
 )
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Value, const, dtype_of, nnef_dtype
-from ._common import onnx_need
+from ._common import CARRIED_ETYPES, onnx_carried, onnx_const, onnx_need, onnx_scalar_like
 
 # ================================================================================================
 # Reading
@@ -227,6 +227,70 @@ def _onnx_gather(r, attrs, ins):
 def _onnx_gather_elements(r, attrs, ins):
     return r.apply1("GatherElements", {"axis": int(attrs.get("axis", 0))},
                  [onnx_need(r, ins, 0, "data"), onnx_need(r, ins, 1, "indices")], version="opset6")
+
+
+# --- ONNX GatherND, ScatterND, ScatterElements / Scatter, OneHot (ONNX operator docs) ---------------
+
+@onnx_node("GatherND")
+def _onnx_gather_nd(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "data")
+    onnx_carried(r, x)
+    return r.apply1("GatherND", {"batch_dims": int(attrs.get("batch_dims", 0))},
+                    [x, onnx_need(r, ins, 1, "indices")], version="opset8")
+
+
+_ONNX_REDUCTION = {"none": "none", "add": "sum", "mul": "prod", "max": "max", "min": "min"}
+
+
+def _onnx_reduction(r, attrs) -> str:
+    name = attrs.get("reduction", "none")
+    if name not in _ONNX_REDUCTION:
+        raise r.error(f"unknown reduction '{name}' (known: {', '.join(_ONNX_REDUCTION)})")
+    return _ONNX_REDUCTION[name]
+
+
+@onnx_node("ScatterND")
+def _onnx_scatter_nd(r, attrs, ins):
+    data, updates = onnx_need(r, ins, 0, "data"), onnx_need(r, ins, 2, "updates")
+    onnx_carried(r, data)
+    c = r.ctx([data, onnx_need(r, ins, 1, "indices"), updates])
+    y = c.emit1("scatter", {"data": c.tensor(0), "indices": _index_tensor(c, 1), "updates": c.tensor(2)},
+                {"kind": "nd", "reduction": _onnx_reduction(r, attrs)}, dtype=dtype_of(data))
+    return c.result(y, data.etype)
+
+
+@onnx_node("ScatterElements", "Scatter")
+def _onnx_scatter_elements(r, attrs, ins):
+    # Scatter (opset 9-10) is ScatterElements without a reduction
+    data = onnx_need(r, ins, 0, "data")
+    onnx_carried(r, data)
+    return r.apply1("ScatterElementsUpdate", {"reduction": _onnx_reduction(r, attrs), "use_init_val": True},
+                    [data, onnx_need(r, ins, 1, "indices"), onnx_need(r, ins, 2, "updates"),
+                     const(np.int64(attrs.get("axis", 0)))], version="opset12")
+
+
+@onnx_node("OneHot")
+def _onnx_one_hot(r, attrs, ins):
+    # indices in [-depth, depth) count from the end below 0; others (and non-integral ones) hit nothing
+    idx, values = onnx_need(r, ins, 0, "indices"), onnx_need(r, ins, 2, "values")
+    onnx_carried(r, values)
+    depth_v = np.asarray(onnx_const(r, onnx_need(r, ins, 1, "depth"), "depth")).reshape(-1)
+    if depth_v.size != 1 or not depth_v[0] >= 1:
+        raise r.error(f"depth {depth_v.tolist()} must be one value of at least 1")
+    depth = int(depth_v[0])
+    if idx.etype in ("f32", "f64", "f16"):
+        whole = r.apply1("Equal", {"auto_broadcast": "numpy"}, [r.apply1("Floor", {}, [idx]), idx])
+        idx = r.apply1("Select", {"auto_broadcast": "numpy"}, [whole, idx, onnx_scalar_like(idx, -depth - 1)])
+        idx = r.apply1("Convert", {"destination_type": "i64"}, [idx])
+    elif idx.etype not in CARRIED_ETYPES:
+        idx = r.apply1("Convert", {"destination_type": "i64"}, [idx])
+    below = r.apply1("Less", {"auto_broadcast": "numpy"}, [idx, onnx_scalar_like(idx, 0)])
+    idx = r.apply1("Select", {"auto_broadcast": "numpy"},
+                   [below, r.apply1("Add", {"auto_broadcast": "numpy"}, [idx, onnx_scalar_like(idx, depth)]), idx])
+    off = r.apply1("Gather", {"batch_dims": 0}, [values, const(np.int64(0)), const(np.int64(0))])
+    on = r.apply1("Gather", {"batch_dims": 0}, [values, const(np.int64(1)), const(np.int64(0))])
+    return r.apply1("OneHot", {"axis": int(attrs.get("axis", -1))}, [idx, const(np.int64(depth)), on, off],
+                    version="opset1")
 
 
 # ================================================================================================

@@ -133,7 +133,8 @@ fragment scatter<?>( data: tensor<?>, indices: tensor<integer>, updates: tensor<
                         axis: integer = 0, reduction: string = 'none', use_init_val: logical = true )
     -> ( output: tensor<?> );
 """, domain="nnefx", generic=True,
-    doc="IR ScatterUpdate / ScatterNDUpdate / ScatterElementsUpdate (kind 'update', 'nd', 'elements').")
+    doc="IR ScatterUpdate / ScatterNDUpdate / ScatterElementsUpdate (kind 'update', 'nd', 'elements'); "
+        "ONNX Scatter / ScatterND / ScatterElements, their reductions ('nd': none, sum, prod, min, max).")
 
 
 @scatter_op.shape
@@ -143,6 +144,9 @@ def _scatter_shape(d, i, u, kind="update", axis=0, reduction="none", use_init_va
     if reduction not in ("none", "sum", "prod", "min", "max", "mean"):
         raise NNEFXError(f"scatter: unknown reduction '{reduction}'")
     return tuple(d)
+
+
+_ND_REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
 @scatter_op.formal
@@ -158,12 +162,12 @@ def _scatter_formal(d, i, u, kind="update", axis=0, reduction="none", use_init_v
         for j, t in enumerate(idx.reshape(-1)):
             moved[t] = upd[j]
         return np.moveaxis(moved, 0, axis)
-    if kind == "nd":
-        k = i.shape[-1]
+    if kind == "nd":  # one update after another, each combined with what is there by the reduction
+        if reduction == "mean":
+            raise NNEFXError("scatter: kind 'nd' has no reduction 'mean'")
         for pos in np.ndindex(*i.shape[:-1]):
             idx = tuple(int(_norm_index(v, d.shape[j], "ScatterNDUpdate")) for j, v in enumerate(i[pos]))
-            d[idx] = u[pos]
-        del k
+            d[idx] = u[pos] if reduction == "none" else _ND_REDUCE[reduction](d[idx], u[pos])
         return d
     # elements, with an optional reduction (ScatterElementsUpdate-12)
     idx = _norm_index(i, d.shape[axis], "ScatterElementsUpdate")
