@@ -36,7 +36,18 @@ from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
-from ._common import CARRIED_ETYPES, onnx_carried, onnx_const, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_rank, onnx_scalar_like, onnx_write
+from ._common import (
+    CARRIED_ETYPES,
+    onnx_carried,
+    onnx_const,
+    onnx_emit,
+    onnx_ints,
+    onnx_kept_etypes,
+    onnx_need,
+    onnx_rank,
+    onnx_scalar_like,
+    onnx_write,
+)
 
 # ================================================================================================
 # Reading

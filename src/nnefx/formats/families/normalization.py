@@ -35,7 +35,16 @@ from ..reading.context import NodeContext
 from ..reading.conventions import binary, const_value, norm_axes, norm_axis, unary
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_carried, onnx_const, onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_rank, onnx_write
+from ._common import (
+    onnx_carried,
+    onnx_const,
+    onnx_emit,
+    onnx_kept_etypes,
+    onnx_need,
+    onnx_present,
+    onnx_rank,
+    onnx_write,
+)
 
 # ================================================================================================
 # Reading
