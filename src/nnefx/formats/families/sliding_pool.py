@@ -35,7 +35,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_need, onnx_rank
+from ._common import onnx_carried, onnx_need, onnx_rank
 
 # The convolution readers' attribute helpers, and deconv (a debox is written as one).
 from .sliding_conv import _onnx_AUTO, _padding, _spatial, deconv_to_onnx
@@ -174,9 +174,10 @@ def _onnx_pool(r, attrs, ins):
         data["dilations"] = list(attrs.get("dilations", [1] * n))
         n_out = len(r.node.output)
         return r.apply("MaxPool", data, [x], n_out=n_out)
-    if any(d != 1 for d in attrs.get("dilations", [1] * n)):
-        raise r.error("dilated AveragePool is not supported")
     include = bool(attrs.get("count_include_pad", 0))
+    if any(d != 1 for d in attrs.get("dilations", [1] * n)):
+        data["dilations"] = list(attrs["dilations"])
+        return _onnx_dilated_avg_pool(r, x, data, include)
     if include and data["rounding_type"] == "ceil_torch" and data["auto_pad"] == "explicit" and any(p):
         return _onnx_avg_pool_ceil_counting_pads(r, x, kernel, data["strides"], p)
     data["exclude-pad"] = not include
@@ -204,6 +205,60 @@ def _onnx_avg_pool_ceil_counting_pads(r, x: Value, kernel, strides, p) -> Value:
                                            "padding": [(0, 0), (0, 0)] + [(0, t) for t in tails],
                                            "stride": [1, 1] + list(strides)})
     return c.result(y)
+
+
+# --- window sums: LpPool, dilated AveragePool (ONNX operator docs) -------------------------------
+
+def _onnx_window_sum(r, x: Value, data: dict) -> tuple[Value, list[tuple[int, int]]]:
+    """The sum of each pooling window of ``x`` (zeros beyond the input), with the geometry of
+    ``data`` (kernel, strides, dilations, pads, auto_pad, rounding as the MaxPool operator
+    reads them), and the explicit pads used."""
+    c = NodeContext(r.builder, r.node.op_type, r.node.name or f"{r.node.op_type}_{r.index}", data, [x], "opset8",
+                    r.loc(r.where()), where=r.where())
+    xshape, n, kernel, strides, dil, rounding = _pool_common(c)
+    pads = _pool_pads(c, xshape, n, kernel, strides, dil)
+    y = _pool(c, "box", c.tensor(0), xshape, kernel, strides, dil, pads, rounding, "constant", 0.0, {})
+    return c.result(y), pads
+
+
+@onnx_node("LpPool")
+def _onnx_lp_pool(r, attrs, ins):
+    # (sum over the window of |x|^p)^(1/p); padding adds nothing to the sum
+    x = onnx_need(r, ins, 0, "X")
+    onnx_carried(r, x)
+    if x.etype != "f32":
+        raise r.error(f"LpPool of {x.etype} data is not supported")
+    n = onnx_rank(r, x) - 2
+    p = int(attrs.get("p", 2))
+    if p < 1:
+        raise r.error(f"p = {p} must be at least 1")
+    pads = list(attrs.get("pads", [0] * (2 * n)))
+    data = {"kernel": list(attrs["kernel_shape"]), "strides": list(attrs.get("strides", [1] * n)),
+            "dilations": list(attrs.get("dilations", [1] * n)), "pads_begin": pads[:n], "pads_end": pads[n:],
+            "rounding_type": "ceil" if attrs.get("ceil_mode", 0) else "floor",
+            "auto_pad": _onnx_AUTO.get(attrs.get("auto_pad", "NOTSET"), "?")}
+    power = r.apply1("Power", {"auto_broadcast": "numpy"}, [r.apply1("Abs", {}, [x]), const(np.float32(p))])
+    total, _ = _onnx_window_sum(r, power, data)
+    return r.apply1("Power", {"auto_broadcast": "numpy"}, [total, const(np.float32(1.0 / p))])
+
+
+def _onnx_dilated_avg_pool(r, x: Value, data: dict, include: bool) -> Value:
+    """AveragePool with dilations: the window sum over the number of window samples that fall
+    in the input (or in the input and its explicit pads, with count_include_pad)."""
+    onnx_carried(r, x)
+    if x.shape is None or any(d is None for d in x.shape[2:]):
+        raise r.error("dilated AveragePool needs known spatial extents")
+    total, pads = _onnx_window_sum(r, x, data)
+    out = total.shape[2:]
+    counts = np.ones((), np.float64)
+    for i, (extent, k, s, d, (lo, hi)) in enumerate(zip(x.shape[2:], data["kernel"], data["strides"],
+                                                       data["dilations"], pads, strict=True)):
+        first, last = (-lo, extent + hi) if include else (0, extent)
+        start = np.arange(out[i]) * s - lo
+        taps = start[:, None] + np.arange(k)[None, :] * d
+        counts = np.multiply.outer(counts, ((taps >= first) & (taps < last)).sum(axis=1))
+    counts = counts.astype(np.float32)  # a window wholly in the padding gives 0 / 0, as the definition
+    return r.apply1("Divide", {"auto_broadcast": "numpy"}, [total, const(counts)])
 
 
 @onnx_node("GlobalAveragePool", "GlobalMaxPool")
