@@ -229,6 +229,17 @@ def _onnx_swish(r, attrs, ins):
     return r.apply1("Swish", {}, [x, onnx_scalar_like(x, float(attrs.get("alpha", 1.0)))], version="opset4")
 
 
+@onnx_node("SwiGLU")
+def _onnx_swiglu(r, attrs, ins):
+    # Swish_alpha(A) * B, A and B of one shape
+    a, b = onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")
+    onnx_carried(r, a, b)
+    if a.shape != b.shape:
+        raise r.error(f"A {a.shape} and B {b.shape} must have the same shape")
+    gate = r.apply1("Swish", {}, [a, onnx_scalar_like(a, float(attrs.get("alpha", 1.0)))], version="opset4")
+    return _np_op(r, "Multiply", gate, b)
+
+
 # ================================================================================================
 # Writing
 # ================================================================================================

@@ -269,6 +269,41 @@ def _onnx_scatter_elements(r, attrs, ins):
                      const(np.int64(attrs.get("axis", 0)))], version="opset12")
 
 
+@onnx_node("TensorScatter")
+def _onnx_tensor_scatter(r, attrs, ins):
+    # ONNX TensorScatter (opset 24): update written into past_cache along `axis` from position
+    # write_indices[b] of each batch item b (modulo the cache length in 'circular' mode): a
+    # ScatterElements whose indices are write_indices[b] + s along that axis
+    cache, update = onnx_need(r, ins, 0, "past_cache"), onnx_need(r, ins, 1, "update")
+    onnx_carried(r, cache)
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise r.error(f"unknown mode '{mode}' (known: linear, circular)")
+    if cache.shape is None or update.shape is None or any(d is None for d in update.shape) \
+            or len(cache.shape) != len(update.shape) or len(cache.shape) < 2:
+        raise r.error(f"past_cache {cache.shape} and update {update.shape} need equal ranks >= 2 and a known update shape")
+    rank = len(cache.shape)
+    axis = norm_axis(r, int(attrs.get("axis", -2)), rank)
+    if axis == 0:
+        raise r.error("axis must not be the batch axis 0")
+    length, n = cache.shape[axis], update.shape[axis]
+    if length is None:
+        raise r.error("the cache length along the axis must be known")
+    step = const(np.arange(n, dtype=np.int64).reshape([n if a == axis else 1 for a in range(rank)]))
+    if len(ins) > 2 and ins[2] is not None:
+        start = r.apply1("Reshape", {"special_zero": False},
+                         [r.apply1("Convert", {"destination_type": "i64"}, [ins[2]]),
+                          const(np.array([-1] + [1] * (rank - 1), np.int64))])
+        idx = r.apply1("Add", {"auto_broadcast": "numpy"}, [start, step])
+    else:
+        idx = step
+    if mode == "circular":
+        idx = r.apply1("FloorMod", {"auto_broadcast": "numpy"}, [idx, const(np.int64(length))])
+    idx = r.apply1("Broadcast", {"mode": "numpy"}, [idx, const(np.array(update.shape, np.int64))], version="opset3")
+    return r.apply1("ScatterElementsUpdate", {"reduction": "none", "use_init_val": True},
+                    [cache, idx, update, const(np.int64(axis))], version="opset12")
+
+
 @onnx_node("OneHot")
 def _onnx_one_hot(r, attrs, ins):
     # indices in [-depth, depth) count from the end below 0; others (and non-integral ones) hit nothing

@@ -35,8 +35,8 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import const_value
 from ..reading.registry import ANY, onnx_node, operator
-from ..reading.values import Value
-from ._common import onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_present, onnx_write
+from ..reading.values import Value, const
+from ._common import onnx_carried, onnx_emit, onnx_ints, onnx_kept_etypes, onnx_need, onnx_present, onnx_write
 
 # ================================================================================================
 # Reading
@@ -221,6 +221,41 @@ def _onnx_conv(r, attrs, ins):
                 {"border": "constant", "padding": pads, "stride": strides, "dilation": dil,
                  "groups": int(attrs.get("group", 1))})
     return c.result(y)
+
+
+@onnx_node("CausalConvWithState")
+def _onnx_causal_conv_with_state(r, attrs, ins):
+    # ONNX CausalConvWithState (opset 27): the input after past_state (or k - 1 zeros) along the
+    # length, a depthwise valid convolution of it (filter [C, 1, k]), bias, optional SiLU; the
+    # present state is the last k - 1 positions of that padded input
+    x, w = onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "weight")
+    onnx_carried(r, x, w)
+    act = attrs.get("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise r.error(f"unknown activation '{act}' (known: none, silu, swish)")
+    if x.shape is None or len(x.shape) != 3 or w.shape is None or len(w.shape) != 3 or w.shape[1] != 1 \
+            or w.shape[2] is None or x.shape[1] is None or w.shape[0] != x.shape[1]:
+        raise r.error(f"input {x.shape} and weight {w.shape} must be [B, C, L] and [C, 1, k] with a known C and k")
+    k = w.shape[2]
+    past = ins[3] if len(ins) > 3 and ins[3] is not None else None
+    if past is not None:
+        padded = r.apply1("Concat", {"axis": 2}, [past, x])
+    else:
+        zeros = const(np.array([0, 0, k - 1], np.int64))
+        padded = r.apply1("Pad", {"pad_mode": "constant"}, [x, zeros, const(np.zeros(3, np.int64)),
+                                                            const(np.float32(0))], version="opset12")
+    c = r.ctx([padded, w])
+    y = c.result(c.emit1("conv", {"input": c.tensor(0), "filter": c.tensor(1), "bias": _onnx_bias(r, c, ins, 2)},
+                         {"border": "constant", "padding": [(0, 0)], "stride": [1], "dilation": [1],
+                          "groups": x.shape[1]}))
+    if act != "none":
+        y = r.apply1("Swish", {}, [y], version="opset4")
+    if k == 1:
+        return [y, Value(unsupported="the present_state of CausalConvWithState with k = 1 is empty; empty "
+                                      "tensors are not supported")]
+    state = r.apply1("Slice", {}, [padded, const(np.array([-(k - 1)], np.int64)), const(np.array([2**62], np.int64)),
+                                   const(np.array([1], np.int64)), const(np.array([2], np.int64))])
+    return [y, state]
 
 
 @onnx_node("ConvTranspose")
