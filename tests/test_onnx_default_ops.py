@@ -36,6 +36,9 @@ averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False
 causal_conv_with_state_basic causal_conv_with_state_with_bias_and_past_state causal_conv_with_state_silu_with_past_state
 causal_conv_with_state_decode_step causal_conv_with_state_short_input_no_past_state causal_conv_with_state_swish_alias
 swiglu swiglu_alpha swiglu_expanded tensorscatter tensorscatter_circular tensorscatter_3d
+linear_attention_linear linear_attention_gated linear_attention_gated_per_head_decay linear_attention_delta
+linear_attention_gated_delta_gqa linear_attention_gated_delta_mqa linear_attention_decode_step
+linear_attention_prefill_with_past linear_attention_explicit_scale linear_attention_gated_delta_beta_scalar
 """.split()
 
 #: cases whose inputs after the first (k, depth, axes, shape) are made initializers holding the case's
@@ -58,6 +61,7 @@ REFUSED = {
     "gathernd_example_int32": "i32 data is not supported",
     "eyelike_with_dtype": "element type f64 is not supported",
     "causal_conv_with_state_kernel_size_one": "k = 1 is empty",
+    "linear_attention_fp16": "f16 data is not supported",
 }
 
 
@@ -133,3 +137,14 @@ def test_reduce_log_sum_exp_float32_matches_the_reference(backend, keepdims, tmp
     got = Session(nnefx.load(_model({}, "lse", tmp_path, model)), backend).run({"x": x})["y"]
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_linear_attention_checks_its_inputs():
+    from nnefx.ops import registry
+
+    op = registry.get("onnx_linear_attention")
+    q = np.zeros((1, 2, 8), np.float32)
+    with pytest.raises(NNEFXError, match="needs decay"):
+        op.fast_kernel(q, q, q, q_num_heads=2, kv_num_heads=2, update_rule="gated")
+    with pytest.raises(NNEFXError, match="positive multiple"):
+        op.infer([(1, 2, 8)] * 3, {"q_num_heads": 3, "kv_num_heads": 2, "update_rule": "linear"})

@@ -29,7 +29,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const, dtype_of
-from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
+from ._common import onnx_carried, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
 # Reading
@@ -206,6 +206,27 @@ def _onnx_det(r, attrs, ins):
     x = onnx_need(r, ins, 0, "X")
     onnx_kept_etypes(r, ins)
     return onnx_emit(r, "onnx_det", {"input": x}, {}, results=[x.etype])[0]
+
+
+# --- ONNX LinearAttention (opset 27) --------------------------------------------------------------
+
+@onnx_node("LinearAttention")
+def _onnx_linear_attention(r, attrs, ins):
+    q, k, v = onnx_need(r, ins, 0, "query"), onnx_need(r, ins, 1, "key"), onnx_need(r, ins, 2, "value")
+    optional = [ins[i] if len(ins) > i and ins[i] is not None else None for i in (3, 4, 5)]
+    onnx_carried(r, q, k, v, *optional)
+    for key in ("q_num_heads", "kv_num_heads"):
+        if key not in attrs:
+            raise r.error(f"attribute '{key}' is required")
+    c = r.ctx([q, k, v] + [o for o in optional if o is not None])
+    tensors = {"query": c.tensor(0), "key": c.tensor(1), "value": c.tensor(2)}
+    for name, o in zip(("past_state", "decay", "beta"), optional, strict=True):
+        tensors[name] = c.tensor_of(o) if o is not None else 0.0
+    y, state = c.emit("onnx_linear_attention", tensors,
+                      {"q_num_heads": int(attrs["q_num_heads"]), "kv_num_heads": int(attrs["kv_num_heads"]),
+                       "scale": float(attrs.get("scale", 0.0)), "update_rule": attrs.get("update_rule", "gated_delta")},
+                      outputs=2)
+    return [c.result(y, q.etype), c.result(state, q.etype, port=1)]
 
 
 # ================================================================================================
