@@ -62,6 +62,7 @@ REFUSED = {
     "eyelike_with_dtype": "element type f64 is not supported",
     "causal_conv_with_state_kernel_size_one": "k = 1 is empty",
     "linear_attention_fp16": "f16 data is not supported",
+    "bitcast_float32_to_int32": "i32 data is not supported",
 }
 
 
@@ -148,3 +149,26 @@ def test_linear_attention_checks_its_inputs():
         op.fast_kernel(q, q, q, q_num_heads=2, kv_num_heads=2, update_rule="gated")
     with pytest.raises(NNEFXError, match="positive multiple"):
         op.infer([(1, 2, 8)] * 3, {"q_num_heads": 3, "kv_num_heads": 2, "update_rule": "linear"})
+
+
+def test_bit_cast_kernels_on_the_node_suite(suite):
+    # the reader refuses these cases until their element types are carried; the operation
+    # itself reinterprets the bits of every width
+    from onnx import helper
+
+    from nnefx import etypes
+    from nnefx.ops import registry
+
+    op = registry.get("onnx_bit_cast")
+    names = [n for n in suite if n.startswith("bitcast_")]
+    assert len(names) >= 10
+    for name in names:
+        case = suite[name]
+        to = etypes.from_numpy(helper.tensor_dtype_to_np_dtype(helper.get_attribute_value(
+            case.model.graph.node[0].attribute[0])))
+        (x,), (want,) = case.data_sets[0]
+        assert op.infer([x.shape], {"to": to}) == (x.shape,)
+        for kernel in (op.formal_kernel, op.fast_kernel):
+            got = kernel(x, to=to)
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            assert got.tobytes() == want.tobytes(), name

@@ -53,7 +53,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Dim, Value, concrete, const, dtype_of, element_type, nnef_dtype
-from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
+from ._common import onnx_carried, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
 # Reading
@@ -529,6 +529,17 @@ def _onnx_bitwise_not(r, attrs, ins):
 @onnx_node("Acosh", "Asinh", "Atanh")
 def _onnx_inverse_hyperbolic(r, attrs, ins):
     return r.apply1(r.node.op_type, {}, [onnx_need(r, ins, 0, "input")])
+
+
+@onnx_node("BitCast")
+def _onnx_bit_cast(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "input")
+    to = r.etype_code(int(attrs["to"]))
+    onnx_carried(r, x, Value(etype=to))
+    c = r.ctx([x])
+    y = c.emit1("onnx_bit_cast", {"input": c.tensor(0)}, {"to": "bool" if to == "boolean" else to},
+                dtype=nnef_dtype(to))
+    return c.result(y, to)
 
 
 @onnx_node("IsNaN")
