@@ -51,7 +51,9 @@ center_crop_pad_crop_negative_axes_hwc center_crop_pad_crop_axes_chw
 reduce_sum_square_do_not_keepdims_random reduce_sum_square_keepdims_random reduce_sum_square_negative_axes_keepdims_random
 reduce_sum_square_default_axes_keepdims_random reduce_log_sum_desc_axes reduce_log_sum_asc_axes reduce_log_sum_default
 reduce_log_sum_negative_axes
-""".split()
+""".split() + ["*" + n for n in """
+hannwindow hannwindow_symmetric hammingwindow hammingwindow_symmetric blackmanwindow blackmanwindow_symmetric
+""".split()]
 
 #: cases refused with a located error naming the node, and a word of the reason
 REFUSED = {
@@ -79,25 +81,27 @@ def _model(suite: dict, name: str, tmp_path, model=None) -> str:
     return path
 
 
-def _frozen(case):
-    """The case's model with its inputs after the first made initializers (the first data set's)."""
+def _frozen(case, kept: int = 1):
+    """The case's model with its inputs after the first ``kept`` made initializers (the first data set's)."""
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     inputs, outputs = case.data_sets[0]
-    keep = list(model.graph.input)[:1]
-    for vi, value in zip(list(model.graph.input)[1:], inputs[1:], strict=True):
+    keep = list(model.graph.input)[:kept]
+    for vi, value in zip(list(model.graph.input)[kept:], inputs[kept:], strict=True):
         model.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(value), vi.name))
     del model.graph.input[:]
     model.graph.input.extend(keep)
-    return model, [(inputs[:1], outputs)]
+    return model, [(inputs[:kept], outputs)]
 
 
 @pytest.mark.parametrize("backend", ["fast", "formal"])
 @pytest.mark.parametrize("names", [PASS, FROZEN], ids=["as-is", "frozen"])
 def test_cases_pass(suite, backend, names, tmp_path):
     for name in names:
+        kept = 0 if name.startswith("*") else 1  # "*name": every input frozen
+        name = name.lstrip("*")
         case = suite[name]
-        model, data_sets = _frozen(case) if names is FROZEN else (case.model, case.data_sets)
+        model, data_sets = _frozen(case, kept) if names is FROZEN else (case.model, case.data_sets)
         session = Session(nnefx.load(_model(suite, name, tmp_path, model)), backend)
         feeds = [i.name for i in session.inputs]
         for inputs, outputs in data_sets:

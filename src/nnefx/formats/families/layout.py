@@ -457,6 +457,30 @@ def _onnx_eye_like(r, attrs, ins):
     return const(np.eye(x.shape[0], x.shape[1], int(attrs.get("k", 0)), dtype=_ETYPE_NUMPY[et]))
 
 
+# the window functions' cosine terms (a_k of sum_k (-1)^k a_k cos(2 pi k n / N)), ONNX operator docs
+_WINDOWS = {"HannWindow": (0.5, 0.5), "HammingWindow": (25.0 / 46.0, 21.0 / 46.0),
+            "BlackmanWindow": (0.42, 0.5, 0.08)}
+
+
+@onnx_node(*_WINDOWS)
+def _onnx_window(r, attrs, ins):
+    # w[n] = sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or size - 1 (symmetric):
+    # known once the size is
+    size = onnx_ints(r, onnx_need(r, ins, 0, "size"), "size")
+    if len(size) != 1 or size[0] < 1:
+        raise r.error(f"size {size} must be one value of at least 1")
+    et = r.etype_code(int(attrs.get("output_datatype", 1)))
+    if et not in CARRIED_ETYPES:
+        raise r.error(f"{r.node.op_type} of element type {et} is not supported (supported: "
+                      f"{', '.join(CARRIED_ETYPES)})")
+    n = size[0]
+    r.ctx([]).check_items([n])
+    period = n if attrs.get("periodic", 1) else n - 1
+    steps = np.arange(n, dtype=np.float64) * (2.0 * math.pi / period) if period else np.zeros(n)
+    w = sum((-1) ** k * a * np.cos(k * steps) for k, a in enumerate(_WINDOWS[r.node.op_type]))
+    return const(np.asarray(w).astype(_ETYPE_NUMPY[et]))
+
+
 @onnx_node("ReverseSequence")
 def _onnx_reverse_sequence(r, attrs, ins):
     # out[.., t, .., b, ..] = x[.., L[b] - 1 - t, .., b, ..] for t < L[b], else x itself: a
