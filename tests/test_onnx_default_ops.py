@@ -39,6 +39,7 @@ swiglu swiglu_alpha swiglu_expanded tensorscatter tensorscatter_circular tensors
 linear_attention_linear linear_attention_gated linear_attention_gated_per_head_decay linear_attention_delta
 linear_attention_gated_delta_gqa linear_attention_gated_delta_mqa linear_attention_decode_step
 linear_attention_prefill_with_past linear_attention_explicit_scale linear_attention_gated_delta_beta_scalar
+maxunpool_export_without_output_shape
 """.split()
 
 #: cases whose inputs after the first (k, depth, axes, shape) are made initializers holding the case's
@@ -50,7 +51,7 @@ center_crop_pad_crop center_crop_pad_pad center_crop_pad_crop_and_pad center_cro
 center_crop_pad_crop_negative_axes_hwc center_crop_pad_crop_axes_chw
 reduce_sum_square_do_not_keepdims_random reduce_sum_square_keepdims_random reduce_sum_square_negative_axes_keepdims_random
 reduce_sum_square_default_axes_keepdims_random reduce_log_sum_desc_axes reduce_log_sum_asc_axes reduce_log_sum_default
-reduce_log_sum_negative_axes
+reduce_log_sum_negative_axes maxunpool_export_with_output_shape
 """.split() + ["*" + n for n in """
 hannwindow hannwindow_symmetric hammingwindow hammingwindow_symmetric blackmanwindow blackmanwindow_symmetric
 """.split()]

@@ -35,7 +35,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_carried, onnx_need, onnx_rank
+from ._common import onnx_carried, onnx_ints, onnx_need, onnx_rank
 
 # The convolution readers' attribute helpers, and deconv (a debox is written as one).
 from .sliding_conv import _onnx_AUTO, _padding, _spatial, deconv_to_onnx
@@ -259,6 +259,37 @@ def _onnx_dilated_avg_pool(r, x: Value, data: dict, include: bool) -> Value:
         counts = np.multiply.outer(counts, ((taps >= first) & (taps < last)).sum(axis=1))
     counts = counts.astype(np.float32)  # a window wholly in the padding gives 0 / 0, as the definition
     return r.apply1("Divide", {"auto_broadcast": "numpy"}, [total, const(counts)])
+
+
+@onnx_node("MaxUnpool")
+def _onnx_max_unpool(r, attrs, ins):
+    # zeros of the unpooled shape with X written at the flat positions I (MaxPool's Indices: offsets
+    # into the whole N x C x spatial tensor): a ScatterElements over the flattened output
+    x, idx = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "I")
+    onnx_carried(r, x)
+    if x.shape is None or any(d is None for d in x.shape) or len(x.shape) < 3:
+        raise r.error(f"MaxUnpool needs an input of known shape and rank >= 3 (got {x.shape})")
+    n = len(x.shape) - 2
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * n))
+    pads = list(attrs.get("pads", [0] * (2 * n)))
+    if len(kernel) != n or len(strides) != n or len(pads) != 2 * n:
+        raise r.error(f"kernel_shape {kernel}, strides {strides} and pads {pads} do not fit {n} spatial axes")
+    shape = list(x.shape[:2]) + [(d - 1) * s + k - p - q for d, s, k, p, q
+                                 in zip(x.shape[2:], strides, kernel, pads[:n], pads[n:], strict=True)]
+    if len(ins) > 2 and ins[2] is not None:
+        want = onnx_ints(r, ins[2], "output_shape")
+        if len(want) != len(shape) or want[:2] != shape[:2] or any(w < d for w, d in zip(want[2:], shape[2:],
+                                                                                        strict=True)):
+            raise r.error(f"output_shape {want} must keep N and C of {shape} and not shrink its spatial extents")
+        shape = want
+    r.ctx([x]).check_items(shape)
+    flat = const(np.array([-1], np.int64))
+    zeros = const(np.zeros(int(np.prod(shape)), np.float32))
+    y = r.apply1("ScatterElementsUpdate", {"reduction": "none", "use_init_val": True},
+                 [zeros, r.apply1("Reshape", {"special_zero": False}, [idx, flat]),
+                  r.apply1("Reshape", {"special_zero": False}, [x, flat]), const(np.int64(0))], version="opset12")
+    return r.apply1("Reshape", {"special_zero": False}, [y, const(np.array(shape, np.int64))])
 
 
 @onnx_node("GlobalAveragePool", "GlobalMaxPool")
