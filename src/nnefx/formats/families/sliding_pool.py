@@ -264,7 +264,8 @@ def _onnx_dilated_avg_pool(r, x: Value, data: dict, include: bool) -> Value:
 @onnx_node("MaxUnpool")
 def _onnx_max_unpool(r, attrs, ins):
     # zeros of the unpooled shape with X written at the flat positions I (MaxPool's Indices: offsets
-    # into the whole N x C x spatial tensor): a ScatterElements over the flattened output
+    # into the whole N x C x spatial tensor): a ScatterElements over the flattened output; a larger
+    # output_shape gets that block in its low corner (zeros after it, as ONNX's reference does)
     x, idx = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "I")
     onnx_carried(r, x)
     if x.shape is None or any(d is None for d in x.shape) or len(x.shape) < 3:
@@ -277,19 +278,24 @@ def _onnx_max_unpool(r, attrs, ins):
         raise r.error(f"kernel_shape {kernel}, strides {strides} and pads {pads} do not fit {n} spatial axes")
     shape = list(x.shape[:2]) + [(d - 1) * s + k - p - q for d, s, k, p, q
                                  in zip(x.shape[2:], strides, kernel, pads[:n], pads[n:], strict=True)]
+    want = shape
     if len(ins) > 2 and ins[2] is not None:
         want = onnx_ints(r, ins[2], "output_shape")
         if len(want) != len(shape) or want[:2] != shape[:2] or any(w < d for w, d in zip(want[2:], shape[2:],
                                                                                         strict=True)):
             raise r.error(f"output_shape {want} must keep N and C of {shape} and not shrink its spatial extents")
-        shape = want
-    r.ctx([x]).check_items(shape)
+    r.ctx([x]).check_items(want)
     flat = const(np.array([-1], np.int64))
     zeros = const(np.zeros(int(np.prod(shape)), np.float32))
     y = r.apply1("ScatterElementsUpdate", {"reduction": "none", "use_init_val": True},
                  [zeros, r.apply1("Reshape", {"special_zero": False}, [idx, flat]),
                   r.apply1("Reshape", {"special_zero": False}, [x, flat]), const(np.int64(0))], version="opset12")
-    return r.apply1("Reshape", {"special_zero": False}, [y, const(np.array(shape, np.int64))])
+    y = r.apply1("Reshape", {"special_zero": False}, [y, const(np.array(shape, np.int64))])
+    if want != shape:
+        y = r.apply1("Pad", {"pad_mode": "constant"},
+                     [y, const(np.zeros(len(shape), np.int64)), const(np.array(want, np.int64) - np.array(shape)),
+                      const(np.float32(0))], version="opset12")
+    return y
 
 
 @onnx_node("GlobalAveragePool", "GlobalMaxPool")
