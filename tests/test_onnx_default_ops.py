@@ -39,7 +39,7 @@ swiglu swiglu_alpha swiglu_expanded tensorscatter tensorscatter_circular tensors
 linear_attention_linear linear_attention_gated linear_attention_gated_per_head_decay linear_attention_delta
 linear_attention_gated_delta_gqa linear_attention_gated_delta_mqa linear_attention_decode_step
 linear_attention_prefill_with_past linear_attention_explicit_scale linear_attention_gated_delta_beta_scalar
-maxunpool_export_without_output_shape
+maxunpool_export_without_output_shape maxpool_with_argmax_2d_precomputed_pads maxpool_with_argmax_2d_precomputed_strides
 """.split()
 
 #: cases whose inputs after the first (k, depth, axes, shape) are made initializers holding the case's

@@ -169,11 +169,11 @@ def _onnx_pool(r, attrs, ins):
             "pads_end": p[n:], "rounding_type": "ceil_torch" if attrs.get("ceil_mode", 0) else "floor",
             "auto_pad": _onnx_AUTO.get(attrs.get("auto_pad", "NOTSET"), "?")}
     if r.node.op_type == "MaxPool":
-        if attrs.get("storage_order", 0):
-            raise r.error("storage_order=1 is not supported")
         data["dilations"] = list(attrs.get("dilations", [1] * n))
-        n_out = len(r.node.output)
-        return r.apply("MaxPool", data, [x], n_out=n_out)
+        if len(r.node.output) > 1 and r.node.output[1]:
+            return [r.apply1("MaxPool", data, [x]),
+                    _onnx_max_pool_indices(r, x, data, int(attrs.get("storage_order", 0)))]
+        return r.apply("MaxPool", data, [x], n_out=len(r.node.output))
     include = bool(attrs.get("count_include_pad", 0))
     if any(d != 1 for d in attrs.get("dilations", [1] * n)):
         data["dilations"] = list(attrs["dilations"])
@@ -259,6 +259,45 @@ def _onnx_dilated_avg_pool(r, x: Value, data: dict, include: bool) -> Value:
         counts = np.multiply.outer(counts, ((taps >= first) & (taps < last)).sum(axis=1))
     counts = counts.astype(np.float32)  # a window wholly in the padding gives 0 / 0, as the definition
     return r.apply1("Divide", {"auto_broadcast": "numpy"}, [total, const(counts)])
+
+
+def _onnx_max_pool_indices(r, x: Value, data: dict, storage_order: int) -> Value:
+    """MaxPool's Indices: the flat offset of each window's first maximum in the whole input,
+    spatial positions row-major (storage_order 0) or column-major (1); padding never wins.
+    From NNEF argmax_pool's index inside the window (row-major): each spatial position is
+    window start + (window index digit) * dilation."""
+    if storage_order not in (0, 1):
+        raise r.error(f"storage_order = {storage_order} must be 0 or 1")
+    onnx_carried(r, x)
+    if x.shape is None or any(d is None for d in x.shape):
+        raise r.error("MaxPool's Indices output needs a known input shape")
+    c = NodeContext(r.builder, r.node.op_type, r.node.name or f"{r.node.op_type}_{r.index}", data, [x], "opset8",
+                    r.loc(r.where()), where=r.where())
+    xshape, n, kernel, strides, dil, rounding = _pool_common(c)
+    pads = _pool_pads(c, xshape, n, kernel, strides, dil)
+    win = _pool(c, "argmax_pool", c.tensor(0), xshape, kernel, strides, dil, pads, rounding, "ignore", -1.0, {})
+    c.builder.graph.tensors[win].dtype = "integer"
+    found = c.result(win, "i64")
+    out = found.shape[2:]
+    if any(d is None for d in out) or len(c.ops) > 1:
+        raise r.error("MaxPool's Indices output with windows beyond the padded input (ceil_mode) is not supported")
+    spatial = list(xshape[2:])
+    weights = [int(np.prod(spatial[i + 1:])) for i in range(n)] if storage_order == 0 else \
+        [int(np.prod(spatial[:i])) for i in range(n)]
+    nc = int(xshape[0]) * int(xshape[1])
+    # the batch-and-channel part of the offset: (n * C + c) * (product of spatial extents)
+    flat = const((np.arange(nc, dtype=np.int64) * int(np.prod(spatial))).reshape([xshape[0], xshape[1]] + [1] * n))
+
+    def op(kind, a, b):
+        return r.apply1(kind, {"auto_broadcast": "numpy"}, [a, b])
+
+    for i in range(n):
+        digit = op("FloorMod", op("Divide", found, const(np.int64(np.prod(kernel[i + 1:])))), const(np.int64(kernel[i])))
+        start = (np.arange(out[i], dtype=np.int64) * strides[i] - pads[i][0]).reshape([1, 1] + [out[i] if j == i else 1
+                                                                                           for j in range(n)])
+        pos = op("Add", const(start), op("Multiply", digit, const(np.int64(dil[i]))))
+        flat = op("Add", flat, op("Multiply", pos, const(np.int64(weights[i]))))
+    return flat
 
 
 @onnx_node("MaxUnpool")
