@@ -177,3 +177,24 @@ def test_bit_cast_kernels_on_the_node_suite(suite):
             got = kernel(x, to=to)
             assert got.dtype == want.dtype and got.shape == want.shape, name
             assert got.tobytes() == want.tobytes(), name
+
+
+@pytest.mark.parametrize("backend", ["fast", "formal"])
+def test_einsum_equations_in_float32(suite, backend, tmp_path):
+    # the node suite's float64 Einsum cases (implicit output, ellipses, a batch diagonal, an inner
+    # product, a scalar) with their data in float32, which the reader returns as declared
+    names = [n for n in suite if n.startswith("einsum_") and "bfloat16" not in n]
+    assert {"einsum_inner_prod", "einsum_batch_diagonal", "einsum_scalar"} <= set(names)
+    for name in names:
+        case = suite[name]
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)
+        for vi in list(model.graph.input) + list(model.graph.output):
+            assert vi.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+            vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        session = Session(nnefx.load(_model(suite, name, tmp_path, model)), backend)
+        (inputs, (want,)) = case.data_sets[0]
+        got = next(iter(session.run({i.name: x.astype(np.float32) for i, x in zip(session.inputs, inputs,
+                                                                                    strict=True)}).values()))
+        assert got.dtype == np.float32 and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -8,6 +8,8 @@ Specifications: OpenVINO opset docs: MatMul-1, Einsum-7, ScaledDotProductAttenti
 from __future__ import annotations
 
 import math
+import re
+import string
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const, dtype_of
-from ._common import onnx_carried, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
+from ._common import onnx_carried, onnx_emit, onnx_kept_etypes, onnx_need, onnx_rank, onnx_write
 
 # ================================================================================================
 # Reading
@@ -169,7 +171,39 @@ def _onnx_gemm(r, attrs, ins):
 
 @onnx_node("Einsum")
 def _onnx_einsum(r, attrs, ins):
-    return r.apply1("Einsum", {"equation": attrs["equation"]}, [v for v in ins if v is not None], version="opset7")
+    xs = [v for v in ins if v is not None]
+    onnx_carried(r, *xs)
+    equation = _explicit_einsum(r, attrs["equation"], [onnx_rank(r, v) for v in xs])
+    return r.apply1("Einsum", {"equation": equation}, xs, version="opset7")
+
+
+def _explicit_einsum(r, equation: str, ranks: list[int]) -> str:
+    """``equation`` with its ellipses spelled as letters (right-aligned, numpy's broadcasting) and
+    its output explicit: in implicit mode (no ``->``), the ellipsis axes then the labels that
+    occur once, alphabetically (ONNX Einsum)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    specs = lhs.split(",")
+    if len(specs) != len(ranks) or not re.fullmatch(r"[A-Za-z.,]*(->[A-Za-z.]*)?", eq):
+        raise r.error(f"Einsum equation '{equation}' does not fit {len(ranks)} inputs of letters and ellipses")
+    free = iter(c for c in string.ascii_letters if c not in eq)
+    widths = []
+    for spec, rank in zip(specs, ranks, strict=True):
+        named = len(spec.replace("...", ""))
+        if spec.count("...") > 1 or "." in spec.replace("...", "") or ("..." not in spec and named != rank) \
+                or named > rank:
+            raise r.error(f"Einsum term '{spec}' does not fit an input of rank {rank}")
+        widths.append(rank - named if "..." in spec else 0)
+    ellipsis = "".join(next(free) for _ in range(max(widths, default=0)))
+    specs = [spec.replace("...", ellipsis[len(ellipsis) - w:]) for spec, w in zip(specs, widths, strict=True)]
+    if arrow:
+        if rhs.count("...") > 1 or "." in rhs.replace("...", ""):
+            raise r.error(f"Einsum output '{rhs}' is not letters and one ellipsis")
+        out = rhs.replace("...", ellipsis)
+    else:
+        labels = "".join(specs)
+        out = ellipsis + "".join(sorted(c for c in set(labels) if labels.count(c) == 1 and c not in ellipsis))
+    return ",".join(specs) + "->" + out
 
 
 # --- ONNX operators of the onnx domain (ops/onnx/attention.py, ops/onnx/arith.py) ----------------
