@@ -198,3 +198,31 @@ def test_einsum_equations_in_float32(suite, backend, tmp_path):
                                                                                     strict=True)}).values()))
         assert got.dtype == np.float32 and got.shape == want.shape, name
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_matches_the_reference_and_round_trips(mode, ratio, tmp_path):
+    # RoIs partly outside the input (0 beyond one pixel), a degenerate one, adaptive grids
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 9, 7)).astype(np.float32)
+    rois = np.array([[0, 0, 6, 8], [-3, -2, 4, 3], [2.5, 1.5, 9.5, 12], [3, 3, 3, 3], [1, 2, 5.5, 4]], np.float32)
+    idx = np.array([0, 1, 1, 0, 1], np.int64)
+    node = helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], mode=mode, output_height=3, output_width=2,
+                            sampling_ratio=ratio, spatial_scale=0.9)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [onnx.numpy_helper.from_array(rois, "rois"), onnx.numpy_helper.from_array(idx, "idx")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    loaded = nnefx.load(_model({}, "roi", tmp_path, model))
+    for backend in ("fast", "formal"):
+        got = Session(loaded, backend).run({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=backend)
+    back = os.path.join(tmp_path, "back.onnx")
+    nnefx.save(loaded, back)
+    assert [n.op_type for n in onnx.load(back).graph.node].count("RoiAlign") == 1
+    np.testing.assert_allclose(Session(nnefx.load(back), "fast").run({"x": x})["y"], want, rtol=1e-5, atol=1e-6)

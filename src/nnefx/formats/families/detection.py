@@ -27,8 +27,9 @@ from ..onnx.spelling import F32, I64
 from ..onnx.writer import ExportContext as OnnxContext
 from ..onnx.writer import tensor_type
 from ..reading.context import NodeContext
-from ..reading.registry import ANY, operator
+from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, element_type
+from ._common import onnx_carried, onnx_need
 
 # ================================================================================================
 # Reading
@@ -106,6 +107,26 @@ def _prior_box_clustered(ctx: NodeContext):
              "offset": ctx.float("offset", 0.5), "variance": ctx.floats("variance", []),
              "step": ctx.float("step", 0.0), "step_w": ctx.float("step_w", 0.0), "step_h": ctx.float("step_h", 0.0)}
     return _fold_prior(ctx, "ir_prior_box_clustered", attrs)
+
+
+# --- ONNX RoiAlign (its own operation: ONNX's border and max rules differ from NNEF's) ------------
+
+@onnx_node("RoiAlign")
+def _onnx_roi_align(r, attrs, ins):
+    x, rois, idx = onnx_need(r, ins, 0, "X"), onnx_need(r, ins, 1, "rois"), onnx_need(r, ins, 2, "batch_indices")
+    onnx_carried(r, x, rois)
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel" if r.opset >= 16 else "output_half_pixel")
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise r.error(f"unknown coordinate_transformation_mode '{ctm}' (known: half_pixel, output_half_pixel)")
+    c = r.ctx([x, rois, idx])
+    index = c.tensor(2) if idx.etype == "i64" else c.emit1("convert_element_type", {"input": c.tensor(2)},
+                                                           {"destination_type": "i64"}, dtype="integer")
+    y = c.emit1("onnx_roi_align", {"input": c.tensor(0), "rois": c.tensor(1), "batch_indices": index},
+                {"mode": attrs.get("mode", "avg"), "output_height": int(attrs.get("output_height", 1)),
+                 "output_width": int(attrs.get("output_width", 1)),
+                 "sampling_ratio": int(attrs.get("sampling_ratio", 0)),
+                 "spatial_scale": float(attrs.get("spatial_scale", 1.0)), "half_pixel": ctm == "half_pixel"})
+    return c.result(y, x.etype)
 
 
 # ================================================================================================
@@ -439,6 +460,16 @@ def ir_prior_box_clustered_to_ir(ctx: IRContext, op: Operation) -> None:
 def roi_resample_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), resample(ctx, op, [int(s) for s in op.attribs["output_size"]],
                                str(op.attribs.get("method", "symmetric"))))
+
+
+@to_onnx("onnx_roi_align")
+def onnx_roi_align_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    a = op.attribs
+    ctx.bind(out(op), ctx.node("RoiAlign", [ctx.ref(op.inputs[k]) for k in ("input", "rois", "batch_indices")],
+                               ctx.dims(out(op)), mode=str(a["mode"]), output_height=int(a["output_height"]),
+                               output_width=int(a["output_width"]), sampling_ratio=int(a["sampling_ratio"]),
+                               spatial_scale=float(a["spatial_scale"]),
+                               coordinate_transformation_mode="half_pixel" if a["half_pixel"] else "output_half_pixel"))
 
 
 @to_onnx("avg_roi_align", "max_roi_align")
