@@ -54,6 +54,7 @@ reduce_sum_square_default_axes_keepdims_random reduce_log_sum_desc_axes reduce_l
 reduce_log_sum_negative_axes maxunpool_export_with_output_shape
 """.split() + ["*" + n for n in """
 hannwindow hannwindow_symmetric hammingwindow hammingwindow_symmetric blackmanwindow blackmanwindow_symmetric
+melweightmatrix
 """.split()]
 
 #: cases refused with a located error naming the node, and a word of the reason
@@ -66,6 +67,7 @@ REFUSED = {
     "causal_conv_with_state_kernel_size_one": "k = 1 is empty",
     "linear_attention_fp16": "f16 data is not supported",
     "bitcast_float32_to_int32": "i32 data is not supported",
+    "bernoulli": "draws random numbers",
 }
 
 

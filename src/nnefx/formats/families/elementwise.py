@@ -531,6 +531,13 @@ def _onnx_inverse_hyperbolic(r, attrs, ins):
     return r.apply1(r.node.op_type, {}, [onnx_need(r, ins, 0, "input")])
 
 
+@onnx_node("Bernoulli", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial")
+def _onnx_random(r, attrs, ins):
+    # refused by name: their outputs are random draws, which no other runtime reproduces
+    raise r.error(f"{r.node.op_type} draws random numbers; random operations are not supported (their results "
+                  "cannot be reproduced or compared)")
+
+
 @onnx_node("BitCast")
 def _onnx_bit_cast(r, attrs, ins):
     x = onnx_need(r, ins, 0, "input")

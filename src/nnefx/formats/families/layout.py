@@ -481,6 +481,44 @@ def _onnx_window(r, attrs, ins):
     return const(np.asarray(w).astype(_ETYPE_NUMPY[et]))
 
 
+@onnx_node("MelWeightMatrix")
+def _onnx_mel_weight_matrix(r, attrs, ins):
+    # ONNX MelWeightMatrix (opset 17), as its reference runtime reads the definition: num_mel_bins
+    # + 2 points equally spaced on the mel scale mel(f) = 2595 log10(1 + f / 700) from the lower to
+    # the upper edge (step = span / (num_mel_bins + 2)), each mapped to the spectrogram bin
+    # floor((dft_length + 1) f / sample_rate); column i is the triangle rising from point i to
+    # point i + 1 (peak 1) and falling to point i + 2.  Known once the five scalars are.
+    def scalar(i: int, what: str) -> float:
+        return float(np.asarray(onnx_const(r, onnx_need(r, ins, i, what), what)).reshape(-1)[0])
+
+    bins, dft, rate = (int(scalar(i, w)) for i, w in ((0, "num_mel_bins"), (1, "dft_length"), (2, "sample_rate")))
+    low, high = scalar(3, "lower_edge_hertz"), scalar(4, "upper_edge_hertz")
+    if bins < 1 or dft < 1 or rate < 1 or not 0 <= low <= high:
+        raise r.error(f"num_mel_bins {bins}, dft_length {dft}, sample_rate {rate} must be positive and "
+                      f"0 <= lower_edge_hertz {low} <= upper_edge_hertz {high}")
+    et = r.etype_code(int(attrs.get("output_datatype", 1)))
+    if et not in CARRIED_ETYPES:
+        raise r.error(f"MelWeightMatrix of element type {et} is not supported (supported: {', '.join(CARRIED_ETYPES)})")
+    spectrum = dft // 2 + 1
+    r.ctx([]).check_items([spectrum, bins])
+    mel_low, mel_high = (2595.0 * math.log10(1.0 + f / 700.0) for f in (low, high))
+    mels = mel_low + np.arange(bins + 2) * ((mel_high - mel_low) / (bins + 2))
+    hertz = 700.0 * (10.0 ** (mels / 2595.0) - 1.0)
+    points = np.floor((dft + 1) * hertz / rate).astype(np.int64)
+    if points.min() < 0 or points.max() >= spectrum:
+        raise r.error(f"the mel points reach spectrogram bin {int(points.max())}, beyond the {spectrum} bins")
+    w = np.zeros((spectrum, bins))
+    for i in range(bins):
+        left, centre, right = (int(p) for p in points[i:i + 3])
+        if centre == left:
+            w[centre, i] = 1.0
+        else:
+            w[left:centre + 1, i] = (np.arange(left, centre + 1) - left) / (centre - left)
+        if right > centre:
+            w[centre:right, i] = (right - np.arange(centre, right)) / (right - centre)
+    return const(w.astype(_ETYPE_NUMPY[et]))
+
+
 @onnx_node("ReverseSequence")
 def _onnx_reverse_sequence(r, attrs, ins):
     # out[.., t, .., b, ..] = x[.., L[b] - 1 - t, .., b, ..] for t < L[b], else x itself: a
