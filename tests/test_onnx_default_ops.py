@@ -228,3 +228,20 @@ def test_roi_align_matches_the_reference_and_round_trips(mode, ratio, tmp_path):
     nnefx.save(loaded, back)
     assert [n.op_type for n in onnx.load(back).graph.node].count("RoiAlign") == 1
     np.testing.assert_allclose(Session(nnefx.load(back), "fast").run({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["fast", "formal"])
+def test_pad_wrap_matches_numpy(backend, tmp_path):
+    # pads larger than the extent wrap more than once; a negative pad crops
+    from onnx import TensorProto, helper
+
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    pads = np.array([0, 4, -1, 1, 2, 6], np.int64)
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [onnx.numpy_helper.from_array(pads, "pads")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    want = np.pad(x, [(0, 1), (4, 2), (0, 6)], mode="wrap")[:, :, 1:]
+    got = Session(nnefx.load(_model({}, "wrap", tmp_path, model)), backend).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, want)

@@ -403,12 +403,28 @@ def _onnx_range(r, attrs, ins):
     return r.apply1("Range", {"output_type": vals[0].etype}, vals, version="opset4")
 
 
+def _onnx_pad_wrap(r, x, before: list[int], after: list[int]):
+    """Pad mode 'wrap' (circular): along each padded axis of extent n, output item j is input item
+    (j - before) mod n, a Gather of load-time indices (negative pads crop)."""
+    onnx_carried(r, x)
+    for axis, (b, e) in enumerate(zip(before, after, strict=True)):
+        if not b and not e:
+            continue
+        n = x.shape[axis]
+        if n is None or n < 1 or n + b + e < 1:
+            raise r.error(f"Pad mode 'wrap' needs a known, non-empty extent and result along axis {axis} "
+                          f"(extent {n}, pads {b} and {e})")
+        idx = (np.arange(n + b + e, dtype=np.int64) - b) % n
+        x = r.apply1("Gather", {"batch_dims": 0}, [x, const(idx), const(np.int64(axis))])
+    return x
+
+
 @onnx_node("Pad")
 def _onnx_pad(r, attrs, ins):
     x = onnx_need(r, ins, 0, "data")
     rank = onnx_rank(r, x)
     mode = attrs.get("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise r.error(f"Pad mode '{mode}' is not supported")
     if r.opset < 11:
         pads, value = list(attrs.get("pads", attrs.get("paddings", []))), float(attrs.get("value", 0.0))
@@ -426,6 +442,8 @@ def _onnx_pad(r, attrs, ins):
     pb, pe = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         pb[a], pe[a] = pads[i], pads[len(axes) + i]
+    if mode == "wrap":
+        return _onnx_pad_wrap(r, x, pb, pe)
     dt = x.const.dtype if x.is_const else (np.float32 if x.etype == "f32" else np.int64)
     return r.apply1("Pad", {"pad_mode": mode}, [x, const(np.array(pb, np.int64)), const(np.array(pe, np.int64)),
                                              const(np.asarray(value).astype(dt))], version="opset1")
