@@ -106,18 +106,19 @@ def test_dynamic_inputs_stay_unknown_or_take_a_shape(tmp_path):
         nnefx.load(str(p), input_shapes={"x": (2, 3), "nope": (1,)})
 
 
-def test_unsupported_attribute_and_unused_indices(tmp_path):
-    nodes = [helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap", name="padder")]
+def test_unsupported_attribute_and_pool_indices(tmp_path):
+    nodes = [helper.make_node("Pad", ["x", "p"], ["y"], mode="mirror", name="padder")]
     p = _save(tmp_path, nodes, [_vi("x", [2, 3])], [_vi("y", None)],
               [numpy_helper.from_array(np.array([1, 1, 1, 1], np.int64), "p")])
     with pytest.raises(NNEFXError) as e:
         nnefx.load(str(p))
-    assert "node 0 'padder' (Pad)" in str(e.value) and "wrap" in str(e.value)
-    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], name="mp")]
+    assert "node 0 'padder' (Pad)" in str(e.value) and "mirror" in str(e.value)
+    # MaxPool's indices output: flat offsets of each window's maximum (it used to be refused)
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], strides=[2, 2], name="mp")]
     p = _save(tmp_path, nodes, [_vi("x", [1, 1, 4, 4])], [_vi("y", None), _vi("idx", None, TensorProto.INT64)])
-    with pytest.raises(NNEFXError) as e:
-        nnefx.load(str(p))
-    assert "indices" in str(e.value)
+    x = np.array([[[[1, 5, 2, 0], [3, 4, 8, 1], [0, 0, 0, 9], [7, 0, 0, 0]]]], np.float32)
+    out = nnefx.Session(nnefx.load(str(p))).run({"x": x})
+    assert out["idx"].tolist() == [[[[1, 6], [12, 11]]]]
 
 
 def test_saving_onnx_writes_it_again(tmp_path):
