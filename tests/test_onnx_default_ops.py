@@ -40,6 +40,7 @@ linear_attention_linear linear_attention_gated linear_attention_gated_per_head_d
 linear_attention_gated_delta_gqa linear_attention_gated_delta_mqa linear_attention_decode_step
 linear_attention_prefill_with_past linear_attention_explicit_scale linear_attention_gated_delta_beta_scalar
 maxunpool_export_without_output_shape maxpool_with_argmax_2d_precomputed_pads maxpool_with_argmax_2d_precomputed_strides
+dropout_default_mask dropout_default_mask_ratio
 """.split()
 
 #: cases whose inputs after the first (k, depth, axes, shape) are made initializers holding the case's

@@ -443,7 +443,11 @@ def _onnx_identity(r, attrs, ins):
     if r.node.op_type == "Dropout":
         _check_inference_dropout(r, attrs, ins)
     if r.node.op_type == "Dropout" and len(r.node.output) > 1 and r.node.output[1]:
-        return [x, Value(unsupported="the mask output of Dropout is not supported")]
+        # inference keeps every element: the mask is all true
+        if x.shape is None or any(d is None for d in x.shape):
+            return [x, Value(unsupported="the mask output of Dropout needs a known input shape")]
+        r.ctx([x]).check_items(x.shape)
+        return [x, const(np.ones(x.shape, np.bool_))]
     return x
 
 
