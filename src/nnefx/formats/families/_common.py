@@ -167,10 +167,6 @@ def onnx_scalar_like(v: Value, number: float) -> Value:
     return Value(const=np.asarray(number, dtype=numpy_dtype(et)), etype=v.etype, shape=())
 
 
-#: The element types the readers below return as declared (:data:`KEPT_ETYPES`).
-CARRIED_ETYPES = KEPT_ETYPES
-
-
 def onnx_carried(r: Any, *values: Value) -> None:
     """Refuse, located, data whose element type the readers' operations would not return as is.
 
@@ -179,6 +175,6 @@ def onnx_carried(r: Any, *values: Value) -> None:
     type than the ONNX model declares: refused, never returned in a silently different type.
     """
     for v in values:
-        if v is not None and v.etype not in CARRIED_ETYPES:
+        if v is not None and v.etype not in KEPT_ETYPES:
             raise r.error(f"{r.node.op_type} of {v.etype} data is not supported (supported element types: "
-                          f"{', '.join(CARRIED_ETYPES)})")
+                          f"{', '.join(KEPT_ETYPES)})")

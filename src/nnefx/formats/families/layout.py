@@ -37,7 +37,7 @@ from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import const, dtype_of, element_type, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
 from ._common import (
-    CARRIED_ETYPES,
+    KEPT_ETYPES,
     onnx_carried,
     onnx_const,
     onnx_emit,
@@ -469,8 +469,8 @@ def _onnx_eye_like(r, attrs, ins):
     if x.shape is None or len(x.shape) != 2 or any(d is None for d in x.shape):
         raise r.error(f"EyeLike needs a rank-2 input of known shape (got {x.shape})")
     et = r.etype_code(int(attrs["dtype"])) if "dtype" in attrs else x.etype
-    if et not in CARRIED_ETYPES:
-        raise r.error(f"EyeLike of element type {et} is not supported (supported: {', '.join(CARRIED_ETYPES)})")
+    if et not in KEPT_ETYPES:
+        raise r.error(f"EyeLike of element type {et} is not supported (supported: {', '.join(KEPT_ETYPES)})")
     r.ctx([x]).check_items(x.shape)
     return const(np.eye(x.shape[0], x.shape[1], int(attrs.get("k", 0)), dtype=_ETYPE_NUMPY[et]))
 
@@ -488,9 +488,9 @@ def _onnx_window(r, attrs, ins):
     if len(size) != 1 or size[0] < 1:
         raise r.error(f"size {size} must be one value of at least 1")
     et = r.etype_code(int(attrs.get("output_datatype", 1)))
-    if et not in CARRIED_ETYPES:
+    if et not in KEPT_ETYPES:
         raise r.error(f"{r.node.op_type} of element type {et} is not supported (supported: "
-                      f"{', '.join(CARRIED_ETYPES)})")
+                      f"{', '.join(KEPT_ETYPES)})")
     n = size[0]
     r.ctx([]).check_items([n])
     period = n if attrs.get("periodic", 1) else n - 1
@@ -515,8 +515,8 @@ def _onnx_mel_weight_matrix(r, attrs, ins):
         raise r.error(f"num_mel_bins {bins}, dft_length {dft}, sample_rate {rate} must be positive and "
                       f"0 <= lower_edge_hertz {low} <= upper_edge_hertz {high}")
     et = r.etype_code(int(attrs.get("output_datatype", 1)))
-    if et not in CARRIED_ETYPES:
-        raise r.error(f"MelWeightMatrix of element type {et} is not supported (supported: {', '.join(CARRIED_ETYPES)})")
+    if et not in KEPT_ETYPES:
+        raise r.error(f"MelWeightMatrix of element type {et} is not supported (supported: {', '.join(KEPT_ETYPES)})")
     spectrum = dft // 2 + 1
     r.ctx([]).check_items([spectrum, bins])
     mel_low, mel_high = (2595.0 * math.log10(1.0 + f / 700.0) for f in (low, high))

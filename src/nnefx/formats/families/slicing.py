@@ -36,7 +36,7 @@ from ..reading.conventions import (
 )
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Value, const, dtype_of, nnef_dtype
-from ._common import CARRIED_ETYPES, onnx_carried, onnx_const, onnx_need, onnx_scalar_like
+from ._common import KEPT_ETYPES, onnx_carried, onnx_const, onnx_need, onnx_scalar_like
 
 # ================================================================================================
 # Reading
@@ -317,7 +317,7 @@ def _onnx_one_hot(r, attrs, ins):
         whole = r.apply1("Equal", {"auto_broadcast": "numpy"}, [r.apply1("Floor", {}, [idx]), idx])
         idx = r.apply1("Select", {"auto_broadcast": "numpy"}, [whole, idx, onnx_scalar_like(idx, -depth - 1)])
         idx = r.apply1("Convert", {"destination_type": "i64"}, [idx])
-    elif idx.etype not in CARRIED_ETYPES:
+    elif idx.etype not in KEPT_ETYPES:
         idx = r.apply1("Convert", {"destination_type": "i64"}, [idx])
     below = r.apply1("Less", {"auto_broadcast": "numpy"}, [idx, onnx_scalar_like(idx, 0)])
     idx = r.apply1("Select", {"auto_broadcast": "numpy"},
