@@ -167,14 +167,16 @@ def onnx_scalar_like(v: Value, number: float) -> Value:
     return Value(const=np.asarray(number, dtype=numpy_dtype(et)), etype=v.etype, shape=())
 
 
-def onnx_carried(r: Any, *values: Value) -> None:
+def onnx_carried(r: Any, *values: Value, floating: bool = False) -> None:
     """Refuse, located, data whose element type the readers' operations would not return as is.
 
     Readers built on the abstract NNEF types compute float16/float64/int32... data in their
     type's default element type (float32, int64), so their results would come back in another
     type than the ONNX model declares: refused, never returned in a silently different type.
+    ``floating``: only floating-point data (of the kept types: float32) is meant.
     """
+    kept = ("f32",) if floating else KEPT_ETYPES
     for v in values:
-        if v is not None and v.etype not in KEPT_ETYPES:
+        if v is not None and v.etype not in kept:
             raise r.error(f"{r.node.op_type} of {v.etype} data is not supported (supported element types: "
-                          f"{', '.join(KEPT_ETYPES)})")
+                          f"{', '.join(kept)})")

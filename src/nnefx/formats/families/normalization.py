@@ -318,9 +318,7 @@ def _onnx_instance_norm(r, attrs, ins):
 def _onnx_lp_normalization(r, attrs, ins):
     # x / ||x||_p along axis, 0 where the norm is 0
     x = onnx_need(r, ins, 0, "input")
-    onnx_carried(r, x)
-    if x.etype != "f32":
-        raise r.error(f"LpNormalization of {x.etype} data is not supported")
+    onnx_carried(r, x, floating=True)
     p = int(attrs.get("p", 2))
     if p not in (1, 2):
         raise r.error(f"p = {p} must be 1 or 2")
@@ -338,9 +336,7 @@ def _onnx_lp_normalization(r, attrs, ins):
 def _onnx_mvn(r, attrs, ins):
     # (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), the operator's function body
     x = onnx_need(r, ins, 0, "X")
-    onnx_carried(r, x)
-    if x.etype != "f32":
-        raise r.error(f"MeanVarianceNormalization of {x.etype} data is not supported")
+    onnx_carried(r, x, floating=True)
     axes = const(np.array(norm_axes(r, list(attrs.get("axes", [0, 2, 3])), onnx_rank(r, x)), np.int64))
 
     def mean(v):

@@ -226,9 +226,7 @@ def _onnx_reduce_sum_square(r, attrs, ins):
 @onnx_node("ReduceLogSum")
 def _onnx_reduce_log_sum(r, attrs, ins):
     x = onnx_need(r, ins, 0, "data")
-    onnx_carried(r, x)
-    if x.etype != "f32":
-        raise r.error(f"ReduceLogSum of {x.etype} data is not supported (it is defined for floating-point data)")
+    onnx_carried(r, x, floating=True)
     return r.apply1("Log", {}, [_onnx_reduce(r, attrs, ins, x, "ReduceSum")])
 
 
@@ -237,9 +235,7 @@ def _onnx_reduce_log_sum_exp(r, attrs, ins):
     # log(sum(exp(x - m))) + m with m the maximum over the finite items (ONNX's reference does the
     # same): exact where exp(x) would overflow float32, and +inf items still give +inf.
     x = onnx_need(r, ins, 0, "data")
-    onnx_carried(r, x)
-    if x.etype != "f32":
-        raise r.error(f"ReduceLogSumExp of {x.etype} data is not supported (it is defined for floating-point data)")
+    onnx_carried(r, x, floating=True)
     keep = {**attrs, "keepdims": 1}
     finite = r.apply1("Select", {"auto_broadcast": "numpy"},
                       [r.apply1("IsInf", {}, [x], version="opset10"), const(np.float32(-np.inf)), x])

@@ -225,9 +225,7 @@ def _onnx_window_sum(r, x: Value, data: dict) -> tuple[Value, list[tuple[int, in
 def _onnx_lp_pool(r, attrs, ins):
     # (sum over the window of |x|^p)^(1/p); padding adds nothing to the sum
     x = onnx_need(r, ins, 0, "X")
-    onnx_carried(r, x)
-    if x.etype != "f32":
-        raise r.error(f"LpPool of {x.etype} data is not supported")
+    onnx_carried(r, x, floating=True)
     n = onnx_rank(r, x) - 2
     p = int(attrs.get("p", 2))
     if p < 1:
