@@ -172,7 +172,6 @@ def _onnx_gemm(r, attrs, ins):
 @onnx_node("Einsum")
 def _onnx_einsum(r, attrs, ins):
     xs = [v for v in ins if v is not None]
-    onnx_carried(r, *xs)
     equation = _explicit_einsum(r, attrs["equation"], [onnx_rank(r, v) for v in xs])
     return r.apply1("Einsum", {"equation": equation}, xs, version="opset7")
 
