@@ -175,8 +175,11 @@ def onnx_carried(r: Any, *values: Value, floating: bool = False) -> None:
     type than the ONNX model declares: refused, never returned in a silently different type.
     ``floating``: only floating-point data (of the kept types: float32) is meant.
     """
-    kept = ("f32",) if floating else KEPT_ETYPES
     for v in values:
-        if v is not None and v.etype not in kept:
+        if v is None:
+            continue
+        is_float = v.etype in ("f16", "bf16", "f32", "f64") or v.etype.startswith("f8")
+        if (floating and not is_float) or not _kept(r, v.etype, False):
+            kept = ("f32",) if floating else KEPT_ETYPES
             raise r.error(f"{r.node.op_type} of {v.etype} data is not supported (supported element types: "
                           f"{', '.join(kept)})")
