@@ -88,6 +88,7 @@ class OnnxReader:
         return Location(self.file, None, None, field)
 
     def read(self) -> Model:
+        self.check_opset()
         self.inferred = self.inferred_shapes()
         self.read_graph()
         graph = self.builder.graph
@@ -132,6 +133,7 @@ class OnnxReader:
                     raise NNEFXError(f"input '{name}' is a {value.kind.replace('_', ' ')}; {node.op_type} takes "
                                      "tensors", self.loc(where))
                 ins.append(value)
+            _check_attribute_types(node, self.opset, self.loc(where))
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
             try:
@@ -149,6 +151,9 @@ class OnnxReader:
             for k, name in enumerate(node.output):
                 if name == "":
                     continue
+                if name in self.values:  # ONNX IR: every name is assigned once (graphs are SSA)
+                    raise NNEFXError(f"output '{name}' is already defined (by an input, an initializer or "
+                                     "an earlier node)", self.loc(where))
                 if k >= len(outs):
                     outs.append(Value(unsupported=f"output {k} of {where} is not supported"))
                 self.values[name] = self.fill_etype(name, self.fill_shape(name, outs[k]), ins)
@@ -201,6 +206,20 @@ class OnnxReader:
         child.builder.graph.name = name
         table[name] = child.builder.graph
         return name
+
+    def check_opset(self) -> None:
+        """The default domain's opset must be one the ONNX operator docs define: between 1 and
+        the newest the installed ``onnx`` package knows (an operator's meaning is looked up there)."""
+        onnx, _, _ = _onnx()
+        newest = onnx.defs.onnx_opset_version()
+        declared = [int(i.version) for i in self.proto.opset_import if i.domain in ("", "ai.onnx")]
+        if not declared and self.proto.ir_version >= 3:
+            raise NNEFXError("the model imports no opset of the default domain ('' / 'ai.onnx')",
+                             self.loc("opset_import"))
+        for version in declared:
+            if not 1 <= version <= newest:
+                raise NNEFXError(f"opset {version} of the default domain is not one this onnx package knows "
+                                 f"(1 to {newest})", self.loc("opset_import"))
 
     def inferred_shapes(self) -> dict[str, tuple]:
         """Static shapes from ONNX's own shape inference (a pure function of the protobuf).
@@ -472,6 +491,25 @@ def _etype_code(code: int, loc: Location) -> str:
         name = _NAMES.get(code)
         raise NNEFXError(f"unsupported ONNX element type {code}{f' ({name})' if name else ''}", loc)
     return _ELEM[code]
+
+
+def _check_attribute_types(node: Any, opset: int, loc: Location) -> None:
+    """Each attribute the operator's schema declares has the declared type (ONNX operator docs;
+    an ``axis`` given as a float or a ``perm`` as a string is refused, not coerced)."""
+    from onnx import AttributeProto, defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:  # noqa: BLE001 - no schema: the operator's reader decides
+        return
+    for a in node.attribute:
+        declared = schema.attributes.get(a.name)
+        if declared is None:
+            continue
+        want = int(declared.type)
+        if a.type != want and not (a.type == AttributeProto.UNDEFINED and a.ref_attr_name):
+            names = AttributeProto.AttributeType.Name
+            raise NNEFXError(f"attribute '{a.name}' must be of type {names(want)}, not {names(a.type)}", loc)
 
 
 def _attr_value(helper: Any, a: Any) -> Any:
