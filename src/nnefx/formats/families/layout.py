@@ -422,6 +422,9 @@ def _onnx_constant_of_shape(r, attrs, ins):
     value = r.tensor_array(attrs["value"]).reshape(-1)[0] if "value" in attrs else np.float32(0)
     if not target.is_const:  # a shape known at run time only (a dynamic batch): the value broadcast to it
         onnx_rank(r, target)
+        if np.asarray(value).dtype not in (np.float32, np.int64, np.bool_):  # what a graph tensor holds
+            raise r.error(f"ConstantOfShape of element type {np.asarray(value).dtype} to a shape known only at "
+                          "run time is not supported")
         y = r.apply1("Broadcast", {"mode": "numpy"}, [const(np.asarray(value)), target], version="opset3")
         if target.sym is not None and y.tensor is not None:  # the known extents of the shape stay known
             y.shape = tuple(None if isinstance(d, Dim) else int(d) for d in target.sym.reshape(-1))
