@@ -302,14 +302,14 @@ def apply_operator(builder: ImportGraph, name: str, location: Location | None, w
                       out_dims=out_dims if out_dims is not None else [None] * n_out, where=where)
     folder = find_fold(kind, version)
     if folder is not None and values and all(v.is_const or v.sym is not None for v in values):
-        folded = _fold_symbolic(sub, fn, folder, values)
+        folded = fold_known(sub, fn, folder, values)
         if folded is not None:
             return folded, []
     res = fn(sub)
     return (res if isinstance(res, list) else [res]), sub.ops
 
 
-def _fold_symbolic(sub: NodeContext, fn: Any, folder: Any, values: list[Value]) -> list[Value] | None:
+def fold_known(sub: NodeContext, fn: Any, folder: Any, values: list[Value], what: str = "node") -> list[Value] | None:
     """Evaluate an operator whose inputs are all known while loading, or None to read it normally.
 
     Fully constant inputs give constants.  Partially known integer vectors (a shape with a
@@ -328,7 +328,7 @@ def _fold_symbolic(sub: NodeContext, fn: Any, folder: Any, values: list[Value]) 
     except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, AttributeError) as exc:
         if symbolic:
             return None
-        raise sub.error(f"cannot evaluate constant node: {exc}") from None
+        raise sub.error(f"cannot evaluate constant {what}: {exc}") from None
     if res is None:
         return None
     outs = res if isinstance(res, list) else [res]
