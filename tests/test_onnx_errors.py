@@ -328,5 +328,5 @@ def test_run_inputs_of_the_wrong_shape_or_element_type_name_both(tmp_path):
         session.run({"x": np.zeros((2, 3), np.int64)})
     p = _save(tmp_path, [helper.make_node("Neg", ["x"], ["y"])], [_vi("x", [2], TensorProto.INT32)],
               [_vi("y", [2], TensorProto.INT32)], name="i.onnx")
-    with pytest.raises(NNEFXError, match=r"input 'x' must be integer.*got float32"):
+    with pytest.raises(NNEFXError, match=r"input 'x' must be .*integer.*got float32"):
         Session(nnefx.load(str(p))).run({"x": np.zeros(2, np.float32)})
