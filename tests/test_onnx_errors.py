@@ -202,3 +202,131 @@ def test_missing_onnx_package_is_explained(tmp_path, monkeypatch):
     with pytest.raises(NNEFXError) as e:
         nnefx.load(str(p))
     assert "pip install nnefx[onnx]" in str(e.value)
+
+
+# --- hostile files: each a located NNEFXError ----------------------------------------------------
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _nesting_bomb(depth):
+    """ModelProto.graph → If node → then_branch graph → ..., ``depth`` times, written by hand
+    (the protobuf library refuses to build it)."""
+    graph = b""
+    for _ in range(depth):
+        attribute = _field(1, b"then_branch") + _field(6, graph) + _varint(20 << 3) + _varint(5)
+        graph = _field(1, _field(4, b"If") + _field(5, attribute))
+    return _varint(1 << 3) + _varint(8) + _field(7, graph)
+
+
+@pytest.mark.parametrize("depth", [60, 5000])
+def test_nesting_bomb_is_refused_by_the_parser(tmp_path, depth):
+    p = tmp_path / "bomb.onnx"
+    p.write_bytes(_nesting_bomb(depth))
+    with pytest.raises(NNEFXError, match="protobuf decoding failed") as e:
+        nnefx.load(str(p))
+    assert "bomb.onnx" in str(e.value)
+
+
+def test_huge_declared_dims(tmp_path):
+    big = TensorProto(name="w", data_type=F, dims=[1 << 40])  # no data behind it
+    p = _save(tmp_path, [helper.make_node("Relu", ["w"], ["y"])], [], [_vi("y", None)], [big])
+    with pytest.raises(NNEFXError, match=r"initializer 'w'.*too large"):
+        nnefx.load(str(p))
+    s = numpy_helper.from_array(np.array([1 << 40], np.int64), "s")
+    p = _save(tmp_path, [helper.make_node("ConstantOfShape", ["s"], ["y"], name="c")], [], [_vi("y", None)], [s])
+    with pytest.raises(NNEFXError, match=r"node 0 'c' \(ConstantOfShape\).*too large"):
+        nnefx.load(str(p))
+    p = _save(tmp_path, [helper.make_node("Tile", ["x", "s"], ["y"], name="t")], [_vi("x", [4])], [_vi("y", None)],
+              [s])
+    with pytest.raises(NNEFXError, match=r"node 0 't' \(Tile\).*more than"):  # refused before allocating
+        Session(nnefx.load(str(p))).run({"x": np.ones(4, np.float32)})
+
+
+def test_raw_data_that_lies_about_its_size(tmp_path):
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.raw_data = w.raw_data[:7]
+    p = _save(tmp_path, [helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], [w])
+    with pytest.raises(NNEFXError, match=r"initializer 'w'.*raw_data holds 7 bytes.*needs 16"):
+        nnefx.load(str(p))
+    w = TensorProto(name="w", data_type=F, dims=[4])
+    w.float_data.extend([1.0, 2.0])
+    p = _save(tmp_path, [helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], [w])
+    with pytest.raises(NNEFXError, match=r"initializer 'w'.*cannot decode"):
+        nnefx.load(str(p))
+
+
+def test_external_data_is_mapped_and_must_hold_the_tensor(tmp_path):
+    (tmp_path / "w.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    p = _external_model(tmp_path, "w.bin", offset=8, length=16)  # within the file: a view of it
+    np.testing.assert_array_equal(Session(nnefx.load(str(p))).run({"x": np.zeros(4, np.float32)})["y"],
+                                  np.arange(2, 6, dtype=np.float32))
+    p = _external_model(tmp_path, "w.bin", offset=0, length=12)  # a length that is not the tensor's
+    with pytest.raises(NNEFXError, match=r"initializer 'w'.*does not hold the 16 bytes"):
+        nnefx.load(str(p))
+
+
+@pytest.mark.parametrize("nodes, message", [
+    ([helper.make_node("Add", ["x", "b"], ["a"], name="n0"), helper.make_node("Relu", ["a"], ["b"], name="n1")],
+     r"node 0 'n0' \(Add\).*'b' is not defined before"),  # a cycle
+    ([helper.make_node("Add", ["x", "a"], ["a"], name="n0")], r"node 0 'n0' \(Add\).*'a' is not defined before"),
+    ([helper.make_node("Add", ["x", "nope"], ["a"], name="n0")], r"'nope' is not defined"),
+    ([helper.make_node("Relu", ["x"], ["a"], name="n0"), helper.make_node("Neg", ["x"], ["a"], name="n1")],
+     r"node 1 'n1' \(Neg\).*output 'a' is already defined"),
+    ([helper.make_node("Relu", ["x"], ["x"], name="n0")], r"node 0 'n0' \(Relu\).*output 'x' is already defined"),
+])
+def test_cycles_undefined_and_reassigned_tensors(tmp_path, nodes, message):
+    p = _save(tmp_path, nodes, [_vi("x", [2])], [_vi("a", [2])])
+    with pytest.raises(NNEFXError, match=message):
+        nnefx.load(str(p))
+
+
+@pytest.mark.parametrize("node, message", [
+    (helper.make_node("Softmax", ["x"], ["y"], axis=1.5, name="c"), "'axis' must be of type INT, not FLOAT"),
+    (helper.make_node("Transpose", ["x"], ["y"], perm="ab", name="c"), "'perm' must be of type INTS, not STRING"),
+    (helper.make_node("LeakyRelu", ["x"], ["y"], alpha="big", name="c"), "'alpha' must be of type FLOAT"),
+    (helper.make_node("Cast", ["x"], ["y"], to="float", name="c"), "'to' must be of type INT, not STRING"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=numpy_helper.from_array(np.array([2, 2], np.int64)),
+                      name="c"), "'kernel_shape' must be of type INTS, not TENSOR"),
+])
+def test_attributes_of_the_wrong_type(tmp_path, node, message):
+    p = _save(tmp_path, [node], [_vi("x", [1, 1, 4, 4])], [_vi("y", None)])
+    with pytest.raises(NNEFXError) as e:
+        nnefx.load(str(p))
+    assert f"node 0 'c' ({node.op_type})" in str(e.value) and message in str(e.value)
+
+
+def test_unknown_domains_and_opsets(tmp_path):
+    node = helper.make_node("Foo", ["x"], ["y"], domain="com.example", name="f")
+    g = helper.make_graph([node], "g", [_vi("x", [2])], [_vi("y", None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    onnx.save(m, str(tmp_path / "dom.onnx"))
+    with pytest.raises(NNEFXError, match=r"node 0 'f' \(Foo\).*domain 'com.example'"):
+        nnefx.load(str(tmp_path / "dom.onnx"))
+    for opset in (0, 999):
+        p = _save(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [_vi("y", [2])], opset=opset)
+        with pytest.raises(NNEFXError, match=rf"opset_import.*opset {opset} of the default domain"):
+            nnefx.load(str(p))
+
+
+def test_run_inputs_of_the_wrong_shape_or_element_type_name_both(tmp_path):
+    p = _save(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    session = Session(nnefx.load(str(p)))
+    with pytest.raises(NNEFXError, match=r"input 'x' must have shape \[2, 3\], got \[3, 2\]"):
+        session.run({"x": np.zeros((3, 2), np.float32)})
+    with pytest.raises(NNEFXError, match=r"input 'x' must be scalar.*got int64"):
+        session.run({"x": np.zeros((2, 3), np.int64)})
+    p = _save(tmp_path, [helper.make_node("Neg", ["x"], ["y"])], [_vi("x", [2], TensorProto.INT32)],
+              [_vi("y", [2], TensorProto.INT32)], name="i.onnx")
+    with pytest.raises(NNEFXError, match=r"input 'x' must be .*integer.*got float32"):
+        Session(nnefx.load(str(p))).run({"x": np.zeros(2, np.float32)})

@@ -16,6 +16,7 @@ tensor).  A refusal names the operation and points at where it came from.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -100,10 +101,28 @@ def format_operation(op: Operation, dialect: str = "final") -> str:
     renames: dict[str, str] = {}
     if dialect == "provisional" and name in _PROVISIONAL_NAMES:
         name, renames = _PROVISIONAL_NAMES[name]
-    args = [format_value(v, tensor=True) for v in op.inputs.values()]
+    order = _parameter_order(op.op)
+    args = []
+    named = False
+    for i, (k, v) in enumerate(op.inputs.items()):
+        # an optional input left out before this one: positions no longer match the
+        # declaration, so from here on arguments are named (NNEF spec, invocation syntax)
+        named = named or (order is not None and (i >= len(order) or order[i] != k))
+        args.append(f"{k} = {format_value(v, tensor=True)}" if named else format_value(v, tensor=True))
     args += [f"{renames.get(k, k)} = {format_value(v)}" for k, v in op.attribs.items()]
     generic = f"<{op.dtype}>" if op.dtype and dialect == "final" else ""
     return f"{_lhs(op.outputs)} = {name}{generic}({', '.join(args)})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _parameter_order(name: str) -> tuple[str, ...] | None:
+    """The declared parameter names of registry operation ``name`` in order (None if unknown)."""
+    from ..ops import registry
+    from ..ops.signature import signature
+
+    entry = registry.find(name)
+    sig = signature(entry.declaration) if entry is not None else None
+    return None if sig is None else tuple(p.name for p in sig.params)
 
 
 def _domain_extensions(graph: Graph) -> list[str]:
@@ -167,7 +186,13 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
     lines.append(f"graph {graph.name}( {', '.join(graph.inputs)} ) -> ( {', '.join(graph.outputs)} )")
     lines.append("{")
     for op in graph.operations:
-        lines.append(f"    {format_operation(op, dialect)}{end}")
+        try:
+            text = format_operation(op, dialect)
+        except NNEFXError as exc:  # a value NNEF has no literal for: named where it came from
+            if exc.location is not None or op.location is None:
+                raise
+            raise NNEFXError(f"cannot write operation '{op.op}' as NNEF: {exc.message}", op.location) from None
+        lines.append(f"    {text}{end}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

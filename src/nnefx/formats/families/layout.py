@@ -13,6 +13,7 @@ docs: ConstantOfShape, Range, Pad, Tile, Expand, DepthToSpace, SpaceToDepth, Tri
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
-from ..reading.values import const, dtype_of, element_type, nnef_dtype, storage_array
+from ..reading.values import Dim, const, dtype_of, element_type, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
 from ._common import (
     KEPT_ETYPES,
@@ -107,7 +108,34 @@ def _broadcast(ctx: NodeContext):
     axes = ctx.const_ints(2, "axes_mapping") if mode == "explicit" else []
     y = ctx.emit1("broadcast_to", {"input": ctx.tensor(0), "shape": ctx.tensor(1)},
                   {"mode": mode, "axes_mapping": axes}, dtype=dt)
+    known = _broadcast_extents(shape, tv.sym if tv.sym is not None else tv.const, mode)
+    t = ctx.builder.graph.tensors[y]
+    if known is not None and (t.shape is None or len(t.shape) == len(known)):
+        t.shape = tuple(k if k is not None else (None if t.shape is None else t.shape[i])
+                        for i, k in enumerate(known))
     return ctx.result(y, v.etype)
+
+
+def _broadcast_extents(shape: tuple | None, target: Any, mode: str) -> tuple | None:
+    """What is known of a run-time broadcast's result shape (None items: known at run time
+    only) from the input's shape and the target's partly known items, or None."""
+    if shape is None or target is None or mode not in ("numpy", "bidirectional"):
+        return None
+    items = [None if isinstance(d, Dim) else int(d) for d in np.asarray(target).reshape(-1)]
+    r = max(len(items), len(shape))
+    full = [1] * (r - len(shape)) + list(shape)
+    tgt = [1] * (r - len(items)) + items
+    if mode == "numpy":
+        return tuple(tgt)
+    out: list[int | None] = []
+    for a, b in zip(full, tgt, strict=True):
+        if b is None:
+            out.append(a if a is not None and a != 1 else None)
+        elif a is None:
+            out.append(b if b != 1 else None)
+        else:
+            out.append(a if b == 1 else b)
+    return tuple(out)
 
 
 @fold("Tile", OPSETS)
@@ -390,10 +418,21 @@ def _space_batch(ctx: NodeContext):
 
 @onnx_node("ConstantOfShape")
 def _onnx_constant_of_shape(r, attrs, ins):
-    shape = onnx_ints(r, onnx_need(r, ins, 0, "input"), "the shape")
+    target = onnx_need(r, ins, 0, "input")
+    value = r.tensor_array(attrs["value"]).reshape(-1)[0] if "value" in attrs else np.float32(0)
+    if not target.is_const:  # a shape known at run time only (a dynamic batch): the value broadcast to it
+        onnx_rank(r, target)
+        if np.asarray(value).dtype not in (np.float32, np.int64, np.bool_):  # what a graph tensor holds
+            raise r.error(f"ConstantOfShape of element type {np.asarray(value).dtype} to a shape known only at "
+                          "run time is not supported")
+        y = r.apply1("Broadcast", {"mode": "numpy"}, [const(np.asarray(value)), target], version="opset3")
+        if target.sym is not None and y.tensor is not None:  # the known extents of the shape stay known
+            y.shape = tuple(None if isinstance(d, Dim) else int(d) for d in target.sym.reshape(-1))
+            r.builder.graph.tensors[y.tensor].shape = y.shape
+        return y
+    shape = onnx_ints(r, target, "the shape")
     c = r.ctx([])
     c.check_items(shape)
-    value = r.tensor_array(attrs["value"]).reshape(-1)[0] if "value" in attrs else np.float32(0)
     return const(np.full(shape, value, dtype=np.asarray(value).dtype))
 
 

@@ -300,11 +300,20 @@ def _onnx_constant(r, attrs, ins):
 @onnx_node("Shape")
 def _onnx_shape(r, attrs, ins):
     x = onnx_need(r, ins, 0, "data")
-    if x.shape is None or any(d is None for d in x.shape):
-        raise r.error("Shape of a tensor whose shape is not known when loading is not supported")
-    dims = np.array(x.shape, np.int64)
     start, end = attrs.get("start", 0), attrs.get("end", None)
-    return const(dims[start:end])
+    if x.shape is not None and all(d is not None for d in x.shape):
+        return const(np.array(x.shape, np.int64)[start:end])
+    if x.shape is None:
+        raise r.error("Shape of a tensor whose rank is not known when loading is not supported")
+    # unknown extents (a dynamic batch) stay symbolic: gathered, concatenated or reshaped by
+    # later nodes while loading, computed at run time only where a node needs the tensor
+    shape = r.apply1("ShapeOf", {"output_type": "i64"}, [x], version="opset3")
+    if (start, end) == (0, None):
+        return shape
+    rank = len(x.shape)
+    lo, hi, _ = slice(start, end).indices(rank)
+    return r.apply1("Gather", {"batch_dims": 0}, [shape, const(np.arange(lo, max(lo, hi), dtype=np.int64)),
+                                                  const(np.int64(0))], version="opset8")
 
 
 @onnx_node("Size")

@@ -19,11 +19,10 @@ import os
 from collections import deque
 from typing import Any
 
-import numpy as np
-
 from ...diagnostics import Location, NNEFXError
 from ...graph import Model, Operation
-from .mapping import Dim, LayerContext, NetGraph, Value, find_fold, find_mapping
+from ..reading.context import fold_known
+from .mapping import LayerContext, NetGraph, Value, find_fold, find_mapping
 from .weights import Weights, element_type, nnef_dtype
 from .xml import Layer, Net, Port
 
@@ -331,45 +330,7 @@ class NetReader:
         shapes) are folded as far as the fold function can go on object arrays; if it cannot
         (arithmetic on an unknown extent), the layer is mapped normally and runs at run time.
         """
-        symbolic = any(v.sym is not None for v in values)
-        arrays = [v.sym if v.sym is not None else v.const for v in values]
-        try:
-            res = folder(ctx, arrays)
-        except NNEFXError:
-            if symbolic:
-                return None
-            raise
-        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, AttributeError) as exc:
-            if symbolic:
-                return None
-            raise NNEFXError(f"cannot evaluate constant layer: {exc}", ctx.location) from None
-        if res is None:
-            return None
-        outs = res if isinstance(res, list) else [res]
-        result: list[Value] = []
-        cache: dict[str, list[Value]] = {}
-
-        def runtime(i: int):
-            def thunk() -> str:
-                if "v" not in cache:
-                    r = fn(ctx)
-                    cache["v"] = r if isinstance(r, list) else [r]
-                return ctx.tensor_of(cache["v"][i])
-            return thunk
-
-        for i, o in enumerate(outs):
-            if isinstance(o, Value):
-                result.append(o)
-                continue
-            arr = np.asarray(o)
-            if arr.dtype == object:
-                if any(isinstance(x, Dim) for x in arr.reshape(-1)):
-                    et = ctx.out_etype(i, default="i64")
-                    result.append(Value(sym=arr, etype=et, shape=tuple(arr.shape), lazy=runtime(i)))
-                    continue
-                arr = arr.astype(np.int64)
-            result.append(ctx.folded(arr))
-        return result
+        return fold_known(ctx, fn, folder, values, what="layer")
 
     def finish_output(self, ctx: LayerContext, index: int, port: Port, value: Value) -> Value:
         """Name the port's tensor after the port, check its shape against the declared dims."""

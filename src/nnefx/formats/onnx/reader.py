@@ -17,6 +17,7 @@ importer creates is bounded by the IR folds' item limit.
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Any
 
@@ -87,6 +88,7 @@ class OnnxReader:
         return Location(self.file, None, None, field)
 
     def read(self) -> Model:
+        self.check_opset()
         self.inferred = self.inferred_shapes()
         self.read_graph()
         graph = self.builder.graph
@@ -131,6 +133,7 @@ class OnnxReader:
                     raise NNEFXError(f"input '{name}' is a {value.kind.replace('_', ' ')}; {node.op_type} takes "
                                      "tensors", self.loc(where))
                 ins.append(value)
+            _check_attribute_types(node, self.opset, self.loc(where))
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
             try:
@@ -148,6 +151,9 @@ class OnnxReader:
             for k, name in enumerate(node.output):
                 if name == "":
                     continue
+                if name in self.values:  # ONNX IR: every name is assigned once (graphs are SSA)
+                    raise NNEFXError(f"output '{name}' is already defined (by an input, an initializer or "
+                                     "an earlier node)", self.loc(where))
                 if k >= len(outs):
                     outs.append(Value(unsupported=f"output {k} of {where} is not supported"))
                 self.values[name] = self.fill_etype(name, self.fill_shape(name, outs[k]), ins)
@@ -201,6 +207,20 @@ class OnnxReader:
         table[name] = child.builder.graph
         return name
 
+    def check_opset(self) -> None:
+        """The default domain's opset must be one the ONNX operator docs define: between 1 and
+        the newest the installed ``onnx`` package knows (an operator's meaning is looked up there)."""
+        onnx, _, _ = _onnx()
+        newest = onnx.defs.onnx_opset_version()
+        declared = [int(i.version) for i in self.proto.opset_import if i.domain in ("", "ai.onnx")]
+        if not declared and self.proto.ir_version >= 3:
+            raise NNEFXError("the model imports no opset of the default domain ('' / 'ai.onnx')",
+                             self.loc("opset_import"))
+        for version in declared:
+            if not 1 <= version <= newest:
+                raise NNEFXError(f"opset {version} of the default domain is not one this onnx package knows "
+                                 f"(1 to {newest})", self.loc("opset_import"))
+
     def inferred_shapes(self) -> dict[str, tuple]:
         """Static shapes from ONNX's own shape inference (a pure function of the protobuf).
 
@@ -208,10 +228,8 @@ class OnnxReader:
         port dims do for IR files (but only until a computed shape disagrees with them).
         """
         onnx, _, _ = _onnx()
-        proto = self.proto
+        proto = _without_weights(self.proto)
         if self.input_shapes:
-            proto = type(proto)()
-            proto.CopyFrom(self.proto)
             for vi in proto.graph.input:
                 if vi.name in self.input_shapes:
                     dims = vi.type.tensor_type.shape.dim
@@ -420,6 +438,43 @@ def _value_kind(t: Any) -> tuple[str | None, Any]:
     return None, None
 
 
+#: Initializers larger than this (bytes of data) reach shape inference as typed inputs only.
+INFERENCE_INITIALIZER_BYTES = 4096
+
+
+def _without_weights(proto: Any) -> Any:
+    """A copy of the model for ONNX's shape inference in which large initializers are graph
+    inputs of their type and shape: inference serialises the whole model (twice), which for a
+    model of 100 MB of weights cost more time and memory than everything else in loading.
+    Small initializers (the shape vectors inference propagates) are kept with their data."""
+    copy = type(proto)()  # what inference reads: the IR version, opsets, functions and the graph
+    copy.ir_version = proto.ir_version
+    copy.opset_import.extend(proto.opset_import)
+    copy.functions.extend(proto.functions)
+    src, dst = proto.graph, copy.graph
+    dst.name = src.name
+    dst.node.extend(src.node)
+    dst.input.extend(src.input)
+    dst.output.extend(src.output)
+    dst.value_info.extend(src.value_info)
+    dst.sparse_initializer.extend(src.sparse_initializer)
+    inputs = {vi.name for vi in src.input}
+    for t in src.initializer:
+        n = 1
+        for d in t.dims:
+            n *= max(int(d), 0)
+        if t.data_location != 1 and n * 8 <= INFERENCE_INITIALIZER_BYTES:
+            dst.initializer.append(t)
+        elif t.name not in inputs:
+            vi = dst.input.add()
+            vi.name = t.name
+            vi.type.tensor_type.elem_type = t.data_type
+            vi.type.tensor_type.shape.SetInParent()
+            for d in t.dims:
+                vi.type.tensor_type.shape.dim.add().dim_value = int(d)
+    return copy
+
+
 def _etype(arr: np.ndarray) -> str:
     return etype_of_array(arr)
 
@@ -438,6 +493,25 @@ def _etype_code(code: int, loc: Location) -> str:
     return _ELEM[code]
 
 
+def _check_attribute_types(node: Any, opset: int, loc: Location) -> None:
+    """Each attribute the operator's schema declares has the declared type (ONNX operator docs;
+    an ``axis`` given as a float or a ``perm`` as a string is refused, not coerced)."""
+    from onnx import AttributeProto, defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:  # noqa: BLE001 - no schema: the operator's reader decides
+        return
+    for a in node.attribute:
+        declared = schema.attributes.get(a.name)
+        if declared is None:
+            continue
+        want = int(declared.type)
+        if a.type != want and not (a.type == AttributeProto.UNDEFINED and a.ref_attr_name):
+            names = AttributeProto.AttributeType.Name
+            raise NNEFXError(f"attribute '{a.name}' must be of type {names(want)}, not {names(a.type)}", loc)
+
+
 def _attr_value(helper: Any, a: Any) -> Any:
     v = helper.get_attribute_value(a)
     if isinstance(v, bytes):
@@ -445,6 +519,18 @@ def _attr_value(helper: Any, a: Any) -> Any:
     if isinstance(v, list) and v and isinstance(v[0], bytes):
         return [x.decode("utf-8", "replace") for x in v]
     return v
+
+
+#: ONNX element types whose raw_data (and external data) is a plain little-endian array
+#: (ONNX IR: TensorProto.raw_data), read as a view instead of decoded element by element.
+_RAW = {code: np.dtype(spelling) for code, spelling in
+        {1: "<f4", 2: "u1", 3: "i1", 4: "<u2", 5: "<i2", 6: "<i4", 7: "<i8", 10: "<f2", 11: "<f8", 12: "<u4",
+         13: "<u8"}.items()}
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in the machine's byte order (a view on little-endian machines, else a copy)."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def _tensor_array(t: Any, model_file: str) -> np.ndarray:
@@ -478,6 +564,17 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
         if offset < 0 or offset > size or (length is not None and (length < 0 or offset + length > size)):
             raise NNEFXError(f"external data range offset={offset} length={length} exceeds the file "
                              f"('{rel}', {size} bytes)", loc)
+        raw = _RAW.get(t.data_type)
+        if raw is not None:  # mapped copy-on-write, not read: no heap for the weights
+            nbytes = n * raw.itemsize
+            if (length is not None and length != nbytes) or offset + nbytes > size:
+                raise NNEFXError(f"external data range offset={offset} length={length} does not hold the "
+                                 f"{nbytes} bytes of a {list(t.dims)} tensor of element type {t.data_type} "
+                                 f"('{rel}', {size} bytes)", loc)
+            if nbytes == 0:
+                return np.zeros(tuple(t.dims), raw.newbyteorder("="))
+            arr = np.memmap(path, dtype=raw, mode="c", offset=offset, shape=tuple(int(d) for d in t.dims))
+            return _native(arr.view(np.ndarray))
         with open(path, "rb") as f:
             f.seek(offset)
             data = f.read(length if length is not None else size - offset)
@@ -487,6 +584,13 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
         t2.data_location = 0
         t2.raw_data = data
         t = t2
+    elif t.data_type in _RAW and t.HasField("raw_data"):
+        raw = _RAW[t.data_type]
+        data = t.raw_data  # the one copy: protobuf hands out bytes; the array is a view of them
+        if len(data) != n * raw.itemsize:
+            raise NNEFXError(f"raw_data holds {len(data)} bytes, but a {list(t.dims)} tensor of element type "
+                             f"{t.data_type} needs {n * raw.itemsize}", loc)
+        return _native(np.frombuffer(data, raw).reshape(tuple(int(d) for d in t.dims)))
     try:
         arr = numpy_helper.to_array(t)
     except Exception as exc:  # noqa: BLE001 - protobuf/numpy errors on lying tensors
@@ -497,6 +601,17 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
     if arr.dtype != want:  # numpy_helper's storage differs from ours (never a value change)
         arr = arr.astype(want)
     return arr
+
+
+def _parse(proto: Any, path: str) -> None:
+    """Parse the file into ``proto`` straight from a read-only mapping of it: the parser copies
+    what it keeps, so no Python ``bytes`` copy of the whole file is ever made."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            proto.ParseFromString(b"")
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            proto.ParseFromString(view)
 
 
 def read_model(path: str, *, input_shapes: dict[str, Any] | None = None, **options: Any) -> Model:
@@ -511,11 +626,11 @@ def read_model(path: str, *, input_shapes: dict[str, Any] | None = None, **optio
         raise NNEFXError(f"cannot read the model: {exc.strerror}", loc) from None
     if size > MAX_FILE_BYTES:
         raise NNEFXError(f"the file is too large ({size} bytes)", loc)
-    with open(path, "rb") as f:
-        data = f.read()
     proto = onnx.ModelProto()
     try:
-        proto.ParseFromString(data)
+        _parse(proto, path)
+    except OSError as exc:
+        raise NNEFXError(f"cannot read the model: {exc.strerror}", loc) from None
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
         raise NNEFXError(f"not a valid ONNX model (protobuf decoding failed: {exc})", loc) from None
     if not proto.HasField("graph") or (len(proto.graph.node) == 0 and len(proto.graph.output) == 0):

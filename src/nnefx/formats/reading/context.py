@@ -15,7 +15,7 @@ operator whose semantics it shares — folding it when every input is known.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from ...diagnostics import Location, NNEFXError
 from ...graph import Operation
 from .graph import ImportGraph
 from .shapes import infer_etypes, infer_operation, result_names
-from .values import Value, etype_for, etype_of_array, reading_etype
+from .values import Dim, Value, etype_for, etype_of_array, reading_etype
 
 _ATTR_MISSING = object()
 
@@ -301,15 +301,60 @@ def apply_operator(builder: ImportGraph, name: str, location: Location | None, w
     sub = NodeContext(builder, kind, name, dict(attrs), values, version, location,
                       out_dims=out_dims if out_dims is not None else [None] * n_out, where=where)
     folder = find_fold(kind, version)
-    if folder is not None and values and all(v.is_const for v in values):
-        try:
-            res = folder(sub, [v.const for v in values])
-        except NNEFXError:
-            raise
-        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError) as exc:
-            raise sub.error(f"cannot evaluate constant node: {exc}") from None
-        if res is not None:
-            outs = res if isinstance(res, list) else [res]
-            return [o if isinstance(o, Value) else sub.folded(np.asarray(o)) for o in outs], []
+    if folder is not None and values and all(v.is_const or v.sym is not None for v in values):
+        folded = fold_known(sub, fn, folder, values)
+        if folded is not None:
+            return folded, []
     res = fn(sub)
     return (res if isinstance(res, list) else [res]), sub.ops
+
+
+def fold_known(sub: NodeContext, fn: Any, folder: Any, values: list[Value], what: str = "node") -> list[Value] | None:
+    """Evaluate an operator whose inputs are all known while loading, or None to read it normally.
+
+    Fully constant inputs give constants.  Partially known integer vectors (a shape with a
+    dynamic batch: :class:`Dim` items) are folded as far as the fold goes on object arrays
+    (gathering, concatenating, unsqueezing a shape keeps its unknown extents symbolic); where
+    it cannot (arithmetic on an unknown extent) the operator is read normally and runs at run
+    time.  A symbolic result is emitted as a graph tensor only when something needs one.
+    """
+    symbolic = any(v.sym is not None for v in values)
+    try:
+        res = folder(sub, [v.sym if v.sym is not None else v.const for v in values])
+    except NNEFXError:
+        if symbolic:
+            return None
+        raise
+    except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, AttributeError) as exc:
+        if symbolic:
+            return None
+        raise sub.error(f"cannot evaluate constant {what}: {exc}") from None
+    if res is None:
+        return None
+    outs = res if isinstance(res, list) else [res]
+    cache: dict[str, list[Value]] = {}
+
+    def runtime(i: int) -> Callable[[], str]:
+        def thunk() -> str:
+            if "v" not in cache:
+                r = fn(sub)
+                cache["v"] = r if isinstance(r, list) else [r]
+            return sub.tensor_of(cache["v"][i])
+        return thunk
+
+    result: list[Value] = []
+    for i, o in enumerate(outs):
+        if isinstance(o, Value):
+            result.append(o)
+            continue
+        arr = np.asarray(o)
+        if arr.dtype == object:
+            if any(isinstance(x, Dim) for x in arr.reshape(-1)):
+                result.append(Value(sym=arr, etype=sub.out_etype(i, default="i64"), shape=tuple(arr.shape),
+                                    lazy=runtime(i)))
+                continue
+            if not all(isinstance(x, (int, np.integer)) for x in arr.reshape(-1)):
+                return None
+            arr = arr.astype(np.int64)
+        result.append(sub.folded(arr))
+    return result

@@ -72,8 +72,9 @@ class ImportGraph:
         else:
             arr = storage_array(value.const, value.etype)
         shape = tuple(int(d) for d in arr.shape)
-        finite = arr.dtype.kind not in "fV" or bool(np.all(np.isfinite(arr.astype(np.float64))))
-        if arr.size <= self.SMALL_CONSTANT and finite:  # NNEF text has no literal for inf/nan
+        # NNEF text has no literal for inf/nan; checked on small constants only (a pass over
+        # large weights would read every page of a memory-mapped file while loading)
+        if arr.size <= self.SMALL_CONSTANT and (arr.dtype.kind not in "fV" or bool(np.all(np.isfinite(arr.astype(np.float64))))):
             name = self.add_tensor(f"{hint}", dtype, shape, etype=etype)
             value_list = [v.item() for v in (arr.astype(np.float64 if dtype == "scalar" else np.int64) if arr.dtype.kind == "V" else arr).reshape(-1)]
             op = Operation("constant", {}, {"output": name}, {"shape": list(shape), "value": value_list},
