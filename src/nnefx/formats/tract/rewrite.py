@@ -44,6 +44,8 @@ class Rewriter:
         self.source = source
         self.folded = folded
         self.graph = Graph(source.name, list(source.inputs), list(source.outputs), {}, [])
+        # scan bodies come from tract documents (tract_core_scan is tract's own): kept as read
+        self.graph.subgraphs = dict(source.subgraphs)
         self._names = set(source.tensors)
         self._written: set[str] = set()
 
