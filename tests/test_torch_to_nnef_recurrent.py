@@ -167,3 +167,39 @@ def test_written_back_with_bodies(exports, tmp_path, name, dialect):
     theirs = tract.nnef().load(str(out)).into_runnable().run([x])
     for t, ref in zip(theirs, refs, strict=True):
         assert rel_err(t.to_numpy(), ref) < TOL
+
+
+def test_dynamic_batch_and_length(tmp_path):
+    """Both axes symbolic: the initial states' ``tile`` repeats come from the input's shape
+    (``tract_core_shape_of``) and stay symbolic until a run binds them."""
+    torch.manual_seed(1)
+    model = Outputs(torch.nn.LSTM(4, 3, 1)).eval()
+    path = export(model, (torch.randn(5, 2, 4),), tmp_path, "lstm_sb",
+                  dynamic_axes={"input_0": {0: "S", 1: "B"}}, output_names=["y", "h"])
+    loaded = nnefx.load(path)
+    assert loaded.graph.symbols == ["S", "B"]
+    session = nnefx.Session(loaded)
+    for shape in ((5, 2, 4), (3, 6, 4)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            refs = [r.numpy() for r in model(x)]
+        got = session.run({"input_0": x.numpy()})
+        assert all(rel_err(got[o], r) < TOL for o, r in zip(("y", "h"), refs, strict=True))
+
+
+def test_attribute_from_data_is_refused_located(tmp_path):
+    """An integer attribute whose tensor depends on an input's data cannot be read at load."""
+    path = tmp_path / "g.nnef"
+    path.write_text("""version 1.0;
+extension tract_registry tract_core;
+
+graph g( x, n ) -> ( y )
+{
+  x = external<scalar>(shape = [1, 2]);
+  n = external<integer>(shape = []);
+  y = tile(x, repeats = [1, n]);
+}
+""")
+    with pytest.raises(nnefx.NNEFXError, match="'n' is computed at run time") as info:
+        nnefx.load(path)
+    assert info.value.location.line == 8
