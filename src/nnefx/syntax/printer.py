@@ -121,7 +121,10 @@ def _format_scan(op: Operation) -> str:
     state = items([v(n), t, v(r)] for (n, r), t in zip(a["state"], ins["state_inputs"], strict=True))
     output = items([v(x) for x in e] for e in a["output"])
     rest = "".join(f", {k} = {v(a[k])}" for k in ("skip", "reset_every_turn", "external_state") if k in a)
-    return (f"{_lhs(op.outputs)} = tract_core_scan(body = {v(a['body'])}, scan = {scan}, full = {full}, "
+    names = [format_value(n, tensor=True) for n in op.output_names()]
+    # tract unpacks the results into a tuple of identifiers (its reader refuses an array there)
+    lhs = f"({', '.join(names)})" if len(names) > 1 else f"[{names[0]}]"
+    return (f"{lhs} = tract_core_scan(body = {v(a['body'])}, scan = {scan}, full = {full}, "
             f"state = {state}, output = {output}{rest})")
 
 
