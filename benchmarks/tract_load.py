@@ -84,38 +84,9 @@ print(json.dumps({"load": t1 - t0, "first": t2 - t0, "heap": heap, "heap_load": 
 
 
 def _resnet18():
-    import torch
+    from test_torch_to_nnef_tract import ResNet18  # torchvision's ResNet-18 topology, written out
 
-    class Basic(torch.nn.Module):
-        def __init__(s, cin, cout, stride):
-            super().__init__()
-            s.c1 = torch.nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            s.b1 = torch.nn.BatchNorm2d(cout)
-            s.c2 = torch.nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            s.b2 = torch.nn.BatchNorm2d(cout)
-            s.down = None if stride == 1 and cin == cout else torch.nn.Sequential(
-                torch.nn.Conv2d(cin, cout, 1, stride, bias=False), torch.nn.BatchNorm2d(cout))
-
-        def forward(s, x):
-            y = s.b2(s.c2(torch.relu(s.b1(s.c1(x)))))
-            return torch.relu(y + (x if s.down is None else s.down(x)))
-
-    class ResNet18(torch.nn.Module):
-        def __init__(s):
-            super().__init__()
-            s.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False), torch.nn.BatchNorm2d(64),
-                                         torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1))
-            layers, cin = [], 64
-            for i, cout in enumerate((64, 128, 256, 512)):
-                layers += [Basic(cin, cout, 1 if i == 0 else 2), Basic(cout, cout, 1)]
-                cin = cout
-            s.layers = torch.nn.Sequential(*layers)
-            s.fc = torch.nn.Linear(512, 1000)
-
-        def forward(s, x):
-            return s.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(s.layers(s.stem(x)), 1), 1))
-
-    return ResNet18()
+    return ResNet18(width=64, classes=1000)
 
 
 def _encoder():

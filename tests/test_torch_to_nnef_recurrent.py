@@ -178,6 +178,7 @@ def test_dynamic_batch_and_length(tmp_path):
                   dynamic_axes={"input_0": {0: "S", 1: "B"}}, output_names=["y", "h"])
     loaded = nnefx.load(path)
     assert loaded.graph.symbols == ["S", "B"]
+    assert loaded.graph.tensors["y"].shape == (dims.symbol("S"), dims.symbol("B"), 3)
     session = nnefx.Session(loaded)
     for shape in ((5, 2, 4), (3, 6, 4)):
         x = torch.randn(*shape)
