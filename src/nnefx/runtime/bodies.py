@@ -3,7 +3,9 @@
 An operation declaring the runtime keyword ``call`` (``define(..., runtime_keywords=...)``)
 gets ``call(body, inputs) -> results`` (dicts by name) from the planner; the body runs on the
 same backend as the caller.  Its plan is made once per distinct set of input shapes (a scan
-calls it with the same shapes at every step) and kept, a few per body.
+calls it with the same shapes at every step) and kept, a few per body.  (ONNX control flow's
+bodies declare their inputs' shapes and run through :mod:`nnefx.runtime.subgraphs`; a tract scan
+body's parameters take whatever shapes the scan gives, hence a plan per shape set here.)
 """
 
 from __future__ import annotations
