@@ -125,7 +125,7 @@ class Graph:
     #: extents are known and when a session binds the symbols
     assertions: list[Any] = field(default_factory=list)
     #: Bodies the graph's control-flow operations run (ONNX ``If`` branches, ``Loop``/``Scan``/
-    #: ``SequenceMap`` bodies), by the name an operation's string attribute gives (``body``,
+    #: ``SequenceMap`` bodies; tract's ``tract_core_scan`` body fragment), by the name an operation's string attribute gives (``body``,
     #: ``then_branch``, ...).  Each is a self-contained graph: its inputs are the body's formal
     #: parameters followed by the outer tensors it reads (the operation passes those as its
     #: ``captured`` inputs), and its own ``subgraphs`` hold the bodies nested inside it.

@@ -450,12 +450,29 @@ def _read_stream(archive: str, size: int, load_vars: bool, contents: dict[str, A
                 f = tar.extractfile(member)
                 assert f is not None
                 buf = binary.alloc_buffer(member.size)
-                got = f.readinto(buf)
+                got = _read_chunked(f, buf)
                 if got != member.size:
                     raise _member_error(archive, member.name, f"archive member is truncated ({got} of "
                                         f"{member.size} bytes)")
                 contents[name] = buf
     return names
+
+
+#: bytes read from a compressed archive at a time: tarfile's stream hands each read back as a
+#: new bytes object (joined from its chunks), so one read of a whole member would hold two
+#: transient copies of it beside the buffer it fills
+_STREAM_CHUNK = 1 << 16
+
+
+def _read_chunked(f: Any, buf: memoryview) -> int:
+    """Fill ``buf`` from ``f`` in bounded reads; the number of bytes read."""
+    got = 0
+    while got < len(buf):
+        n = f.readinto(buf[got:got + _STREAM_CHUNK])
+        if not n:
+            break
+        got += n
+    return got
 
 
 def _read_plain(archive: str, size: int, load_vars: bool, use_mmap: bool, contents: dict[str, Any]

@@ -72,6 +72,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from ..dims import Dim  # noqa: E402
 from ._common import (  # noqa: E402
     DTYPE_OF,
     as_dtype,
@@ -534,8 +535,12 @@ def _pad_fast(input, padding=(), border="constant", value=0.0):
 
 @tile.shape
 def _tile_shape(input, repeats=(), **_):
-    repeats = _int_list("tile", "repeats", repeats)
-    if len(repeats) != len(input) or any(r <= 0 for r in repeats):
+    # a symbolic repeat (an extent read at load from a symbolic shape, in tract's dialect) stays one
+    if not any(isinstance(r, Dim) for r in repeats):
+        repeats = _int_list("tile", "repeats", repeats)
+    elif not all(isinstance(r, (Dim, int, np.integer)) and not isinstance(r, bool) for r in repeats):
+        raise attr_error("tile", "repeats", list(repeats), "must hold integers")
+    if len(repeats) != len(input) or any(not isinstance(r, Dim) and r <= 0 for r in repeats):
         raise attr_error("tile", "repeats", repeats, f"must have {len(input)} items > 0")
     return tuple(None if d is None else d * r for d, r in zip(input, repeats, strict=True))
 

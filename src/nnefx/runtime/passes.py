@@ -236,7 +236,13 @@ def bind(s: PlanState) -> None:
         if opdef.generic:
             kwargs["dtype"] = generic
         if "call" in opdef.extra.get("runtime_keywords", ()):
-            kwargs["call"] = _caller(s, op, i)
+            if "body_shapes" in opdef.extra.get("runtime_keywords", ()):
+                # tract's scan body: parameters of unfixed shape, a plan per input shapes
+                from .bodies import BodyRunner
+
+                kwargs["call"] = BodyRunner(graph, s.backend.kernel)
+            else:
+                kwargs["call"] = _caller(s, op, i)
         s.entries.append((i, op, opdef, kernel, args, kwargs))
 
 

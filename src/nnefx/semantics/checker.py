@@ -453,6 +453,13 @@ class Checker:
         ``CoerceFrom``), rewriting the argument into standard NNEF; False if no rule applies."""
         value = arg.value
         tol = self.tolerance
+        if frag.body is None and _integers_from_tensors(got, want):
+            # a primitive's integer attribute computed from shapes (``tile(x, repeats =
+            # [1, batch, 1])`` with ``batch`` sliced from ``tract_core_shape_of``): tract reads
+            # the value at load; the expander does too, or refuses it located
+            tol.allow("load-time-attribute", f"argument '{p.name}' of '{e.name}' is declared {want} but "
+                      f"receives {got}; its value must be known when the model loads", value.loc)
+            return True
         if isinstance(want, ArrayT):
             item = want.item
             if isinstance(item, TupleT) and isinstance(value, ast.ArrayExpr) and all(
@@ -609,6 +616,17 @@ class Checker:
                 raise NNEFXError("the first argument of 'update' must be the identifier of a variable "
                                  "(a tensor introduced by 'variable')", first.loc)
         return result_type(frag, g)
+
+
+def _integers_from_tensors(got: Type, want: Type) -> bool:
+    """``got`` holds integer tensors where ``want`` is ``integer`` or ``integer[]``."""
+    if want == INTEGER:
+        return isinstance(got, TensorT) and got.dtype == "integer"
+    if isinstance(want, ArrayT) and want.item == INTEGER:
+        if isinstance(got, TensorT):
+            return got.dtype == "integer"
+        return isinstance(got, ArrayT) and isinstance(got.item, TensorT) and got.item.dtype == "integer"
+    return False
 
 
 def binary_result_type(e: ast.Binary, lt: Type, rt: Type, operator_call) -> Type:

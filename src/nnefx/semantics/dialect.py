@@ -47,6 +47,8 @@ DEVIATIONS = {
     "scalar-for-array": "a single value (or a tuple) where an array is declared",
     "nested-array-padding": "integer[][] where (integer, integer)[] is declared",
     "tensor-for-attribute": "a tensor passed where a non-tensor attribute of a compound is declared",
+    "load-time-attribute": "an integer attribute of a primitive given as a tensor whose value is known at load "
+                           "(computed from shapes)",
     "batched-linear": "'linear' applied to an input of rank > 2 (expanded through its definition)",
     "tuple-from-array": "an array result unpacked into a tuple of identifiers",
 }

@@ -326,6 +326,8 @@ class Expander:
                 if p.default is None:
                     raise NNEFXError(f"missing argument for parameter '{p.name}' of '{frag.name}'", loc)
                 args[p.name] = self.eval(p.default, {})
+        if self.tolerance is not None and frag.body is None:
+            self._fold_load_time(frag, args, loc, locs)
         types = {name: value_type(v) for name, v in args.items()}
         lenient = "scalar" if self.dialect == "provisional" else None
         g = bind_generic(frag, explicit, types, loc, self.generic, lenient)
@@ -340,6 +342,35 @@ class Expander:
         if self._expands(frag) or self.tolerance is not None and self._tolerated_expansion(frag, args, loc):
             return self.expand(frag, args, g, self._name_results(frag, g, target), loc)
         return self.emit(frag, args, g, target, loc)
+
+    def _fold_load_time(self, frag: ast.Fragment, args: dict[str, Any], loc: Location,
+                        locs: dict[str, Location]) -> None:
+        """Integer attributes of a primitive given as tensors (tract's dialect) take the
+        value those tensors have at load (:mod:`nnefx.semantics.loadtime`)."""
+        from .loadtime import load_time_value, to_attribute
+
+        for p in frag.params:
+            t, v = p.type.type, args.get(p.name)
+            if t.is_tensor() or not (isinstance(v, TensorRef) or isinstance(v, list)
+                                      and any(isinstance(x, TensorRef) for x in v)):
+                continue
+            where = self._loc(locs.get(p.name, loc))
+            array = isinstance(t, ArrayT)
+
+            def fold(x: Any, array: bool = array, where: Location = where, pname: str = p.name) -> Any:
+                if not isinstance(x, TensorRef):
+                    return x
+                value = load_time_value(self.graph, x.name, self._current_shape, where)  # type: ignore[arg-type]
+                try:
+                    return to_attribute(value, array)
+                except ValueError as exc:
+                    raise NNEFXError(f"argument '{pname}' of '{frag.name}': {exc}", where) from None
+
+            if isinstance(v, TensorRef):
+                args[p.name] = fold(v)
+            else:
+                items = [fold(x, False) for x in v]
+                args[p.name] = items
 
     def _tolerated_expansion(self, frag: ast.Fragment, args: dict[str, Any], loc: Location) -> bool:
         """tract (and lenient mode) apply ``linear`` to inputs of any rank: its NNEF definition
@@ -449,6 +480,10 @@ class Expander:
         if len(graph.operations) >= MAX_OPERATIONS:
             raise NNEFXError(f"the document expands to more than {MAX_OPERATIONS} operations", self._loc(loc))
         op_name = frag.emit_as or frag.name
+        if op_name == "tract_core_scan" and frag.param("scan_inputs") is None:
+            from .tract_scan import lower_scan
+
+            return lower_scan(self, args, target, loc)
         inputs: dict[str, Any] = {}
         attribs: dict[str, Any] = {}
         for p in frag.params:

@@ -162,6 +162,11 @@ def infer_operation(graph: Graph, op: Operation, input_shapes: dict[str, tuple] 
                 _set(graph, n, None, op)
             return
     attribs = op.attribs
+    if "body" in attribs and "body_shapes" in entry.extra.get("runtime_keywords", ()) \
+            and attribs["body"] in graph.subgraphs:
+        from .tract_scan import body_shapes_hook
+
+        attribs = {**attribs, "body_shapes": body_shapes_hook(graph)}
     if any(_symbolic(a) for a in args) or any(_symbolic(v) for v in attribs.values() if isinstance(v, (list, tuple))):
         # symbols first; a rule that cannot decide with them (UnknownDim, or any failure)
         # is run again with the symbolic extents unknown (None): unknown, never a wrong number

@@ -93,6 +93,8 @@ def _lhs(outputs: dict[str, Any]) -> str:
 
 def format_operation(op: Operation, dialect: str = "final") -> str:
     name = op.op
+    if name == "tract_core_scan" and "scan_inputs" in op.inputs:
+        return _format_scan(op)
     for t in op.input_names() + op.output_names():
         _check_name(t, dialect)
     if dialect == "provisional" and op.op in ("external", "variable", "constant") and op.dtype not in (None, "scalar"):
@@ -123,6 +125,40 @@ def _parameter_order(name: str) -> tuple[str, ...] | None:
     entry = registry.find(name)
     sig = signature(entry.declaration) if entry is not None else None
     return None if sig is None else tuple(p.name for p in sig.params)
+def _format_scan(op: Operation) -> str:
+    """tract's scan in the form documents write it (tensors inside the tuples; the graph
+    keeps them as the operation's three ``tensor[]`` inputs, :mod:`nnefx.ops.tract.scan`)."""
+    a, ins, v = op.attribs, op.inputs, format_value
+
+    def items(entries):
+        return "[" + ", ".join("(" + ", ".join(entry) + ")" for entry in entries) + "]"
+
+    scan = items([v(n), t, v(axis), v(chunk)] for (n, axis, chunk), t in zip(a["scan"], ins["scan_inputs"], strict=True))
+    full = items([v(n), t] for n, t in zip(a["full"], ins["full_inputs"], strict=True))
+    state = items([v(n), t, v(r)] for (n, r), t in zip(a["state"], ins["state_inputs"], strict=True))
+    output = items([v(x) for x in e] for e in a["output"])
+    rest = "".join(f", {k} = {v(a[k])}" for k in ("skip", "reset_every_turn", "external_state") if k in a)
+    names = [format_value(n, tensor=True) for n in op.output_names()]
+    # tract unpacks the results into a tuple of identifiers (its reader refuses an array there)
+    lhs = f"({', '.join(names)})" if len(names) > 1 else f"[{names[0]}]"
+    return (f"{lhs} = tract_core_scan(body = {v(a['body'])}, scan = {scan}, full = {full}, "
+            f"state = {state}, output = {output}{rest})")
+
+
+def _body_fragments(graph: Graph) -> list[str]:
+    """The bodies of the graph's scans as fragment definitions (tract's dialect needs no KHR
+    extension for them)."""
+    lines: list[str] = []
+    for name, body in graph.subgraphs.items():
+        def typed(n: str, body: Graph = body) -> str:
+            return f"{n}: tensor<{body.tensors[n].dtype}>"
+
+        lines.append(f"fragment {name}( {', '.join(typed(n) for n in body.inputs)} ) -> "
+                     f"( {', '.join(typed(n) for n in body.outputs)} )")
+        lines.append("{")
+        lines.extend(f"    {format_operation(op)};" for op in body.operations if op.op != "external")
+        lines.extend(["}", ""])
+    return lines
 
 
 def _domain_extensions(graph: Graph) -> list[str]:
@@ -177,6 +213,10 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
     elif graph.symbols:
         raise NNEFXError(f"the provisional dialect cannot write symbolic extents ({', '.join(graph.symbols)})")
     lines.append("")
+    if graph.subgraphs:
+        if dialect != "final":
+            raise NNEFXError("the provisional dialect cannot write the bodies of tract_core_scan")
+        lines.extend(_body_fragments(graph))
     for n in [graph.name, *graph.inputs, *graph.outputs]:
         _check_name(n, dialect)
     if not graph.inputs:

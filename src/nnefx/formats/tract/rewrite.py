@@ -44,6 +44,8 @@ class Rewriter:
         self.source = source
         self.folded = folded
         self.graph = Graph(source.name, list(source.inputs), list(source.outputs), {}, [])
+        # scan bodies come from tract documents (tract_core_scan is tract's own): kept as read
+        self.graph.subgraphs = dict(source.subgraphs)
         self._names = set(source.tensors)
         self._written: set[str] = set()
 
@@ -217,7 +219,9 @@ def to_tract(model: Model) -> Model:
     new_graph = rw.graph
     # folded values a rule took as numbers (a reshape's target) need no variable of their own
     used = {n for op in new_graph.operations for n in op.input_names()} | set(new_graph.outputs)
+    # (and weights a rule wrote in another form: the recurrent sequences' W, R, B)
     dropped = {n for n in rw._written if n not in used}
+    dropped |= {n for op in new_graph.operations if op.op == "variable" for n in op.output_names() if n not in used}
     new_graph.operations = [op for op in new_graph.operations
                             if not (op.op == "variable" and set(op.output_names()) <= dropped)]
     for n in dropped:
@@ -231,4 +235,4 @@ def to_tract(model: Model) -> Model:
                  extras={**dict(model.extras or {}), "dialect": "tract"})
 
 
-from . import rules, rules_cvm  # noqa: E402,F401  (registers the rules)
+from . import rules, rules_cvm, rules_recurrent  # noqa: E402,F401  (registers the rules)

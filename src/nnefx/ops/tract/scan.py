@@ -19,11 +19,14 @@ The number of steps is ``ceil(extent / |chunk|)`` of the scanned inputs.  ``skip
 ``reset_every_turn`` and ``external_state`` serve tract's streaming (pulse) mode; only their
 defaults (0) have a meaning for a whole-sequence run.
 
-The kernels need the document: the session passes ``call(body, inputs) -> results`` (both
-dicts by name), which evaluates the body fragment on the same backend.  Without it (a kernel
-called on its own) the operation is a located error.  tract's header mixes tensors and
-non-tensors inside tuples, which NNEF 1.0.5 does not allow; the checker reports that until the
-tract dialect's reader accepts it.
+In the graph, the operation has the form below (NNEF 1.0.5 keeps tensors out of tuples,
+§2.3): the tensors of ``scan``, ``full`` and ``state`` are its three ``tensor[]`` inputs, in
+order, and those attributes keep the rest of each entry.  The front-end reads tract's own form
+(``extra["tract_header"]``) and lowers it (:mod:`nnefx.semantics.tract_scan`), expanding the
+body fragment into ``Graph.subgraphs[body]``.  The shape rule asks that body for its result
+shapes (hook ``body_shapes``), the kernels run it once per step (hook ``call(body, inputs) ->
+results``, both dicts by name, on the same backend); a kernel called without the hook is a
+located error.
 """
 
 from __future__ import annotations
@@ -36,33 +39,76 @@ from ._util import DOMAIN, int_value
 
 OP = "tract_core_scan"
 
-scan = define(OP, "tract_scan", """
+TRACT_HEADER = """
 fragment tract_core_scan( body: string, scan: (string, tensor<scalar>, integer, integer)[],
                           full: (string, tensor<scalar>)[], state: (string, tensor<scalar>, string)[],
                           output: (string, string, integer, integer)[], skip: integer = 0,
                           reset_every_turn: integer = 0, external_state: integer = 0 )
     -> ( outputs: tensor<scalar>[] );
-""", domain=DOMAIN, runtime_keywords=("call",),
+"""
+
+scan = define(OP, "tract_scan", """
+fragment tract_core_scan( scan_inputs: tensor<scalar>[], full_inputs: tensor<scalar>[],
+                          state_inputs: tensor<scalar>[], body: string, scan: (string, integer, integer)[],
+                          full: string[], state: (string, string)[], output: (string, string, integer, integer)[],
+                          skip: integer = 0, reset_every_turn: integer = 0, external_state: integer = 0 )
+    -> ( outputs: tensor<scalar>[] );
+""", domain=DOMAIN, runtime_keywords=("call", "body_shapes"), tract_header=TRACT_HEADER, surface=True,
     doc="Run the body fragment over a sequence with carried state (ops::scan::Scan); see the module text.")
 
 
+def steps_of(extents: list, chunks: list) -> object:
+    """The number of steps: ceil(extent / |chunk|), the same for every scanned input."""
+    steps = {-(-d // abs(c)) for d, c in zip(extents, chunks, strict=True)}
+    if len(steps) != 1:
+        raise op_error(OP, f"the scanned inputs give different numbers of steps ({sorted(map(str, steps))})")
+    return steps.pop()
+
+
 @scan.shape
-def _scan_shape(body="", scan=(), full=(), state=(), output=(), skip=0, reset_every_turn=0, external_state=0):
-    _check_spec(body, scan, full, state, output, skip, external_state)
-    return [None] * len(output)  # the body's shapes decide: known once it has run
+def _scan_shape(scan_inputs, full_inputs, state_inputs, body="", scan=(), full=(), state=(), output=(), skip=0,
+                reset_every_turn=0, external_state=0, body_shapes=None):
+    _check_spec(body, scan, full, state, output, skip, external_state, scan_inputs, full_inputs, state_inputs)
+    if body_shapes is None or any(s is None or None in s for s in (*scan_inputs, *full_inputs, *state_inputs)):
+        return [None] * len(output)
+    params = {name: tuple(d if k != axis % len(s) else abs(chunk) for k, d in enumerate(s))
+              for (name, axis, chunk), s in zip(scan, scan_inputs, strict=True)}
+    params.update({name: tuple(s) for name, s in zip(full, full_inputs, strict=True)})
+    params.update({name: tuple(s) for (name, _), s in zip(state, state_inputs, strict=True)})
+    results = body_shapes(body, params)
+    n = steps_of([s[axis % len(s)] for (_, axis, _), s in zip(scan, scan_inputs, strict=True)],
+                 [chunk for _, _, chunk in scan])
+    out = []
+    for result, kind, axis, _chunk in (_entry(e) for e in output):
+        shape = results.get(result)
+        if shape is None:
+            return [None] * len(output)
+        if kind == "full":
+            shape = tuple(d * n if k == axis % len(shape) else d for k, d in enumerate(shape))
+        out.append(tuple(shape))
+    return out
 
 
-def _check_spec(body, scan, full, state, output, skip, external_state) -> None:
+def _entry(e) -> tuple:
+    return tuple(e) if len(e) == 4 else (*e, 1)  # tract's older three-item form: chunk 1
+
+
+def _check_spec(body, scan, full, state, output, skip, external_state, scan_inputs, full_inputs,
+                state_inputs) -> None:
     if not isinstance(body, str) or not body:
         raise attr_error(OP, "body", body, "must name a fragment of the document")
     for entry in output:
-        if len(entry) == 3:  # tract's older three-item form: (result, kind, axis) with chunk 1
-            entry = (*entry, 1)
-        if len(entry) != 4 or entry[1] not in ("full", "last"):
+        if len(entry) not in (3, 4) or _entry(entry)[1] not in ("full", "last"):
             raise attr_error(OP, "output", list(entry), "must be (result, 'full' or 'last', axis, chunk)")
     for entry in scan:
-        if len(entry) != 4 or int_value(OP, "scan chunk", entry[3]) == 0:
-            raise attr_error(OP, "scan", list(entry), "must be (parameter, tensor, axis, non-zero chunk)")
+        if len(entry) != 3 or int_value(OP, "scan chunk", entry[2]) == 0:
+            raise attr_error(OP, "scan", list(entry), "must be (parameter, axis, non-zero chunk)")
+    if not scan:
+        raise attr_error(OP, "scan", list(scan), "must scan at least one input")
+    for what, names, tensors in (("scan", scan, scan_inputs), ("full", full, full_inputs),
+                                 ("state", state, state_inputs)):
+        if len(names) != len(tensors):
+            raise op_error(OP, f"'{what}' describes {len(names)} inputs but {len(tensors)} tensors are given")
     if int_value(OP, "skip", skip) != 0:
         raise attr_error(OP, "skip", skip, "is not supported: it serves tract's streaming (pulse) mode")
     if int_value(OP, "external_state", external_state) != 0:
@@ -86,28 +132,27 @@ def slice_chunk(x: np.ndarray, axis: int, i: int, chunk: int) -> np.ndarray:
     return out
 
 
-def _scan(body, scan, full, state, output, call, skip=0, reset_every_turn=0, external_state=0):
+def _scan(scan_inputs, full_inputs, state_inputs, body, scan, full, state, output, call, skip=0,
+          external_state=0):
     if call is None:
         raise op_error(OP, f"runs the document's fragment '{body}': it needs the session (call it from a "
                            "model, not on its own)")
-    _check_spec(body, scan, full, state, output, skip, external_state)
-    output = [tuple(e) if len(e) == 4 else (*e, 1) for e in output]
-    scans = [(name, np.asarray(x), int(axis), int(chunk)) for name, x, axis, chunk in scan]
-    if not scans:
-        raise attr_error(OP, "scan", list(scan), "must scan at least one input")
-    steps = {-(-x.shape[axis] // abs(chunk)) for _, x, axis, chunk in scans}
-    if len(steps) != 1:
-        raise op_error(OP, f"the scanned inputs give different numbers of steps ({sorted(steps)})")
-    n = steps.pop()
-    carried = {name: np.asarray(init) for name, init, _ in state}
+    scan_inputs = [np.asarray(x) for x in scan_inputs]
+    _check_spec(body, scan, full, state, output, skip, external_state, scan_inputs, full_inputs, state_inputs)
+    output = [_entry(e) for e in output]
+    scans = [(name, x, int(axis) % x.ndim, int(chunk)) for (name, axis, chunk), x in zip(scan, scan_inputs,
+                                                                                         strict=True)]
+    n = steps_of([x.shape[axis] for _, x, axis, _ in scans], [chunk for *_, chunk in scans])
+    fixed = {name: np.asarray(x) for name, x in zip(full, full_inputs, strict=True)}
+    carried = {name: np.asarray(x) for (name, _), x in zip(state, state_inputs, strict=True)}
     pieces: dict[int, list] = {k: [] for k in range(len(output))}
     last: dict[int, np.ndarray] = {}
     for i in range(n):
         inputs = {name: slice_chunk(x, axis, i, chunk) for name, x, axis, chunk in scans}
-        inputs.update({name: np.asarray(x) for name, x in full})
+        inputs.update(fixed)
         inputs.update(carried)
         results = call(body, inputs)
-        for name, _, result in state:
+        for name, result in state:
             if result not in results:
                 raise op_error(OP, f"state '{name}' reads result '{result}', which '{body}' does not have")
             carried[name] = results[result]
@@ -129,9 +174,10 @@ def _scan(body, scan, full, state, output, call, skip=0, reset_every_turn=0, ext
 
 
 @scan.formal
-def _scan_formal(body="", scan=(), full=(), state=(), output=(), skip=0, reset_every_turn=0, external_state=0,
-                 call=None):
-    return _scan(body, scan, full, state, output, call, skip, reset_every_turn, external_state)
+def _scan_formal(scan_inputs, full_inputs, state_inputs, body="", scan=(), full=(), state=(), output=(), skip=0,
+                 reset_every_turn=0, external_state=0, call=None):
+    return _scan(scan_inputs, full_inputs, state_inputs, body, scan, full, state, output, call, skip,
+                 external_state)
 
 
 # the body runs on the caller's backend: the fast kernel is the same loop

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ... import etypes
+from ... import dims, etypes
 from .._common import attr_error, guard_attributes, op_error
 from ..registry import define
 from ._util import DOMAIN, check_axis, int_value, known_int, numpy_broadcast, parse_etype, wrap_int
@@ -322,7 +322,7 @@ def _external_shape(datum_type, shape, dtype=None):
         k = known_int(d)
         if k is not None and k < 0:
             raise attr_error("tract_core_external", "shape", list(shape), "must not have negative extents")
-        out.append(k)  # a symbol (tract_symbol) stays unknown here
+        out.append(d if k is None and isinstance(d, dims.Dim) else k)  # a symbol (tract_symbol) stays one
     return tuple(out)
 
 
