@@ -24,12 +24,13 @@ import numpy as np
 
 from ... import etypes
 from ...diagnostics import Location, NNEFXError
-from ...graph import Model, Operation, Tensor
+from ...graph import Model, Operation, Tensor, ValueNeeded
 from ...ops.onnx.tensors import cast
 from ..reading.context import NodeContext, apply_operator
 from ..reading.graph import ImportGraph
 from ..reading.registry import find_onnx_node
 from ..reading.values import Value, concrete, const, etype_of_array, nnef_dtype, tensor_etype
+from .deferred import defer_node
 
 #: Refuse model files (and external data) beyond this size.
 MAX_FILE_BYTES = 4 << 30
@@ -81,6 +82,9 @@ class OnnxReader:
         self.index = 0
         self.node: Any = None
         self.inferred: dict[str, tuple] = {}
+        #: element types and ranks ONNX's own inference gives (for deferred nodes' results)
+        self.inferred_etypes: dict[str, str] = {}
+        self.inferred_ranks: dict[str, int] = {}
 
     # --- structure ----------------------------------------------------------------------------
     def loc(self, field: str | None = None) -> Location:
@@ -133,8 +137,13 @@ class OnnxReader:
                 ins.append(value)
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
+            checkpoint = self.builder.checkpoint(ins)
             try:
                 outs = fn(self, attrs, ins)
+            except ValueNeeded as need:
+                # a parameter computed at run time: the node is read again once its value is known
+                self.builder.restore(checkpoint)
+                outs = defer_node(self, fn, attrs, ins, need)
             except NNEFXError as exc:
                 if exc.location is None or exc.location.field is None:
                     raise NNEFXError(exc.message, self.loc(where)) from None
@@ -225,11 +234,15 @@ class OnnxReader:
         shapes: dict[str, tuple] = {}
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
             tt = vi.type.tensor_type
-            if vi.type.HasField("tensor_type") and tt.elem_type in _ELEM:
+            if not vi.type.HasField("tensor_type"):
+                continue
+            if tt.elem_type in _ELEM:
                 self.declared_etypes[vi.name] = _ELEM[tt.elem_type]
-            if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+                self.inferred_etypes[vi.name] = _ELEM[tt.elem_type]
+            if not tt.HasField("shape"):
                 continue
             dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+            self.inferred_ranks[vi.name] = len(dims)
             if all(d is not None for d in dims):
                 shapes[vi.name] = tuple(dims)
         return shapes
