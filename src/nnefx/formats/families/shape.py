@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...graph import Operation
+from ...graph import DEFERRED, Operation
 from ...ops.ext import reshape_target
 from ..export import attrs as nnef_attrs
 from ..export.context import export_copy_n
@@ -300,10 +300,22 @@ def _onnx_constant(r, attrs, ins):
 @onnx_node("Shape")
 def _onnx_shape(r, attrs, ins):
     x = onnx_need(r, ins, 0, "data")
-    if x.shape is None or any(d is None for d in x.shape):
-        raise r.error("Shape of a tensor whose shape is not known when loading is not supported")
-    dims = np.array(x.shape, np.int64)
     start, end = attrs.get("start", 0), attrs.get("end", None)
+    if x.shape is None or any(d is None for d in x.shape):
+        # extents known only at run time (a dynamic input, or results of a deferred node):
+        # the shape as a run-time tensor, its known extents still folded where they are used
+        shape = r.apply1("ShapeOf", {"output_type": "i64"}, [x], version="opset3")
+        if start == 0 and end is None:
+            return shape
+        if x.shape is None:
+            raise r.error("Shape with start or end of a tensor whose rank is not known is not supported")
+        rank = len(x.shape)
+        lo = min(max(start + rank if start < 0 else start, 0), rank)
+        hi = rank if end is None else min(max(end + rank if end < 0 else end, 0), rank)
+        return r.apply1("Slice", {}, [shape, const(np.array([lo], np.int64)), const(np.array([max(hi, lo)], np.int64)),
+                                      const(np.array([1], np.int64)), const(np.array([0], np.int64))],
+                        version="opset8")
+    dims = np.array(x.shape, np.int64)
     return const(dims[start:end])
 
 
@@ -563,3 +575,12 @@ def ir_shape_of_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 
 
 for_all("copy_n")(export_copy_n)
+
+
+@to_ir(DEFERRED)
+def deferred_to_ir(ctx: IRContext, op: Operation) -> None:
+    """A node whose parameters are run-time values (:class:`~nnefx.graph.Deferred`): the IR
+    writer writes layers whose parameters are fixed when the network is written."""
+    node = op.attribs["node"]
+    raise ctx.fail(f"{node.kind} takes the values of {', '.join(repr(v) for v in node.values)} at run time; "
+                   "the IR writer writes only operations whose parameters are known when it writes")

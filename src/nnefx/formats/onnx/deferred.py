@@ -19,6 +19,7 @@ import numpy as np
 from ... import etypes
 from ...diagnostics import Location, NNEFXError
 from ...graph import DEFERRED, Deferred, Graph, Operation, ValueNeeded
+from ..export.registry import to_onnx
 from ..reading.graph import ImportGraph
 from ..reading.values import Value, nnef_dtype
 
@@ -191,3 +192,44 @@ def _describe(values: Mapping[str, np.ndarray]) -> str:
         text = np.array2string(a.reshape(-1) if a.ndim <= 1 else a, threshold=16, separator=", ")
         parts.append(f"'{name}' = {text}")
     return ", ".join(parts)
+
+
+# --- writing: the node back as its file had it ------------------------------------------------
+
+def deferred_to_onnx(ctx: Any, op: Operation) -> None:
+    """A deferred ONNX node, written back as the node it was (its schema unchanged between the
+    file's opset and the one written); any other deferred node is refused at its position."""
+    from onnx import NodeProto, defs
+
+    from .writer import OPSET
+
+    node: Deferred = op.attribs["node"]
+    again = node.build
+    if node.format != "onnx" or not isinstance(again, ReadAgain):
+        raise ctx.fail(f"{node.kind} takes the values of {', '.join(node.values)} at run time")
+    proto = NodeProto()
+    proto.ParseFromString(node.source)
+    try:
+        same = defs.get_schema(proto.op_type, again.opset).since_version == \
+            defs.get_schema(proto.op_type, OPSET).since_version
+    except Exception:  # noqa: BLE001 - onnx.defs raises its own SchemaError
+        same = False
+    if not same:
+        raise ctx.fail(f"{proto.op_type} of opset {again.opset} takes values at run time and differs from "
+                       f"{proto.op_type} of opset {OPSET}, which nnefx writes")
+    inputs = ["" if n is None else n for n in again.inputs]
+    outs = []
+    for name in again.outputs:
+        if name is None:
+            raise ctx.fail(f"{proto.op_type} with an unnamed output cannot be written back")
+        t = ctx.graph.tensors[name]
+        if t.shape is None:
+            raise ctx.fail(f"the rank of {proto.op_type}'s output '{name}' is not known")
+        outs.append((tuple(t.shape), ctx.nnef_type(t.dtype)))
+    refs = ctx.node(proto.op_type, inputs, outputs=outs)
+    ctx.e.nodes[-1].attribute.extend(proto.attribute)
+    for name, ref in zip(again.outputs, refs, strict=True):
+        ctx.bind(name, ref)
+
+
+to_onnx(DEFERRED)(deferred_to_onnx)
