@@ -235,9 +235,12 @@ class Deferred:
     #: the format the node came from and its own record there (ONNX: the NodeProto bytes)
     format: str = ""
     source: Any = None
+    #: tensors whose *shapes* it needs: results of other deferred operations, known once
+    #: those are built (a node reading them is deferred until then)
+    shapes: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        return f"<deferred {self.kind} at {self.where}, values of {', '.join(self.values)}>"
+        return f"<deferred {self.kind} at {self.where}, values of {', '.join(self.values) or '-'}>"
 
 
 class ValueNeeded(NNEFXError):

@@ -66,7 +66,8 @@ def ready_operations(graph: Graph) -> list[Operation]:
     ready = []
     for op in graph.operations:
         if op.op == DEFERRED:
-            if not any(n in downstream for n in node_of(op).values):
+            node = node_of(op)
+            if not any(n in downstream for n in node.values + node.shapes):
                 ready.append(op)
             downstream.update(op.output_names())
         elif any(n in downstream for n in op.input_names()):

@@ -25,42 +25,38 @@ from ..reading.values import Value, nnef_dtype
 
 
 def defer_node(reader: Any, fn: Callable[..., Any], attrs: dict[str, Any], ins: list[Value | None],
-               need: ValueNeeded) -> list[Value]:
-    """The node being read as one deferred operation; its output Values (unknown extents)."""
+               values: list[int], shapes: list[int]) -> list[Value]:
+    """The node being read as one deferred operation, needing the values of inputs ``values``
+    and the shapes of inputs ``shapes`` (positions); its output Values (unknown extents)."""
     where = reader.where()
     loc = reader.loc(where)
     node = reader.node
-    wanted = need.value
-    index = next((k for k, v in enumerate(ins) if v is not None and (v is wanted or (
-        wanted is not None and v.tensor is not None and v.tensor == getattr(wanted, "tensor", None)))), None)
-    if index is None or wanted is None or ins[index].unsupported:
-        raise NNEFXError(need.message, loc)
     builder = reader.builder
     stem = node.name or f"{node.op_type}_{reader.index}"
     names = [None if v is None else builder.materialise(v, f"{stem}_in{k}", loc) for k, v in enumerate(ins)]
     etypes = [None if v is None else v.etype for v in ins]
     default = ins[0].etype if ins and ins[0] is not None else "f32"
     outs: list[str | None] = []
-    values: list[Value] = []
+    results: list[Value] = []
     for k, out in enumerate(node.output):
         if out == "":
             outs.append(None)
-            values.append(Value(unsupported=f"output {k} of {where} is not given a name"))
+            results.append(Value(unsupported=f"output {k} of {where} is not given a name"))
             continue
         etype = reader.inferred_etypes.get(out, default)
         rank = reader.inferred_ranks.get(out)
         shape = None if rank is None else (None,) * rank
         name = builder.add_tensor(out, nnef_dtype(etype), shape)
         outs.append(name)
-        values.append(Value(tensor=name, etype=etype, shape=shape))
+        results.append(Value(tensor=name, etype=etype, shape=shape))
     again = ReadAgain(fn, dict(attrs), _copy(node), reader.index, reader.opset, reader.file, names, etypes,
-                      outs, [v.etype for v in values])
-    record = Deferred(kind=node.op_type, where=where, values=[names[index]], build=again, format="onnx",
-                      source=node.SerializeToString())
+                      outs, [v.etype for v in results])
+    record = Deferred(kind=node.op_type, where=where, values=[names[k] for k in values], build=again,
+                      format="onnx", source=node.SerializeToString(), shapes=[names[k] for k in shapes])
     builder.graph.operations.append(
         Operation(DEFERRED, {"input": [n for n in names if n is not None]},
                   {"output": [n for n in outs if n is not None]}, {"node": record}, location=loc))
-    return values
+    return results
 
 
 def _copy(node: Any) -> Any:
@@ -189,7 +185,7 @@ def _describe(values: Mapping[str, np.ndarray]) -> str:
     parts = []
     for name, a in values.items():
         a = np.asarray(a)
-        text = np.array2string(a.reshape(-1) if a.ndim <= 1 else a, threshold=16, separator=", ")
+        text = str(a.tolist()) if a.size <= 16 else np.array2string(a, threshold=16, separator=", ")
         parts.append(f"'{name}' = {text}")
     return ", ".join(parts)
 

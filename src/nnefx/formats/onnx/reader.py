@@ -85,6 +85,8 @@ class OnnxReader:
         #: element types and ranks ONNX's own inference gives (for deferred nodes' results)
         self.inferred_etypes: dict[str, str] = {}
         self.inferred_ranks: dict[str, int] = {}
+        #: tensors computed from deferred nodes' results (their shapes are known only at run time)
+        self.pending: set[str] = set()
 
     # --- structure ----------------------------------------------------------------------------
     def loc(self, field: str | None = None) -> Location:
@@ -140,20 +142,22 @@ class OnnxReader:
             checkpoint = self.builder.checkpoint(ins)
             try:
                 outs = fn(self, attrs, ins)
-            except ValueNeeded as need:
-                # a parameter computed at run time: the node is read again once its value is known
-                self.builder.restore(checkpoint)
-                outs = defer_node(self, fn, attrs, ins, need)
             except NNEFXError as exc:
-                if exc.location is None or exc.location.field is None:
-                    raise NNEFXError(exc.message, self.loc(where)) from None
-                raise
+                # a parameter computed at run time, or an input whose shape a deferred node
+                # gives: the node is read again once they are known, else refused here
+                outs = self.deferred(fn, attrs, ins, exc, checkpoint)
+                if outs is None:
+                    if exc.location is None or exc.location.field is None:
+                        raise NNEFXError(exc.message, self.loc(where)) from None
+                    raise
             except KeyError as exc:  # a required attribute the node does not carry
                 raise NNEFXError(f"missing attribute {exc}", self.loc(where)) from None
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, AttributeError) as exc:
                 # attribute values of the wrong kind or length (e.g. pads=[1] on a 2-D pool)
                 raise NNEFXError(f"invalid node: {exc}", self.loc(where)) from None
             outs = outs if isinstance(outs, list) else [outs]
+            if any(v is not None and v.tensor in self.pending for v in ins):
+                self.pending.update(v.tensor for v in outs if v.tensor is not None)
             for k, name in enumerate(node.output):
                 if name == "":
                     continue
@@ -376,6 +380,24 @@ class OnnxReader:
                                                       location=loc))
                 name = new
             graph.outputs.append(name)
+
+    def deferred(self, fn: Any, attrs: dict[str, Any], ins: list[Value | None], exc: NNEFXError,
+                 checkpoint: tuple) -> list[Value] | None:
+        """The node as a deferred operation when it failed for want of what a run knows: the
+        value of an input computed at run time (:class:`ValueNeeded`), or the shape of an
+        input computed from a deferred node; None when it failed for another reason."""
+        waiting = [k for k, v in enumerate(ins) if v is not None and v.tensor in self.pending
+                   and (v.shape is None or any(d is None for d in v.shape))]
+        value = None
+        if isinstance(exc, ValueNeeded):
+            value = next((k for k, v in enumerate(ins) if v is not None and not v.unsupported and (
+                v is exc.value or (v.tensor is not None and v.tensor == exc.tensor))), None)
+        if value is None and not waiting:
+            return None
+        self.builder.restore(checkpoint)
+        outs = defer_node(self, fn, attrs, ins, [] if value is None else [value], waiting)
+        self.pending.update(v.tensor for v in outs if v.tensor is not None)
+        return outs
 
     # --- helpers for handlers ------------------------------------------------------------------
     def where(self) -> str:
