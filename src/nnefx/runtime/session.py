@@ -318,7 +318,7 @@ class Session:
             _execute(plan, regs, profile, self.check_numerics)
             slot_of = None
         if self._verifier is not None and not fetch:
-            self._verifier.check(checked, regs, slot_of)
+            self._verifier.check(checked, regs, slot_of, plan)
 
         new_state: dict[str, np.ndarray] = {}
         for upd in plan.updates:
