@@ -194,8 +194,6 @@ def _onnx_resize(r, attrs, ins):
             return _onnx_full_resize(r, attrs, ins)
         if attrs.get("exclude_outside", 0):
             raise r.error("exclude_outside=1 is not supported")
-        if attrs.get("antialias", 0):
-            raise r.error("antialias=1 is not supported")
         if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
             raise r.error("keep_aspect_ratio_policy other than stretch is not supported")
         if coord == "tf_crop_and_resize":
@@ -225,8 +223,7 @@ def _onnx_resize(r, attrs, ins):
         out[a] = sizes[k] if sizes else int(math.floor(x.shape[a] * scales[k]))
         if not sizes and coord == "align_corners" and out[a] != x.shape[a] * scales[k]:
             # ONNX divides by the unrounded extent x * scale - 1 there; Interpolate by the output's
-            raise r.error(f"align_corners with scale {scales[k]} on an extent of {x.shape[a]} (not a whole "
-                          "output extent) is not supported")
+            return _onnx_full_resize(r, attrs, ins)
     imode = {"nearest": "nearest", "linear": "linear_onnx", "cubic": "cubic"}.get(mode)
     if imode is None:
         raise r.error(f"Resize mode '{mode}' is not supported")
