@@ -201,7 +201,8 @@ def deferred_to_onnx(ctx: Any, op: Operation) -> None:
 
     node: Deferred = op.attribs["node"]
     again = node.build
-    if node.format != "onnx" or not isinstance(again, ReadAgain):
+    # (duck-typed: the record's class may come from an earlier import of this module)
+    if node.format != "onnx" or not all(hasattr(again, a) for a in ("opset", "inputs", "outputs")):
         raise ctx.fail(f"{node.kind} takes the values of {', '.join(node.values)} at run time")
     proto = NodeProto()
     proto.ParseFromString(node.source)
