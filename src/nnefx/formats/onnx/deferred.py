@@ -89,6 +89,13 @@ class ReadAgain:
         r.inferred = {}
         r.inferred_etypes = {}
         r.inferred_ranks = {}
+        r.pending = set()
+        r.graph_proto = None
+        r.parent = None
+        r.depth = 0
+        r.captured = []
+        r.captured_inner = []
+        r._prefix = ""
         return r
 
     def __call__(self, graph: Graph, values: Mapping[str, np.ndarray]) -> list[Operation]:

@@ -386,6 +386,8 @@ class OnnxReader:
         """The node as a deferred operation when it failed for want of what a run knows: the
         value of an input computed at run time (:class:`ValueNeeded`), or the shape of an
         input computed from a deferred node; None when it failed for another reason."""
+        if self.parent is not None:  # a body's plan is compiled once, at load: nothing binds values in it
+            return None
         waiting = [k for k, v in enumerate(ins) if v is not None and v.tensor in self.pending
                    and (v.shape is None or any(d is None for d in v.shape))]
         value = None
