@@ -89,6 +89,7 @@ class ReadAgain:
         r.inferred = {}
         r.inferred_etypes = {}
         r.inferred_ranks = {}
+        r.declared_etypes = {}
         r.pending = set()
         r.graph_proto = None
         r.parent = None
@@ -99,7 +100,7 @@ class ReadAgain:
         return r
 
     def __call__(self, graph: Graph, values: Mapping[str, np.ndarray]) -> list[Operation]:
-        builder = ImportGraph.continuing(graph, self.file)
+        builder = ImportGraph.continuing(graph, self.file, concrete=True)  # as the ONNX reader's
         r = self.reader(builder)
         loc: Location = r.loc(r.where())
         ins: list[Value | None] = []

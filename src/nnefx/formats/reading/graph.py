@@ -35,11 +35,12 @@ class ImportGraph:
         self._counter = 0
 
     @classmethod
-    def continuing(cls, graph: Graph, file: str | None) -> ImportGraph:
+    def continuing(cls, graph: Graph, file: str | None, concrete: bool = False) -> ImportGraph:
         """A builder adding to ``graph``'s tensors (new operations are collected in a graph of
         their own, sharing the tensors), e.g. to read a deferred node once its values are known."""
         b = cls.__new__(cls)
         b.graph = Graph(name=graph.name, tensors=graph.tensors)
+        b.concrete = concrete
         b.file = file
         b._materialised = {}
         b._labels = {str(op.attribs.get("label", "")).lower() for op in graph.operations if op.op == "variable"}
