@@ -21,7 +21,7 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +201,67 @@ class Model:
             if tensor.data is not None:
                 result[str(op.attribs.get("label", tensor.name))] = tensor.data
         return result
+
+
+#: The operation kind that stands for a :class:`Deferred` node in a graph.
+DEFERRED = "deferred"
+
+
+@dataclass(eq=False)
+class Deferred:
+    """A node whose parameters (axes, pads, sizes, repeats, ...) arrive as tensors whose
+    values are known only when the graph runs.
+
+    Readers that need a parameter's *value* to choose the registry operations of a node
+    (its attributes, its result shapes) and find a tensor computed at run time in its place
+    record the node as one ``deferred`` operation (``Operation.attribs["node"]``): its
+    inputs and results are ordinary graph tensors, ``values`` names the inputs whose values
+    it needs, and ``build`` turns it into ordinary registry operations once they are known
+    (the reader run again with those inputs as constants).  A
+    :class:`~nnefx.runtime.session.Session` does that per set of values and keeps a plan for
+    each (:mod:`nnefx.runtime.values`); writers write back the file's own record of the node
+    (``source``) where their format has one, and refuse it, located, elsewhere.
+    """
+
+    #: the node's operator as its file names it (``Resize``) and where it is (diagnostics)
+    kind: str
+    where: str
+    #: tensors whose values ``build`` needs (it may ask for more: :class:`ValueNeeded`)
+    values: list[str]
+    #: ``build(graph, values) -> operations``: the node as registry operations, writing its
+    #: results into the tensors named by the deferred operation's outputs; new tensors are
+    #: added to ``graph.tensors``
+    build: Callable[[Graph, Mapping[str, np.ndarray]], list[Operation]]
+    #: the format the node came from and its own record there (ONNX: the NodeProto bytes)
+    format: str = ""
+    source: Any = None
+    #: tensors whose *shapes* it needs: results of other deferred operations, known once
+    #: those are built (a node reading them is deferred until then)
+    shapes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"<deferred {self.kind} at {self.where}, values of {', '.join(self.values) or '-'}>"
+
+
+class ValueNeeded(NNEFXError):
+    """Raised by a reader that needs the value of an input it finds computed at run time.
+
+    ``value`` is the reader's record of that input (the reading layer's ``Value``; its
+    ``tensor`` names the graph tensor).  Its message is the refusal a reader gives when
+    nothing defers the node."""
+
+    def __init__(self, message: str, location: Location | None = None, value: Any = None):
+        super().__init__(message, location)
+        self.value = value
+
+    @property
+    def tensor(self) -> str | None:
+        return getattr(self.value, "tensor", None)
+
+
+def deferred_operations(graph: Graph) -> list[Operation]:
+    """The graph's :class:`Deferred` operations, in order."""
+    return [op for op in graph.operations if op.op == DEFERRED]
 
 
 def _flatten(values: Any) -> Iterator[Any]:

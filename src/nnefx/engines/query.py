@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..graph import Graph, Model
+from ..graph import DEFERRED, Graph, Model, deferred_operations
 from .base import Problem
 
 
@@ -32,6 +32,11 @@ def query(model: Model | Graph, backends: list[str] | None = None) -> dict[str, 
             result[name] = [Problem("backend", None, f"the graph has symbolic extents ({', '.join(graph.symbols)}); "
                                     "load it with input_shapes to run it on this backend")]
             continue
+        deferred = deferred_operations(graph)
+        if deferred:  # engines compile graphs whose operations are fixed (as Session says)
+            result[name] = [Problem(op.op, op.location, f"{op.attribs['node'].kind} takes values at run time, "
+                                    "which only the fast and formal backends bind") for op in deferred]
+            continue
         from .base import stateless_graph
 
         result[name] = engine.problems(stateless_graph(graph).graph)
@@ -44,6 +49,8 @@ def _numpy_problems(graph: Graph, backend: str) -> list[Problem]:
     found = []
     for op in graph.operations:
         if op.op in ("external", "variable", "constant", "update"):
+            continue
+        if op.op == DEFERRED:  # bound per run: its registry operations are known only then
             continue
         entry = registry.find(op.op)
         if entry is None:

@@ -56,8 +56,9 @@ class Verifier:
                               storage=session._compile_options["storage"], variables=session._initial_values)
         session.verification = []
 
-    def check(self, inputs: dict[str, np.ndarray], regs: Any, slot_of: Any) -> None:
-        plan = self.session.plan
+    def check(self, inputs: dict[str, np.ndarray], regs: Any, slot_of: Any, plan: Any = None) -> None:
+        """``plan``: the plan that filled ``regs`` (a session's plan for the values bound this run)."""
+        plan = plan if plan is not None else self.session.plan
         self.formal.assign({spec.label: self.session._state[spec.key]
                             for spec in plan.variables if spec.key in {u.key for u in plan.updates}})
         reference = self.formal.run(inputs)

@@ -96,6 +96,15 @@ class Session:
 
             graph = specialize(graph, {})
             self._compile_options["fold"] = False  # the unbound plan only describes inputs/outputs
+        #: run-time values (deferred operations): one specialised graph and plan per value set
+        from .values import description_graph, has_deferred
+
+        self._deferred = has_deferred(graph)
+        self._value_graphs: dict[tuple, Graph] = {}
+        self._prefix_plans: dict[tuple, Plan] = {}
+        if self._deferred:
+            graph = description_graph(graph)
+            self._compile_options["fold"] = False
         self._graph = graph
         self._initial_values = {str(k).lower(): v for k, v in (variables or {}).items()}
         self._values = dict(self._initial_values)
@@ -116,6 +125,16 @@ class Session:
         self._engine_options = dict(threads=threads, precision=precision, device=device)
         if precision != "f32" and backend in NUMPY_BACKENDS:
             raise NNEFXError(f"the {backend} backend computes in full precision only (asked for {precision})")
+        if self._deferred and backend not in NUMPY_BACKENDS:
+            if backend != "auto":
+                from ..graph import deferred_operations
+
+                op = deferred_operations(self._symbolic)[0]
+                node = op.attribs["node"]
+                raise NNEFXError(f"the {backend} backend runs graphs whose operations are known when loading; "
+                                 f"{node.kind} takes the values of {', '.join(repr(v) for v in node.values)} "
+                                 "at run time (backends 'fast' and 'formal' bind them)", op.location)
+            self.backend_reason = "operations specialised on run-time values run on the fast backend"
         if backend not in NUMPY_BACKENDS and backend != "auto":
             if self._symbolic.symbols:
                 raise NNEFXError(f"the {backend} backend runs graphs of fixed shapes; this one has symbolic extents "
@@ -210,6 +229,8 @@ class Session:
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
         self._bound_plans = {}
+        self._value_graphs = {}
+        self._prefix_plans = {}
         self._var_of_key = {spec.key: spec for spec in plan.variables}
         self._fetch_plans: dict[tuple[str, ...], Plan] = {}
 
@@ -269,12 +290,13 @@ class Session:
             raise NNEFXError(f"missing input{'s' if len(missing) > 1 else ''} "
                              f"{', '.join(repr(m) for m in missing)} of graph '{plan.graph.name}'")
         shapes = self._input_shapes
-        if self._symbolic.symbols:
+        if self._symbolic.symbols or self._deferred:
             plan, shapes = self._plan_bound(inputs, fetch)
         checked = {spec.name: self._check_input(spec.name, spec.dtype, inputs[spec.name], shapes, spec.etype)
                    if spec.kind == "tensor" else self._check_container(spec, inputs[spec.name])
                    for spec in plan.inputs}
-        if self.backend == "auto" and self._engine is None and not fetch and not self._symbolic.symbols:
+        if self.backend == "auto" and self._engine is None and not fetch and not self._symbolic.symbols \
+                and not self._deferred:
             from ..engines.auto import choose
 
             self._engine, self.backend_reason = choose(self, checked)
@@ -296,7 +318,7 @@ class Session:
             _execute(plan, regs, profile, self.check_numerics)
             slot_of = None
         if self._verifier is not None and not fetch:
-            self._verifier.check(checked, regs, slot_of)
+            self._verifier.check(checked, regs, slot_of, plan)
 
         new_state: dict[str, np.ndarray] = {}
         for upd in plan.updates:
@@ -332,22 +354,72 @@ class Session:
         return result
 
     def _plan_bound(self, inputs: Mapping[str, Any], fetch: Sequence[str]) -> tuple[Plan, dict]:
-        """The plan for the symbol values these inputs give, and the input shapes it expects."""
+        """The plan for the symbol values and run-time values these inputs give, and the input
+        shapes it expects.
+
+        Symbols first (:mod:`.symbols`), then run-time values (:mod:`.values`): the graph
+        specialised for both is compiled once per binding and kept (bounded caches)."""
         from .symbols import MAX_BINDINGS, bind_inputs, specialize
 
-        values = bind_inputs(self._symbolic, inputs)
-        key = (tuple(sorted(values.items())), tuple(fetch))
+        graph = self._symbolic
+        sym_key: tuple = ()
+        if graph.symbols:
+            values = bind_inputs(graph, inputs)
+            sym_key = tuple(sorted(values.items()))
+        key: tuple = (sym_key,)
+        if self._deferred:
+            from .values import bind_values
+
+            if graph.symbols:
+                graph = self._value_graphs.get(key) or specialize(graph, values)
+                self._value_graphs[key] = graph
+            arrays = {spec.name: spec for spec in self.plan.inputs}
+
+            def given(name: str) -> np.ndarray | None:
+                if name not in arrays:
+                    return None
+                return self._check_input(name, arrays[name].dtype, inputs[name], etype=arrays[name].etype)
+
+            graph, key = bind_values(graph, given, lambda g, names, k: self._evaluate(g, names, k, inputs),
+                                     self._value_graphs, key)
+        key = (key, tuple(fetch))
         plan = self._bound_plans.get(key)
         if plan is None:
-            graph = specialize(self._symbolic, values)
+            if not self._deferred:
+                graph = specialize(self._symbolic, values)
             options = dict(self._compile_options, fold=self._fold)
             backend = self.backend if self.backend in ("fast", "formal") else "fast"
             plan = compile_plan(graph, backend, variables=self._values, fetch=tuple(fetch), **options)
             if len(self._bound_plans) >= MAX_BINDINGS:
                 self._bound_plans.clear()
             self._bound_plans[key] = plan
+        if not self._symbolic.symbols:
+            return plan, self._input_shapes
         shapes = {spec.name: plan.graph.tensors[spec.name].shape for spec in plan.inputs}
         return plan, shapes
+
+    def _evaluate(self, graph: Graph, names: list[str], key: tuple, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The values of tensors ``names`` of ``graph`` for these inputs: the part of the graph
+        that computes them, run (its plan kept per ``key``, the values bound so far)."""
+        from .values import MAX_VALUE_SETS, prefix_graph
+
+        plan = self._prefix_plans.get(key)
+        if plan is None:
+            options = dict(self._compile_options, fold=self._fold, check_shapes=False)
+            backend = self.backend if self.backend in ("fast", "formal") else "fast"
+            plan = compile_plan(prefix_graph(graph, names), backend, variables=self._values, **options)
+            if len(self._prefix_plans) >= MAX_VALUE_SETS:
+                self._prefix_plans.clear()
+            self._prefix_plans[key] = plan
+        regs = plan.template.copy()
+        for spec in plan.inputs:
+            if spec.slot >= 0:
+                regs[spec.slot] = self._check_input(spec.name, spec.dtype, inputs[spec.name], etype=spec.etype)
+        for var in plan.variables:
+            if var.slot >= 0:
+                regs[var.slot] = self._state[var.key]
+        _execute(plan, regs, None, self.check_numerics)
+        return {name: regs[slot] for name, slot, _, _ in plan.outputs}
 
     def _check_input(self, name: str, dtype: str, value: Any, shapes: Mapping[str, Any] | None = None,
                      etype: str | None = None) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..diagnostics import Location, NNEFXError
 from ..dims import Dim
-from ..graph import Graph, Operation
+from ..graph import DEFERRED, Graph, Operation
 from .parser import KEYWORDS
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -223,6 +223,12 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
         first = next((op.location for op in graph.operations if op.location is not None), None)
         raise NNEFXError(f"cannot write graph '{graph.name}' as NNEF: it has no inputs, and an NNEF "
                          "graph declaration lists at least one (NNEF spec, graph definition)", first)
+    for op in graph.operations:
+        if op.op == DEFERRED:  # a node whose parameters are tensors known only at run time
+            node = op.attribs["node"]
+            raise NNEFXError(f"cannot write {node.kind} as NNEF: it takes the values of "
+                             f"{', '.join(repr(v) for v in node.values)} at run time, and NNEF operations take "
+                             "such parameters as attributes fixed in the document", op.location)
     lines.append(f"graph {graph.name}( {', '.join(graph.inputs)} ) -> ( {', '.join(graph.outputs)} )")
     lines.append("{")
     for op in graph.operations:

@@ -1,4 +1,8 @@
-"""Small helpers the families' ONNX readers share (inputs that must be present or known)."""
+"""Small helpers the families' ONNX readers share (inputs that must be present or known).
+
+An input whose value a reader needs but which is computed at run time raises
+:class:`~nnefx.graph.ValueNeeded`: the ONNX reader then defers the node to run time
+(:class:`~nnefx.graph.Deferred`), other readers report it as the refusal it says."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ... import etypes
+from ...graph import ValueNeeded
 from ..reading.values import Value, concrete
 
 
@@ -22,7 +27,7 @@ def onnx_ints(r: Any, v: Value | None, what: str) -> list[int] | None:
     if v is None:
         return None
     if not v.is_const:
-        raise r.error(f"{what} must be known when the model is loaded")
+        raise ValueNeeded(f"{what} must be known when the model is loaded", r.error("").location, v)
     return [int(x) for x in np.asarray(v.const).reshape(-1)]
 
 
@@ -34,7 +39,7 @@ def onnx_rank(r: Any, v: Value) -> int:
 
 def onnx_const(r: Any, v: Value, what: str) -> np.ndarray:
     if not v.is_const:
-        raise r.error(f"{what} must be known when the model is loaded")
+        raise ValueNeeded(f"{what} must be known when the model is loaded", r.error("").location, v)
     return v.const
 
 

@@ -29,7 +29,7 @@ from ..onnx.writer import tensor_type
 from ..reading.context import NodeContext
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, element_type
-from ._common import onnx_carried, onnx_need
+from ._common import onnx_carried, onnx_const, onnx_need
 
 # ================================================================================================
 # Reading
@@ -60,6 +60,35 @@ def _nms(ctx: NodeContext):
     ctx.builder.graph.tensors[outs[0]].dtype = "integer"
     ctx.builder.graph.tensors[outs[2]].dtype = "integer"
     return [ctx.result(outs[0], iet, port=0), ctx.result(outs[1], port=1), ctx.result(outs[2], iet, port=2)]
+
+@onnx_node("NonMaxSuppression")
+def _onnx_nms(r, attrs, ins):
+    boxes, scores = onnx_need(r, ins, 0, "boxes"), onnx_need(r, ins, 1, "scores")
+
+    def scalar(i: int, what: str, default):
+        if len(ins) <= i or ins[i] is None:
+            return default
+        a = np.asarray(onnx_const(r, ins[i], what)).reshape(-1)
+        if a.size != 1:
+            raise r.error(f"{what} must hold one value, holds {a.size}")
+        return a[0].item()
+
+    max_out = int(scalar(2, "max_output_boxes_per_class", 0))
+    iou = float(scalar(3, "iou_threshold", 0.0))
+    if not 0.0 <= iou <= 1.0:
+        raise r.error(f"iou_threshold must lie in [0, 1], is {iou}")
+    score = float(scalar(4, "score_threshold", float(np.finfo(np.float32).min)))
+    center = int(attrs.get("center_point_box", 0))
+    if center not in (0, 1):
+        raise r.error(f"center_point_box must be 0 or 1, is {center}")
+    c = r.ctx([boxes, scores])
+    outs = c.emit("non_max_suppression", {"boxes": c.tensor(0), "scores": c.tensor(1)},
+                  {"max_output_boxes_per_class": max(max_out, 0), "iou_threshold": iou, "score_threshold": score,
+                   "soft_nms_sigma": 0.0, "box_encoding": "center" if center else "corner",
+                   "sort_result_descending": False}, outputs=3)
+    r.builder.graph.tensors[outs[0]].dtype = "integer"
+    r.builder.graph.tensors[outs[2]].dtype = "integer"
+    return c.result(outs[0], "i64")
 
 # --- SSD-style detection layers (kernels shared with the legacy catalog) -----------------------------------
 

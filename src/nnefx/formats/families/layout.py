@@ -420,7 +420,9 @@ def _space_batch(ctx: NodeContext):
 def _onnx_constant_of_shape(r, attrs, ins):
     target = onnx_need(r, ins, 0, "input")
     value = r.tensor_array(attrs["value"]).reshape(-1)[0] if "value" in attrs else np.float32(0)
-    if not target.is_const:  # a shape known at run time only (a dynamic batch): the value broadcast to it
+    if not target.is_const and target.shape is not None and None not in target.shape:
+        # a shape of known rank known at run time only (a dynamic batch): the value broadcast to
+        # it; of an unknown rank, onnx_ints below defers the node until the shape is bound
         onnx_rank(r, target)
         if np.asarray(value).dtype not in (np.float32, np.int64, np.bool_):  # what a graph tensor holds
             raise r.error(f"ConstantOfShape of element type {np.asarray(value).dtype} to a shape known only at "

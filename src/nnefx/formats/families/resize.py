@@ -221,6 +221,9 @@ def _onnx_resize(r, attrs, ins):
     out = list(x.shape)
     for k, a in enumerate(axes):
         out[a] = sizes[k] if sizes else int(math.floor(x.shape[a] * scales[k]))
+        if not sizes and coord == "align_corners" and out[a] != x.shape[a] * scales[k]:
+            # ONNX divides by the unrounded extent x * scale - 1 there; Interpolate by the output's
+            return _onnx_full_resize(r, attrs, ins)
     imode = {"nearest": "nearest", "linear": "linear_onnx", "cubic": "cubic"}.get(mode)
     if imode is None:
         raise r.error(f"Resize mode '{mode}' is not supported")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...diagnostics import NNEFXError
-from ...graph import Operation
+from ...graph import DEFERRED, Operation
 from ...ops.ext import reshape_target
 from ..export import attrs as nnef_attrs
 from ..export.context import export_copy_n
@@ -303,13 +303,14 @@ def _onnx_shape(r, attrs, ins):
     start, end = attrs.get("start", 0), attrs.get("end", None)
     if x.shape is not None and all(d is not None for d in x.shape):
         return const(np.array(x.shape, np.int64)[start:end])
-    if x.shape is None:
-        raise r.error("Shape of a tensor whose rank is not known when loading is not supported")
-    # unknown extents (a dynamic batch) stay symbolic: gathered, concatenated or reshaped by
-    # later nodes while loading, computed at run time only where a node needs the tensor
+    # extents known only at run time (a dynamic batch, or results of a deferred node) stay
+    # symbolic: gathered, concatenated or reshaped by later nodes while loading, computed at
+    # run time only where a node needs the tensor
     shape = r.apply1("ShapeOf", {"output_type": "i64"}, [x], version="opset3")
     if (start, end) == (0, None):
         return shape
+    if x.shape is None:
+        raise r.error("Shape with start or end of a tensor whose rank is not known is not supported")
     rank = len(x.shape)
     lo, hi, _ = slice(start, end).indices(rank)
     return r.apply1("Gather", {"batch_dims": 0}, [shape, const(np.arange(lo, max(lo, hi), dtype=np.int64)),
@@ -572,3 +573,12 @@ def ir_shape_of_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 
 
 for_all("copy_n")(export_copy_n)
+
+
+@to_ir(DEFERRED)
+def deferred_to_ir(ctx: IRContext, op: Operation) -> None:
+    """A node whose parameters are run-time values (:class:`~nnefx.graph.Deferred`): the IR
+    writer writes layers whose parameters are fixed when the network is written."""
+    node = op.attribs["node"]
+    raise ctx.fail(f"{node.kind} takes the values of {', '.join(repr(v) for v in node.values)} at run time; "
+                   "the IR writer writes only operations whose parameters are known when it writes")

@@ -326,6 +326,50 @@ def _onnx_one_hot(r, attrs, ins):
     on = r.apply1("Gather", {"batch_dims": 0}, [values, const(np.int64(1)), const(np.int64(0))])
     return r.apply1("OneHot", {"axis": int(attrs.get("axis", -1))}, [idx, const(np.int64(depth)), on, off],
                     version="opset1")
+# --- selections of a data-dependent size (nnefx extension operations nonzero, compress, unique) ---
+
+def _flat_or_axis(r, c: NodeContext, x: Value, attrs) -> tuple[str, int]:
+    """The tensor to select from and the axis: ``axis`` if the node has one, else flattened."""
+    if "axis" in attrs:
+        rank = len(x.shape) if x.shape is not None else None
+        if rank is None:
+            raise r.error("the input rank is not known")
+        return c.tensor(0), norm_axis(c, int(attrs["axis"]), rank)
+    flat = c.emit1("reshape", {"input": c.tensor(0)}, {"shape": [-1]}, dtype=dtype_of(x))
+    return flat, 0
+
+
+@onnx_node("NonZero")
+def _onnx_nonzero(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    if x.is_const:
+        a = np.asarray(x.const)
+        return const(np.asarray(np.nonzero(a), np.int64).reshape(a.ndim, -1))
+    c = r.ctx([x])
+    return c.result(c.emit1("nonzero", {"input": c.tensor(0)}, dtype=dtype_of(x), out_dtype="integer"), "i64")
+
+
+@onnx_node("Compress")
+def _onnx_compress(r, attrs, ins):
+    x, cond = onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "condition")
+    if cond.etype != "boolean":
+        raise r.error(f"the condition must be a bool tensor, is {cond.etype}")
+    c = r.ctx([x, cond])
+    src, axis = _flat_or_axis(r, c, x, attrs)
+    y = c.emit1("compress", {"input": src, "condition": c.tensor(1)}, {"axis": axis}, dtype=dtype_of(x))
+    return c.result(y, x.etype)
+
+
+@onnx_node("Unique")
+def _onnx_unique(r, attrs, ins):
+    x = onnx_need(r, ins, 0, "X")
+    c = r.ctx([x])
+    src, axis = _flat_or_axis(r, c, x, attrs)
+    outs = c.emit("unique", {"input": src}, {"axis": axis, "sorted": bool(attrs.get("sorted", 1))}, outputs=4,
+                  dtype=dtype_of(x))
+    for name in outs[1:]:
+        r.builder.graph.tensors[name].dtype = "integer"
+    return [c.result(outs[0], x.etype)] + [c.result(name, "i64", port=k + 1) for k, name in enumerate(outs[1:])]
 
 
 # ================================================================================================

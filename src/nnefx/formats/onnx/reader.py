@@ -25,12 +25,13 @@ import numpy as np
 
 from ... import etypes
 from ...diagnostics import Location, NNEFXError
-from ...graph import Model, Operation, Tensor
+from ...graph import Model, Operation, Tensor, ValueNeeded
 from ...ops.onnx.tensors import cast
 from ..reading.context import NodeContext, apply_operator
 from ..reading.graph import ImportGraph
 from ..reading.registry import find_onnx_node
 from ..reading.values import Value, concrete, const, etype_of_array, nnef_dtype, tensor_etype
+from .deferred import defer_node
 
 #: Refuse model files (and external data) beyond this size.
 MAX_FILE_BYTES = 4 << 30
@@ -82,6 +83,11 @@ class OnnxReader:
         self.index = 0
         self.node: Any = None
         self.inferred: dict[str, tuple] = {}
+        #: element types and ranks ONNX's own inference gives (for deferred nodes' results)
+        self.inferred_etypes: dict[str, str] = {}
+        self.inferred_ranks: dict[str, int] = {}
+        #: tensors computed from deferred nodes' results (their shapes are known only at run time)
+        self.pending: set[str] = set()
 
     # --- structure ----------------------------------------------------------------------------
     def loc(self, field: str | None = None) -> Location:
@@ -136,18 +142,25 @@ class OnnxReader:
             _check_attribute_types(node, self.opset, self.loc(where))
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
+            checkpoint = self.builder.checkpoint(ins)
             try:
                 outs = fn(self, attrs, ins)
             except NNEFXError as exc:
-                if exc.location is None or exc.location.field is None:
-                    raise NNEFXError(exc.message, self.loc(where)) from None
-                raise
+                # a parameter computed at run time, or an input whose shape a deferred node
+                # gives: the node is read again once they are known, else refused here
+                outs = self.deferred(fn, attrs, ins, exc, checkpoint)
+                if outs is None:
+                    if exc.location is None or exc.location.field is None:
+                        raise NNEFXError(exc.message, self.loc(where)) from None
+                    raise
             except KeyError as exc:  # a required attribute the node does not carry
                 raise NNEFXError(f"missing attribute {exc}", self.loc(where)) from None
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, AttributeError) as exc:
                 # attribute values of the wrong kind or length (e.g. pads=[1] on a 2-D pool)
                 raise NNEFXError(f"invalid node: {exc}", self.loc(where)) from None
             outs = outs if isinstance(outs, list) else [outs]
+            if any(v is not None and v.tensor in self.pending for v in ins):
+                self.pending.update(v.tensor for v in outs if v.tensor is not None)
             for k, name in enumerate(node.output):
                 if name == "":
                     continue
@@ -243,11 +256,15 @@ class OnnxReader:
         shapes: dict[str, tuple] = {}
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
             tt = vi.type.tensor_type
-            if vi.type.HasField("tensor_type") and tt.elem_type in _ELEM:
+            if not vi.type.HasField("tensor_type"):
+                continue
+            if tt.elem_type in _ELEM:
                 self.declared_etypes[vi.name] = _ELEM[tt.elem_type]
-            if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+                self.inferred_etypes[vi.name] = _ELEM[tt.elem_type]
+            if not tt.HasField("shape"):
                 continue
             dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+            self.inferred_ranks[vi.name] = len(dims)
             if all(d is not None for d in dims):
                 shapes[vi.name] = tuple(dims)
         return shapes
@@ -381,6 +398,26 @@ class OnnxReader:
                                                       location=loc))
                 name = new
             graph.outputs.append(name)
+
+    def deferred(self, fn: Any, attrs: dict[str, Any], ins: list[Value | None], exc: NNEFXError,
+                 checkpoint: tuple) -> list[Value] | None:
+        """The node as a deferred operation when it failed for want of what a run knows: the
+        value of an input computed at run time (:class:`ValueNeeded`), or the shape of an
+        input computed from a deferred node; None when it failed for another reason."""
+        if self.parent is not None:  # a body's plan is compiled once, at load: nothing binds values in it
+            return None
+        waiting = [k for k, v in enumerate(ins) if v is not None and v.tensor in self.pending
+                   and (v.shape is None or any(d is None for d in v.shape))]
+        value = None
+        if isinstance(exc, ValueNeeded):
+            value = next((k for k, v in enumerate(ins) if v is not None and not v.unsupported and (
+                v is exc.value or (v.tensor is not None and v.tensor == exc.tensor))), None)
+        if value is None and not waiting:
+            return None
+        self.builder.restore(checkpoint)
+        outs = defer_node(self, fn, attrs, ins, [] if value is None else [value], waiting)
+        self.pending.update(v.tensor for v in outs if v.tensor is not None)
+        return outs
 
     # --- helpers for handlers ------------------------------------------------------------------
     def where(self) -> str:

@@ -39,6 +39,7 @@ from ...graph import Graph, Model, Operation
 from ...runtime.dtypes import DEFAULT_STORAGE
 from ..export import context as _export
 from ..export.registry import table as writers
+from . import deferred as _deferred  # noqa: F401 - registers the writer of deferred ONNX nodes
 
 #: The ONNX operator set the writer targets (default domain).
 OPSET = 18

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...diagnostics import Location, NNEFXError
-from ...graph import Operation
+from ...graph import Operation, ValueNeeded
 from .graph import ImportGraph
 from .shapes import infer_etypes, infer_operation, result_names
 from .values import Dim, Value, etype_for, etype_of_array, reading_etype
@@ -166,8 +166,8 @@ class NodeContext:
     def const(self, i: int, what: str = "") -> np.ndarray:
         v = self.input(i)
         if v.const is None:
-            raise self.error(f"input {i}{' (' + what + ')' if what else ''} must be a constant known when "
-                             "the model is loaded; computing it at run time is not supported")
+            raise ValueNeeded(f"input {i}{' (' + what + ')' if what else ''} must be a constant known when "
+                              "the model is loaded; computing it at run time is not supported", self.location, v)
         return v.const
 
     def const_ints(self, i: int, what: str = "") -> list[int]:

@@ -34,6 +34,36 @@ class ImportGraph:
         self._labels: set[str] = set()
         self._counter = 0
 
+    @classmethod
+    def continuing(cls, graph: Graph, file: str | None, concrete: bool = False) -> ImportGraph:
+        """A builder adding to ``graph``'s tensors (new operations are collected in a graph of
+        their own, sharing the tensors), e.g. to read a deferred node once its values are known."""
+        b = cls.__new__(cls)
+        b.graph = Graph(name=graph.name, tensors=graph.tensors)
+        b.concrete = concrete
+        b.file = file
+        b._materialised = {}
+        b._labels = {str(op.attribs.get("label", "")).lower() for op in graph.operations if op.op == "variable"}
+        b._counter = 0
+        return b
+
+    def checkpoint(self, values: list[Value | None]) -> tuple:
+        """What :meth:`restore` needs to undo a node's partial reading (``values``: its inputs)."""
+        return (len(self.graph.operations), set(self.graph.tensors), set(self._materialised), set(self._labels),
+                [(v, v.tensor) for v in values if v is not None])
+
+    def restore(self, checkpoint: tuple) -> None:
+        """Forget what was added since :meth:`checkpoint`."""
+        n_ops, tensors, materialised, labels, values = checkpoint
+        del self.graph.operations[n_ops:]
+        for name in [t for t in self.graph.tensors if t not in tensors]:
+            del self.graph.tensors[name]
+        for key in [k for k in self._materialised if k not in materialised]:
+            del self._materialised[key]
+        self._labels = labels
+        for v, tensor in values:
+            v.tensor = tensor
+
     def unique(self, hint: str) -> str:
         base = hint or "t"
         name = base

@@ -1,0 +1,187 @@
+"""Run-time values: graphs specialised on the values of tensors computed while they run.
+
+A node whose parameters arrive as tensors (ONNX ``Resize`` scales, ``Slice`` starts,
+``ReduceSum`` axes, ...) is a :class:`~nnefx.graph.Deferred` operation in the graph when the
+values are not known at load (when they are, the reader folds them as always).  Like a
+symbolic extent (:mod:`nnefx.runtime.symbols`), such a value is *bound* when a session
+runs: :func:`bind_values` reads the values the deferred operations need — straight from the
+inputs, or by running the part of the graph that computes them (a plan cached per value
+set) — and writes each deferred operation as its ordinary registry operations, built for
+those values (:func:`specialize_values`; shapes become concrete).  Deferred operations whose
+values depend on another's results are bound in later rounds.  The session compiles the
+result like any graph and keeps one plan per value set (:data:`MAX_VALUE_SETS`).
+
+Until bound, the graph is *described* (inputs, outputs, variables, the ``Session``
+properties) by :func:`description_graph`, whose deferred results are placeholders: that
+plan is never run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..diagnostics import NNEFXError
+from ..graph import DEFERRED, Deferred, Graph, Operation, ValueNeeded
+
+#: specialised graphs (and plans) kept per session, one per distinct set of run-time values
+MAX_VALUE_SETS = 16
+#: most items a run-time parameter may have (its bytes are part of the cache key)
+MAX_VALUE_ITEMS = 1 << 16
+
+#: a cache key: per round, the (tensor, dtype, shape, bytes) of each value bound
+Key = tuple
+
+
+def has_deferred(graph: Graph) -> bool:
+    return any(op.op == DEFERRED for op in graph.operations)
+
+
+def node_of(op: Operation) -> Deferred:
+    return op.attribs["node"]
+
+
+def description_graph(graph: Graph) -> Graph:
+    """``graph`` with each deferred operation replaced by placeholder ``constant``\\ s for its
+    results (rank 0, zero): a plan of it names the inputs, outputs and variables, and is
+    never run."""
+    ops: list[Operation] = []
+    for op in graph.operations:
+        if op.op != DEFERRED:
+            ops.append(op)
+            continue
+        for name in op.output_names():
+            dtype = graph.tensors[name].dtype
+            zero = {"scalar": 0.0, "integer": 0, "logical": False}.get(dtype, 0.0)
+            ops.append(Operation("constant", {}, {"output": name}, {"shape": [], "value": [zero]}, dtype=dtype,
+                                 location=op.location))
+    return dataclasses.replace(graph, operations=ops)
+
+
+def ready_operations(graph: Graph) -> list[Operation]:
+    """The deferred operations whose values no deferred operation computes (bound in this round)."""
+    downstream: set[str] = set()
+    ready = []
+    for op in graph.operations:
+        if op.op == DEFERRED:
+            node = node_of(op)
+            if not any(n in downstream for n in node.values + node.shapes):
+                ready.append(op)
+            downstream.update(op.output_names())
+        elif any(n in downstream for n in op.input_names()):
+            downstream.update(op.output_names())
+    return ready
+
+
+def prefix_graph(graph: Graph, names: Sequence[str]) -> Graph:
+    """The operations of ``graph`` that compute ``names`` (and every ``external``), with
+    ``names`` as the outputs: what runs to find a round's values."""
+    producers = {}
+    for i, op in enumerate(graph.operations):
+        if op.op != "update":
+            for n in op.output_names():
+                producers[n] = i
+    keep: set[int] = set()
+    todo = [n for n in names if n in producers]
+    while todo:
+        i = producers[todo.pop()]
+        if i in keep:
+            continue
+        keep.add(i)
+        todo.extend(n for n in graph.operations[i].input_names() if n in producers)
+    ops = [op for i, op in enumerate(graph.operations) if i in keep or op.op == "external"]
+    return dataclasses.replace(graph, outputs=list(names), operations=ops)
+
+
+def fingerprint(name: str, value: np.ndarray, op: Operation) -> tuple:
+    """What identifies ``value`` in a cache key (refused beyond :data:`MAX_VALUE_ITEMS`)."""
+    a = np.ascontiguousarray(value)
+    if a.size > MAX_VALUE_ITEMS:
+        node = node_of(op)
+        raise NNEFXError(f"{node.kind}: the run-time value '{name}' has {a.size} items (at most {MAX_VALUE_ITEMS} "
+                         "are bound as parameters)", op.location)
+    return (name, a.dtype.str, a.shape, a.tobytes())
+
+
+def specialize_values(graph: Graph, ready: Sequence[Operation], values: Mapping[str, np.ndarray]) -> Graph:
+    """A copy of ``graph`` with each of the ``ready`` deferred operations built for ``values``."""
+    chosen = {id(op) for op in ready}
+    new = dataclasses.replace(graph, tensors=dict(graph.tensors))
+    ops: list[Operation] = []
+    for op in graph.operations:
+        if id(op) in chosen:
+            node = node_of(op)
+            try:
+                ops.extend(node.build(new, {n: values[n] for n in node.values}))
+            except ValueNeeded as need:
+                need.deferred = op  # type: ignore[attr-defined]
+                raise
+        else:
+            ops.append(op)
+    new.operations = ops
+    return new
+
+
+Evaluate = Callable[[Graph, list[str], Key], dict[str, np.ndarray]]
+
+
+def bind_values(graph: Graph, given: Callable[[str], np.ndarray | None], evaluate: Evaluate,
+                cache: dict[Key, Graph], base: Key = ()) -> tuple[Graph, Key]:
+    """``graph`` with every deferred operation built for the values this run gives, and the
+    key of that value set.
+
+    ``given(name)`` is an input's array (None for a tensor that is not an input);
+    ``evaluate(graph, names, key)`` computes other tensors (the caller caches its plan per
+    ``key``); ``cache`` keeps specialised graphs per key (bounded by :data:`MAX_VALUE_SETS`),
+    ``base`` prefixes the keys (the binding of the graph's symbols).
+    """
+    key: Key = base
+    rounds = 0
+    while True:
+        ready = ready_operations(graph)
+        if not ready:
+            return graph, key
+        rounds += 1
+        if rounds > len(graph.operations) + 8:  # each round binds at least one operation or asks for a value
+            raise NNEFXError(f"internal: run-time values of {node_of(ready[0]).kind} never settle", ready[0].location)
+        names = list(dict.fromkeys(n for op in ready for n in node_of(op).values))
+        vals: dict[str, np.ndarray] = {}
+        rest = []
+        for n in names:
+            a = given(n)
+            if a is None:
+                rest.append(n)
+            else:
+                vals[n] = a
+        if rest:
+            vals.update(evaluate(graph, rest, key + (tuple(rest),)))
+        owner = {n: op for op in ready for n in node_of(op).values}
+        round_key = key + (tuple(fingerprint(n, vals[n], owner[n]) for n in names),)
+        hit = cache.get(round_key)
+        if hit is None:
+            try:
+                hit = specialize_values(graph, ready, vals)
+            except ValueNeeded as need:
+                _ask_for(need)
+                continue
+            if len(cache) >= MAX_VALUE_SETS:
+                cache.clear()
+            cache[round_key] = hit
+        graph, key = hit, round_key
+
+
+def _ask_for(need: ValueNeeded) -> None:
+    """A build asked for the value of another of its inputs: remember it (for this run and the
+    next); anything else it cannot have is its refusal."""
+    name, op = need.tensor, getattr(need, "deferred", None)
+    if op is not None and name is not None and name in op.input_names() and name not in node_of(op).values:
+        node_of(op).values.append(name)
+        return
+    raise NNEFXError(need.message, need.location)
+
+
+__all__ = ["MAX_VALUE_ITEMS", "MAX_VALUE_SETS", "bind_values", "description_graph", "has_deferred",
+           "prefix_graph", "ready_operations", "specialize_values"]
+
