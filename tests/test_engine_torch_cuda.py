@@ -25,6 +25,7 @@ from nnefx.diagnostics import NNEFXError  # noqa: E402
 from nnefx.io.builder import GraphBuilder  # noqa: E402
 from nnefx.runtime.session import Session  # noqa: E402
 from nnefx.semantics.frontend import compile_document  # noqa: E402
+from test_engines import _counter  # noqa: E402
 from test_onnx_export import NOT_OPERATIONS, SAMPLES, _document  # noqa: E402
 
 DIGITS = os.path.join(os.path.dirname(__file__), "..", "examples", "digits", "model")
@@ -89,13 +90,7 @@ def test_digits_network_on_the_gpu_matches_formal_at_two_batch_sizes():
 
 def test_variables_carry_across_steps_on_the_gpu():
     """s <- s * 0.5 + x each step, the state kept by the Session between GPU runs."""
-    b = GraphBuilder("counter")
-    x = b.external("x", [2, 3])
-    s = b.variable("s", np.ones((2, 3), np.float32))
-    new = b.add(b.mul(s, 0.5), x)
-    b.op("update", s, new)
-    b.output(b.add(new, 1.0), "y")
-    model = b.build()
+    model = _counter()
     gpu, cpu = Session(model, "torch", device="cuda", verify=True), Session(model, "formal")
     rng = np.random.default_rng(4)
     for _ in range(3):
