@@ -37,38 +37,16 @@ def _sig(v):
 
 
 def lstm_sequence(x, h0, c0, lens, w, r, b, direction="forward", clip=0.0):
-    x = np.asarray(x)
-    n, t, _ = x.shape
-    dirs = 2 if direction == "bidirectional" else 1
-    hs = h0.shape[2]
-    y = np.zeros((n, dirs, t, hs), dtype=x.dtype)
-    ho = np.zeros((n, dirs, hs), dtype=x.dtype)
-    co = np.zeros((n, dirs, hs), dtype=x.dtype)
-    lens = np.asarray(lens).reshape(-1).astype(np.int64)
-    if lens.size == 1 and n != 1:
-        lens = np.repeat(lens, n)
-    for d in range(dirs):
-        reverse = direction == "reverse" or d == 1
-        h = h0[:, d].astype(x.dtype).copy()
-        c = c0[:, d].astype(x.dtype).copy()
-        for step in range(t):
-            active = step < lens
-            pos = np.where(active, (lens - 1 - step) if reverse else step, 0)
-            xt = x[np.arange(n), pos]
-            gates = xt @ w[d].T + h @ r[d].T + b[d]
-            if clip:
-                gates = np.clip(gates, -clip, clip)
-            f, i, g, o = np.split(gates, 4, axis=1)
-            c_new = _sig(f) * c + _sig(i) * np.tanh(g)
-            h_new = _sig(o) * np.tanh(c_new)
-            c = np.where(active[:, None], c_new, c)
-            h = np.where(active[:, None], h_new, h)
-            for bi in range(n):
-                if active[bi]:
-                    y[bi, d, pos[bi]] = h[bi]
-        ho[:, d] = h
-        co[:, d] = c
-    return y, ho, co
+    def cell(d, xt, states):
+        h, c = states
+        gates = xt @ w[d].T + h @ r[d].T + b[d]
+        if clip:
+            gates = np.clip(gates, -clip, clip)
+        f, i, g, o = np.split(gates, 4, axis=1)
+        c_new = _sig(f) * c + _sig(i) * np.tanh(g)
+        return _sig(o) * np.tanh(c_new), c_new
+
+    return _run_sequence(x, (h0, c0), lens, direction, cell)
 
 
 @lstm_sequence_op.formal
@@ -117,35 +95,40 @@ def _rnn_shape(x, h, lens, w, r, b, direction="forward", clip=0.0, activation="t
 _ACTIVATIONS = {"tanh": np.tanh, "sigmoid": _sig, "relu": lambda v: np.maximum(v, 0)}
 
 
-def _run_sequence(x, h0, lens, direction, cell):
-    """Shared time loop: steps at or past a sequence's length leave zeros and the state."""
+def _run_sequence(x, states0, lens, direction, cell):
+    """Shared time loop of the recurrent sequences: ``states0`` the initial states, each
+    (N, directions, H), the first one the hidden state written to the output; ``cell(d, xt,
+    states)`` gives a step's new states.  Steps at or past a sequence's length leave zeros in
+    the output and the states as they were.  Returns the output and each final state."""
     x = np.asarray(x)
     n, t, _ = x.shape
     dirs = 2 if direction == "bidirectional" else 1
-    hs = h0.shape[2]
+    hs = states0[0].shape[2]
     y = np.zeros((n, dirs, t, hs), dtype=x.dtype)
-    ho = np.zeros((n, dirs, hs), dtype=x.dtype)
+    finals = [np.zeros((n, dirs, hs), dtype=x.dtype) for _ in states0]
     lens = np.asarray(lens).reshape(-1).astype(np.int64)
     if lens.size == 1 and n != 1:
         lens = np.repeat(lens, n)
     for d in range(dirs):
         reverse = direction == "reverse" or d == 1
-        h = h0[:, d].astype(x.dtype).copy()
+        states = [s[:, d].astype(x.dtype).copy() for s in states0]
         for step in range(t):
             active = step < lens
             pos = np.where(active, (lens - 1 - step) if reverse else step, 0)
-            h_new = cell(d, x[np.arange(n), pos], h)
-            h = np.where(active[:, None], h_new, h)
+            new = cell(d, x[np.arange(n), pos], states)
+            states = [np.where(active[:, None], v, s) for v, s in zip(new, states, strict=True)]
             for bi in range(n):
                 if active[bi]:
-                    y[bi, d, pos[bi]] = h[bi]
-        ho[:, d] = h
-    return y, ho
+                    y[bi, d, pos[bi]] = states[0][bi]
+        for final, s in zip(finals, states, strict=True):
+            final[:, d] = s
+    return (y, *finals)
 
 
 @gru_sequence_op.formal
 def _gru_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, linear_before_reset=False):
-    def cell(d, xt, h):
+    def cell(d, xt, states):
+        (h,) = states
         wz, wr, wh = np.split(w[d], 3)
         rz, rr, rh = np.split(r[d], 3)
         parts = b[d].reshape(4 if linear_before_reset else 3, -1)
@@ -161,9 +144,9 @@ def _gru_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, linear_befo
             hh = np.tanh(c(xt @ wh.T + rg * (h @ rh.T + rbh) + bh))
         else:
             hh = np.tanh(c(xt @ wh.T + (rg * h) @ rh.T + bh))
-        return (1 - z) * hh + z * h
+        return ((1 - z) * hh + z * h,)
 
-    return _run_sequence(x, h0, lens, direction, cell)
+    return _run_sequence(x, (h0,), lens, direction, cell)
 
 
 @rnn_sequence_op.formal
@@ -172,10 +155,10 @@ def _rnn_formal(x, h0, lens, w, r, b, direction="forward", clip=0.0, activation=
         raise NNEFXError(f"rnn_sequence: unsupported activation '{activation}'")
     f = _ACTIVATIONS[activation]
 
-    def cell(d, xt, h):
-        v = xt @ w[d].T + h @ r[d].T + b[d]
-        return f(np.clip(v, -clip, clip) if clip else v)
+    def cell(d, xt, states):
+        v = xt @ w[d].T + states[0] @ r[d].T + b[d]
+        return (f(np.clip(v, -clip, clip) if clip else v),)
 
-    return _run_sequence(x, h0, lens, direction, cell)
+    return _run_sequence(x, (h0,), lens, direction, cell)
 
 
