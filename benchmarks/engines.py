@@ -136,19 +136,24 @@ def prepare_module(net: str):
     return resnet({"r18b1": 18, "r50b8": 50}[net]).eval()
 
 
-def child(row: str, net: str, onnx_path: str, nnef_path: str, threads: int, runs: int, shape: list[int]) -> dict:
-    import numpy as np
-
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    run, session = _runner(row, net, onnx_path, nnef_path, threads)
-    for _ in range(2):
+def median_ms(run, x, runs: int, warmups: int = 2) -> float:
+    """Median latency of ``run(x)`` in milliseconds over ``runs`` timed calls after ``warmups``."""
+    for _ in range(warmups):
         run(x)
     times = []
     for _ in range(runs):
         t = time.perf_counter()
         run(x)
         times.append(time.perf_counter() - t)
-    out = {"row": row, "median_ms": statistics.median(times) * 1e3}
+    return statistics.median(times) * 1e3
+
+
+def child(row: str, net: str, onnx_path: str, nnef_path: str, threads: int, runs: int, shape: list[int]) -> dict:
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    run, session = _runner(row, net, onnx_path, nnef_path, threads)
+    out = {"row": row, "median_ms": median_ms(run, x, runs)}
     if session is not None and row == "nnefx auto":
         out["reason"] = session.backend_reason
     return out

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -38,14 +36,9 @@ sys.path.insert(0, str(HERE))
 
 
 def _median_ms(run, x, runs: int) -> float:
-    for _ in range(5):
-        run(x)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        run(x)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    from engines import median_ms
+
+    return median_ms(run, x, runs, warmups=5)
 
 
 def _error(got, ref) -> float:

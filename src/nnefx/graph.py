@@ -264,6 +264,11 @@ def deferred_operations(graph: Graph) -> list[Operation]:
     return [op for op in graph.operations if op.op == DEFERRED]
 
 
+def flat_values(values: Any) -> list[Any]:
+    """The items of argument values with nested lists/tuples (``tensor[]`` arguments) spread out."""
+    return list(_flatten(values))
+
+
 def _flatten(values: Any) -> Iterator[Any]:
     for v in values:
         if isinstance(v, (list, tuple)):

@@ -15,11 +15,11 @@ import dataclasses
 from typing import Any
 
 from ..diagnostics import NNEFXError
+from ..graph import flat_values as _flat
 from ..ops import registry
 from ..ops.sliding import fused_conv, prepared_conv
 from .backend import Backend, BackendPass, register_backend
 from .passes import Entry, PlanState
-from .plan import _flat
 
 
 def fuse_conv_epilogues(s: PlanState) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 from .. import etypes
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation, Tensor
+from ..graph import flat_values as _flat
 from ..ops.registry import OpDef
 from .backend import Backend
 from .dtypes import dequantize, literal_array, to_storage
@@ -26,7 +27,6 @@ from .plan import (
     Step,
     UpdateSpec,
     VariableSpec,
-    _flat,
     _flat_results,
     _known,
     _op_location,

@@ -127,16 +127,6 @@ class Plan:
                 f"{count(self.n_slots - len(self.constant_slots), 'buffer')}")
 
 
-def _flat(values: Any) -> list[Any]:
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, (list, tuple)):
-            out.extend(_flat(v))
-        else:
-            out.append(v)
-    return out
-
-
 def _op_location(op: Operation, index: int, source: str | None) -> Location:
     if op.location is not None:
         return op.location if op.location.file or not source else op.location.with_file(source)

@@ -13,22 +13,14 @@ nothing (in a graph without CVM loader metadata: a ``cvm_cvm_clip`` applied dire
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...diagnostics import NNEFXError
 from ...graph import Model
+from ...graph import flat_values as _flat
 from ...ops import registry
 from ...ops.integer._int import size_of
 
 _LIMIT_BASE = 2**30
 _LIMIT_SUM = 2**40
-
-
-def _flat(values: Any) -> list[Any]:
-    out: list[Any] = []
-    for v in values:
-        out.extend(_flat(v)) if isinstance(v, (list, tuple)) else out.append(v)
-    return out
 
 
 def model_cost(model: Model) -> int:

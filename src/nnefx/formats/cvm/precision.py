@@ -10,12 +10,11 @@ when the runtime refuses a model at load time.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Graph, Model
+from ...graph import flat_values as _flat
 from ...ops import registry
 from ...ops.integer._int import bitlen
 
@@ -28,16 +27,6 @@ def data_precision(arr: np.ndarray) -> int:
         return 1
     m = max(abs(int(arr.min())), abs(int(arr.max())))
     return bitlen(m) + 1
-
-
-def _flat(values: Any) -> list[Any]:
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, (list, tuple)):
-            out.extend(_flat(v))
-        else:
-            out.append(v)
-    return out
 
 
 def infer_precisions(graph: Graph, known: dict[str, int] | None = None) -> dict[str, int]:

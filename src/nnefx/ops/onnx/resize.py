@@ -27,6 +27,7 @@ Integer results round half to even and saturate to their type.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -237,21 +238,12 @@ def _resize_formal(x, roi=0.0, scales=(), sizes=(), axes=(), mode="nearest",
             result[index] = extrapolation_value
             continue
         total = 0.0
-        for combo in _product(per):
+        for combo in itertools.product(*per):
             w = math.prod(wt for _, wt in combo)
             if w:
                 total += w * float(x[tuple(i for i, _ in combo)])
         result[index] = total
     return _finish(result, x.dtype)
-
-
-def _product(lists):
-    if not lists:
-        yield ()
-        return
-    for head in lists[0]:
-        for rest in _product(lists[1:]):
-            yield (head, *rest)
 
 
 @onnx_resize.fast
