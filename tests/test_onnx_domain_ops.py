@@ -164,7 +164,17 @@ def _deform_conv(a, ins):
                                       for k in ("dilations", "group", "offset_group", "pads", "strides") if k in a}
 
 
+def _window(a) -> dict:
+    """ONNX Conv attributes as the integer convolutions take them (explicit pads)."""
+    return {k: (list(a[k]) if isinstance(a[k], list) else a[k]) for k in ("dilations", "group", "pads", "strides")
+            if k in a}
+
+
 CALLS = {
+    "MatMulInteger": lambda a, ins: ("onnx_matmul_integer", [v for v in ins if v is not None], {}),
+    "ConvInteger": lambda a, ins: ("onnx_conv_integer", [v for v in ins if v is not None], _window(a)),
+    "QLinearMatMul": lambda a, ins: ("onnx_qlinear_matmul", ins[:8], {}),
+    "QLinearConv": lambda a, ins: ("onnx_qlinear_conv", [v for v in ins if v is not None], _window(a)),
     "DynamicQuantizeLinear": lambda a, ins: ("onnx_dynamic_quantize_linear", ins[:1], {}),
     "DeformConv": _deform_conv,
     "AffineGrid": lambda a, ins: ("onnx_affine_grid", ins[:1], {"size": [int(v) for v in ins[1]],
@@ -223,7 +233,7 @@ MODULES = ("layernormalization", "rmsnormalization", "groupnormalization", "tril
            "dequantizelinear", "gridsample", "resize", "attention",
            "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "cumprod", "hardmax", "det",
            "rotaryembedding", "col2im", "affinegrid", "deformconv",
-           "dynamicquantizelinear")
+           "dynamicquantizelinear", "matmulinteger", "convinteger", "qlinearmatmul", "qlinearconv")
 
 
 def _cases():

@@ -1,8 +1,9 @@
 """Quantization: how each operator is read from IR and ONNX (and written, below).
 
-FakeQuantize.
+FakeQuantize; QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear; the integer products
+MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (``ops/onnx/qlinear.py``).
 
-Specifications: OpenVINO opset docs: FakeQuantize-1.
+Specifications: OpenVINO opset docs: FakeQuantize-1; ONNX operator docs of the operators above.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from ..ir.writer import ExportContext as IRContext
 from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.registry import ANY, onnx_node, operator
-from ..reading.values import const, dtype_of, nnef_dtype
+from ..reading.values import Value, const, dtype_of, nnef_dtype
 from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_present, onnx_write
 from .elementwise import check_broadcast
+from .sliding_conv import _onnx_conv_pads, _onnx_kernel
 
 # ================================================================================================
 # Reading
@@ -98,6 +100,89 @@ def _onnx_dynamic_quantize_linear(r, attrs, ins):
     return onnx_emit(r, "onnx_dynamic_quantize_linear", {"input": x}, {}, results=["u8", x.etype, "u8"])
 
 
+# --- ONNX MatMulInteger / ConvInteger / QLinearMatMul / QLinearConv (ops/onnx/qlinear.py) -------
+
+def _codes(r, *values: Value | None) -> None:
+    """Refuse, at the node, codes that are not int8/uint8 (QLinearMatMul-21's float8 codes)."""
+    for v in values:
+        if v is not None and v.etype not in ("i8", "u8"):
+            raise r.error(f"{r.node.op_type} of {v.etype} codes is not supported (int8 and uint8 codes are)")
+
+
+def _same_codes(r, x: Value, zero: Value | None, what: str) -> None:
+    if zero is not None and zero.etype != x.etype:
+        raise r.error(f"{what}'s element type {zero.etype} differs from its input's {x.etype}")
+
+
+def _onnx_conv_window(r, attrs, x: Value, w: Value) -> dict:
+    """ONNX Conv attributes as the operations' ``pads``/``strides``/``dilations``/``group``."""
+    if x.shape is None or w.shape is None:
+        raise r.error(f"{r.node.op_type} needs known input and filter ranks")
+    n = len(x.shape) - 2
+    kernel = _onnx_kernel(r, attrs, w, n)
+    strides = [int(v) for v in attrs.get("strides", [1] * n)]
+    dil = [int(v) for v in attrs.get("dilations", [1] * n)]
+    pads = _onnx_conv_pads(r, attrs, x.shape[2:], kernel, strides, dil)
+    return {"dilations": dil, "group": int(attrs.get("group", 1)), "pads": [p for p, _ in pads] + [q for _, q in pads],
+            "strides": strides}
+
+
+@onnx_node("MatMulInteger")
+def _onnx_matmul_integer(r, attrs, ins):
+    a, b = onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")
+    za, zb = onnx_present(ins, 2), onnx_present(ins, 3)
+    _codes(r, a, b, za, zb)
+    _same_codes(r, a, za, "a_zero_point")
+    _same_codes(r, b, zb, "b_zero_point")
+    return onnx_emit(r, "onnx_matmul_integer", {"A": a, "B": b, "a_zero_point": za, "b_zero_point": zb}, {},
+                     results=["i32"])[0]
+
+
+@onnx_node("ConvInteger")
+def _onnx_conv_integer(r, attrs, ins):
+    x, w = onnx_need(r, ins, 0, "x"), onnx_need(r, ins, 1, "w")
+    zx, zw = onnx_present(ins, 2), onnx_present(ins, 3)
+    _codes(r, x, w, zx, zw)
+    _same_codes(r, x, zx, "x_zero_point")
+    _same_codes(r, w, zw, "w_zero_point")
+    return onnx_emit(r, "onnx_conv_integer", {"x": x, "w": w, "x_zero_point": zx, "w_zero_point": zw},
+                     _onnx_conv_window(r, attrs, x, w), results=["i32"])[0]
+
+
+_QLINEAR_INPUTS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point")
+_QCONV_INPUTS = ("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point")
+
+
+def _qlinear_inputs(r, ins, names) -> dict:
+    given = {k: onnx_need(r, ins, i, k) for i, k in enumerate(names)}
+    _codes(r, *(given[k] for k in names if "scale" not in k))
+    for k in (names[0], names[3]):
+        _same_codes(r, given[k], given[f"{k}_zero_point"], f"{k}_zero_point")
+    scales = [given[k] for k in names if k.endswith("scale")]
+    onnx_kept_etypes(r, scales, narrow=True)  # float16 / bfloat16 scales reach the kernel exactly (widened)
+    for v in scales:
+        if v.etype not in ("f32", "f16", "bf16"):
+            raise r.error(f"scales must be float, float16 or bfloat16, got {v.etype}")
+    return given
+
+
+@onnx_node("QLinearMatMul")
+def _onnx_qlinear_matmul(r, attrs, ins):
+    given = _qlinear_inputs(r, ins, _QLINEAR_INPUTS)
+    return onnx_emit(r, "onnx_qlinear_matmul", given, {}, results=[given["y_zero_point"].etype])[0]
+
+
+@onnx_node("QLinearConv")
+def _onnx_qlinear_conv(r, attrs, ins):
+    given = _qlinear_inputs(r, ins, _QCONV_INPUTS)
+    bias = onnx_present(ins, 8)
+    if bias is not None and bias.etype != "i32":
+        raise r.error(f"the bias B must be int32, got {bias.etype}")
+    given["B"] = bias
+    return onnx_emit(r, "onnx_qlinear_conv", given, _onnx_conv_window(r, attrs, given["x"], given["w"]),
+                     results=[given["y_zero_point"].etype])[0]
+
+
 # ================================================================================================
 # Writing
 # ================================================================================================
@@ -143,3 +228,59 @@ def dequantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 def dynamic_quantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     _codes_type(ctx, op.outputs["output"])
     onnx_write(ctx, op, "DynamicQuantizeLinear", [op.inputs["input"]], 11)
+
+
+def _codes_to_onnx(ctx: OnnxContext, op: Operation, op_type: str, names: tuple) -> None:
+    """Refuse codes an ONNX file cannot hold for ``op_type``: tensors held in another type than
+    int8/uint8 (an NNEF text's int64), zero points given as literals other than an omitted 0."""
+    for k in names:
+        v = op.inputs.get(k)
+        if isinstance(v, str):
+            dt = ctx.dtype(v)
+            if dt.name not in ("int8", "uint8"):
+                raise ctx.fail(f"{op_type} codes held as {dt.name} ('{k}') have no ONNX form (int8 or uint8)")
+        elif v is not None and not (k.endswith("zero_point") and op_type in ("MatMulInteger", "ConvInteger")
+                                    and np.all(np.asarray(v) == 0)):
+            raise ctx.fail(f"{op_type} input '{k}' is a literal, which has no int8/uint8 code type in ONNX")
+
+
+@to_onnx("onnx_matmul_integer")
+def matmul_integer_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    names = ("A", "B", "a_zero_point", "b_zero_point")
+    _codes_to_onnx(ctx, op, "MatMulInteger", names)
+    onnx_write(ctx, op, "MatMulInteger", [op.inputs.get(k) for k in names], 10)
+
+
+def _window_to_onnx(op: Operation) -> dict:
+    return {"dilations": [int(v) for v in op.attribs.get("dilations", [])] or None,
+            "group": int(op.attribs.get("group", 1)),
+            "pads": [int(v) for v in op.attribs.get("pads", [])] or None,
+            "strides": [int(v) for v in op.attribs.get("strides", [])] or None}
+
+
+@to_onnx("onnx_conv_integer")
+def conv_integer_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    names = ("x", "w", "x_zero_point", "w_zero_point")
+    _codes_to_onnx(ctx, op, "ConvInteger", names)
+    onnx_write(ctx, op, "ConvInteger", [op.inputs.get(k) for k in names], 10, **_window_to_onnx(op))
+
+
+def _qlinear_to_onnx(ctx: OnnxContext, op: Operation, op_type: str, names: tuple, **attrs) -> None:
+    _codes_to_onnx(ctx, op, op_type, tuple(k for k in names if "scale" not in k))
+    # float16 / bfloat16 scales: QLinearMatMul-21 (QLinearConv has float scales only)
+    wide = any(isinstance(op.inputs[k], str) and ctx.dtype(op.inputs[k]).name != "float32"
+               for k in names if k.endswith("scale"))
+    if wide and op_type == "QLinearConv":
+        raise ctx.fail("QLinearConv scales other than float32 have no ONNX form")
+    onnx_write(ctx, op, op_type, [op.inputs[k] for k in names] + ([op.inputs.get("B")] if "B" in op.inputs else []),
+               21 if wide else 10, **attrs)
+
+
+@to_onnx("onnx_qlinear_matmul")
+def qlinear_matmul_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _qlinear_to_onnx(ctx, op, "QLinearMatMul", _QLINEAR_INPUTS)
+
+
+@to_onnx("onnx_qlinear_conv")
+def qlinear_conv_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _qlinear_to_onnx(ctx, op, "QLinearConv", _QCONV_INPUTS, **_window_to_onnx(op))
