@@ -169,3 +169,28 @@ def test_float8_codes_are_refused_at_the_node(tmp_path):
     with pytest.raises(NNEFXError, match=r"\[node 0 '' \(QLinearMatMul\)\]: error: QLinearMatMul of f8e4m3fn codes "
                                          r"is not supported"):
         nnefx.load(str(path))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_quantize_linear_keeps_narrow_code_types(backend, tmp_path):
+    """QuantizeLinear to float8, 4-bit, 2-bit and float4 codes is read (its zero point reaches
+    the kernel in its stored type, naming the code type) and returns those codes exactly."""
+    import onnx
+    from onnx import numpy_helper
+    from onnx.backend.test.case.node import _NodeTestCases, quantizelinear  # noqa: F401  (registers the cases)
+
+    import nnefx
+
+    names = ("e4m3fn", "e5m2", "uint4", "int4", "uint2", "int2", "float4e2m1")
+    cases = {c.name: c for c in _NodeTestCases if c.name in {f"test_quantizelinear_{n}" for n in names}}.values()
+    assert len(cases) == len(names), [c.name for c in cases]
+    for case in cases:
+        onnx.save(case.model, str(tmp_path / "q.onnx"))
+        session = nnefx.Session(nnefx.load(str(tmp_path / "q.onnx")), backend=backend)
+        inputs, expected = case.data_sets[0]
+        feeds = {vi.name: numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
+                 for vi, v in zip(case.model.graph.input, inputs, strict=True)}
+        (value,) = session.run(feeds).values()
+        want = numpy_helper.to_array(expected[0]) if isinstance(expected[0], onnx.TensorProto) else expected[0]
+        assert value.dtype == want.dtype and value.shape == want.shape, case.name
+        assert np.array_equal(value.astype(np.float64), want.astype(np.float64), equal_nan=True), case.name

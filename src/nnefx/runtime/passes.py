@@ -231,7 +231,7 @@ def bind(s: PlanState) -> None:
             raise NNEFXError(exc.message, _op_location(op, i, source)) from None
         generic = op.dtype or _generic_dtype(graph, op, opdef)
         args = _arguments(graph, op, opdef, generic, i, store, source, s.literal_slots, canon)
-        kernel = _widening(kernel, args, graph, s.backend.kernel == "formal", s.const_values)
+        kernel = _widening(kernel, args, graph, s.backend.kernel == "formal", s.const_values, _stored_inputs(opdef))
         kwargs = dict(op.attribs)
         if opdef.generic:
             kwargs["dtype"] = generic
@@ -611,8 +611,18 @@ def _result_slot(name: str, slot_of: dict[str, int], slots: _Slots) -> int:
 
 
 
+def _stored_inputs(opdef: OpDef) -> frozenset[int]:
+    """Positions of the tensor parameters an operation takes in their stored element type
+    (``define(..., stored_inputs=(...))``): a quantizer's zero point names its code type."""
+    names = opdef.extra.get("stored_inputs", ())
+    if not names:
+        return frozenset()
+    params = tensor_params(opdef.declaration) or []
+    return frozenset(k for k, p in enumerate(params) if p.name in names)
+
+
 def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal: bool,
-              constants: Mapping[str, np.ndarray]) -> Callable[..., Any]:
+              constants: Mapping[str, np.ndarray], stored: frozenset[int] = frozenset()) -> Callable[..., Any]:
     """``kernel``, handed its narrow-float and sub-byte integer arguments widened.
 
     The arithmetic contract of :mod:`nnefx.etypes` for every operation at once: a float16 (or
@@ -620,7 +630,8 @@ def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal:
     (formal), an int4 as int64; the result is rounded (wrapped) once to its own element type
     when the step stores it (:func:`~nnefx.runtime.plan.check_result`).  Arguments that are
     constants of the plan (float16 weights) are widened once, here, not on every call.
-    Kernels of graphs without such tensors are returned as they are.
+    Kernels of graphs without such tensors are returned as they are; ``stored`` are the
+    positions of parameters the operation takes as stored (:func:`_stored_inputs`).
     """
     def target(a: Any) -> Any:
         if isinstance(a, list):
@@ -634,7 +645,7 @@ def _widening(kernel: Callable[..., Any], args: list[Any], graph: Graph, formal:
             return dt
         return None
 
-    targets = [target(a) for a in args]
+    targets = [None if k in stored else target(a) for k, a in enumerate(args)]
     if all(t is None for t in targets):
         return kernel
 

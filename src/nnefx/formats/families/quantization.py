@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...etypes import numpy_dtype
 from ...graph import Operation
 from ..export.lowering import (
     out,
@@ -50,8 +51,10 @@ def _fake_quantize(ctx: NodeContext):
 # --- ONNX QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear (ops/onnx/quantization.py) ----
 
 #: ONNX ``TensorProto`` codes of the element types a quantized code may have (QuantizeLinear's
-#: ``output_dtype`` when no zero point gives it) that nnefx reads
-_CODES = {2: ("u8", np.uint8), 3: ("i8", np.int8), 4: ("u16", np.uint16), 5: ("i16", np.int16)}
+#: ``output_dtype`` when no zero point gives it): 8/16-bit integers, 4- and 2-bit integers,
+#: float8 and float4 (the ONNX operator docs' ``T2`` of QuantizeLinear-25)
+_CODES = {2: "u8", 3: "i8", 4: "u16", 5: "i16", 17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz",
+          21: "u4", 22: "i4", 23: "f4e2m1", 25: "u2", 26: "i2"}
 
 
 def _block(r, attrs) -> dict:
@@ -68,8 +71,12 @@ def _onnx_quantize_linear(r, attrs, ins):
         code = int(attrs.get("output_dtype", 0)) or 2
         if code not in _CODES:
             raise r.error(f"output_dtype = {code} is not a supported code type")
-        zero = const(np.zeros((), _CODES[code][1]))
-    onnx_kept_etypes(r, [x, scale], outputs=(zero.etype,))
+        zero = const(np.zeros((), numpy_dtype(_CODES[code])))
+    elif zero.etype not in _CODES.values():
+        raise r.error(f"zero point of element type {zero.etype} is not a QuantizeLinear code type")
+    # the zero point reaches the kernel in its stored type (``stored_inputs``): it names the
+    # code type, float8 / 4-bit / 2-bit included
+    onnx_kept_etypes(r, [x, scale], outputs=(zero.etype,), narrow=True)
     data = dict(_block(r, attrs), saturate=bool(attrs.get("saturate", 1)))
     return onnx_emit(r, "onnx_quantize_linear", {"input": x, "scale": scale, "zero_point": zero}, data,
                      results=[zero.etype], dtype=nnef_dtype(zero.etype))[0]

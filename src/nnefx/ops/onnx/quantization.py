@@ -98,8 +98,9 @@ fragment onnx_quantize_linear<?>(
     block_size: integer = 0,
     saturate: logical = true )
 -> ( output: tensor<?> );
-""", domain="onnx", generic=True, doc="ONNX QuantizeLinear: codes of zero_point's element type from "
-                                      "x / scale (+ zero_point), per tensor, per axis or per block.")
+""", domain="onnx", generic=True, stored_inputs=("zero_point",),
+   doc="ONNX QuantizeLinear: codes of zero_point's element type from x / scale (+ zero_point), per tensor, "
+       "per axis or per block.")
 
 
 @onnx_quantize_linear.shape
