@@ -164,6 +164,18 @@ def _same(value: Any, default: Any) -> bool:
         return False
 
 
+def onnx_convert(r: Any, x: Value, etype: str) -> Value:
+    """``x`` converted to ``etype`` by ONNX's Cast (``onnx_cast``: exact where the values fit,
+    floats to integers truncated toward zero): how a reader computes an operator of one element
+    type through an operation of another, where both conversions keep the meaning."""
+    from ..reading.values import nnef_dtype
+
+    c = r.ctx([x])
+    y = c.emit1("onnx_cast", {"input": c.tensor(0)}, {"to": etype, "saturate": True, "round_mode": "up"},
+                dtype=nnef_dtype(etype))
+    return c.result(y, etype)
+
+
 def onnx_scalar_like(v: Value, number: float) -> Value:
     """A load-time scalar constant of ``v``'s element type (so arithmetic keeps that type)."""
     from ...etypes import numpy_dtype

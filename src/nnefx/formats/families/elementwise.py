@@ -53,7 +53,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Dim, Value, concrete, const, dtype_of, element_type, nnef_dtype
-from ._common import onnx_carried, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
+from ._common import onnx_carried, onnx_convert, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 # ================================================================================================
 # Reading
@@ -348,6 +348,12 @@ def _onnx_binary(r, attrs, ins):
         data["m_pythondiv"] = False  # ONNX integer division truncates
     acc = vals[0]
     for v in vals[1:]:
+        if kind == "Power" and nnef_dtype(acc.etype) == "integer" and nnef_dtype(v.etype) == "scalar":
+            # Pow of an integer base to a float exponent (Pow-15 T1, T2 differ): the base's type
+            # is the result's; ONNX computes it in floating point and converts back (toward zero)
+            power = r.apply1(kind, data, [onnx_convert(r, acc, "f64"), onnx_convert(r, v, "f64")])
+            acc = onnx_convert(r, power, acc.etype)
+            continue
         if kind == "Power" and v.is_const and v.etype != acc.etype:
             v = const(np.asarray(v.const).astype(np.float32 if acc.etype == "f32" else v.const.dtype))
         acc = r.apply1(kind, data, [acc, v])

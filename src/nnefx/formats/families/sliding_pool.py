@@ -35,7 +35,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import Value, const
-from ._common import onnx_carried, onnx_ints, onnx_need, onnx_rank
+from ._common import onnx_carried, onnx_convert, onnx_ints, onnx_need, onnx_rank
 
 # The convolution readers' attribute helpers, and deconv (a debox is written as one).
 from .sliding_conv import _onnx_AUTO, _padding, _spatial, deconv_to_onnx
@@ -162,6 +162,12 @@ def _adaptive_pool(ctx: NodeContext):
 @onnx_node("MaxPool", "AveragePool")
 def _onnx_pool(r, attrs, ins):
     x = onnx_need(r, ins, 0, "X")
+    if r.node.op_type == "MaxPool" and x.etype in ("i8", "u8"):
+        # MaxPool-12 of 8-bit integers: NNEF's max_pool takes scalars, and every 8-bit value is
+        # a float32 exactly, so the maximum is taken there and converted back (no rounding)
+        pooled = _onnx_pool(r, attrs, [onnx_convert(r, x, "f32")])
+        pooled = pooled if isinstance(pooled, list) else [pooled]
+        return [onnx_convert(r, pooled[0], x.etype)] + pooled[1:]
     n = onnx_rank(r, x) - 2
     kernel = list(attrs["kernel_shape"])
     p = list(attrs.get("pads", [0] * (2 * n)))
