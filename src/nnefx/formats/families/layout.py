@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import etypes
 from ...diagnostics import NNEFXError
 from ...graph import Operation
 from ...ops.ext import broadcast_to
@@ -35,7 +36,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import norm_axes, norm_axis
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
-from ..reading.values import Dim, const, dtype_of, element_type, nnef_dtype, storage_array
+from ..reading.values import Dim, const, dtype_of, element_type, etype_of_array, nnef_dtype, storage_array
 from ..reading.values import ints as _ints
 from ._common import (
     KEPT_ETYPES,
@@ -424,9 +425,8 @@ def _onnx_constant_of_shape(r, attrs, ins):
         # a shape of known rank known at run time only (a dynamic batch): the value broadcast to
         # it; of an unknown rank, onnx_ints below defers the node until the shape is bound
         onnx_rank(r, target)
-        if np.asarray(value).dtype not in (np.float32, np.int64, np.bool_):  # what a graph tensor holds
-            raise r.error(f"ConstantOfShape of element type {np.asarray(value).dtype} to a shape known only at "
-                          "run time is not supported")
+        # the value's element type is the result's (broadcasting a value is exact in any type)
+        onnx_kept_etypes(r, [], outputs=(etype_of_array(np.asarray(value)),), narrow=True)
         y = r.apply1("Broadcast", {"mode": "numpy"}, [const(np.asarray(value)), target], version="opset3")
         if target.sym is not None and y.tensor is not None:  # the known extents of the shape stay known
             y.shape = tuple(None if isinstance(d, Dim) else int(d) for d in target.sym.reshape(-1))
@@ -510,10 +510,10 @@ def _onnx_eye_like(r, attrs, ins):
     if x.shape is None or len(x.shape) != 2 or any(d is None for d in x.shape):
         raise r.error(f"EyeLike needs a rank-2 input of known shape (got {x.shape})")
     et = r.etype_code(int(attrs["dtype"])) if "dtype" in attrs else x.etype
-    if et not in KEPT_ETYPES:
-        raise r.error(f"EyeLike of element type {et} is not supported (supported: {', '.join(KEPT_ETYPES)})")
+    onnx_kept_etypes(r, [], outputs=(et,), narrow=True)  # a load-time constant: any stored type
     r.ctx([x]).check_items(x.shape)
-    return const(np.eye(x.shape[0], x.shape[1], int(attrs.get("k", 0)), dtype=_ETYPE_NUMPY[et]))
+    eye = np.eye(x.shape[0], x.shape[1], int(attrs.get("k", 0)))
+    return const(eye.astype(etypes.numpy_dtype(et)))
 
 
 # the window functions' cosine terms (a_k of sum_k (-1)^k a_k cos(2 pi k n / N)), ONNX operator docs

@@ -204,6 +204,12 @@ fragment one_hot<?>( indices: tensor<integer>, on_value: tensor<?>, off_value: t
 """, domain="nnefx", generic=True, doc="IR OneHot: on_value where the index equals the position along axis.")
 
 
+@one_hot_op.etypes
+def _one_hot_etypes(indices, on_value, off_value, **_):
+    """The values' element type (the indices, an integer type too, come first but decide nothing)."""
+    return on_value
+
+
 @one_hot_op.shape
 def _one_hot_shape(i, on, off, depth=1, axis=-1, dtype=None):
     if depth < 1 or not 0 <= axis <= len(i):
