@@ -194,3 +194,26 @@ def test_quantize_linear_keeps_narrow_code_types(backend, tmp_path):
         want = numpy_helper.to_array(expected[0]) if isinstance(expected[0], onnx.TensorProto) else expected[0]
         assert value.dtype == want.dtype and value.shape == want.shape, case.name
         assert np.array_equal(value.astype(np.float64), want.astype(np.float64), equal_nan=True), case.name
+
+
+def test_cost_counts_the_integer_products(tmp_path):
+    """``nnefx inspect``'s cost rules: an integer convolution counts as ``conv``, an integer
+    matrix product as ``matmul``; the QLinear ones add a quantizer's 4 operations per item."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import nnefx
+    from nnefx.tools.cost import operation_cost
+
+    u8, f32 = TensorProto.UINT8, TensorProto.FLOAT
+    inputs = [("x", u8, (1, 4, 6, 6)), ("xs", f32, ()), ("xz", u8, ()), ("w", u8, (8, 4, 3, 3)), ("ws", f32, ()),
+              ("wz", u8, ()), ("ys", f32, ()), ("yz", u8, ())]
+    node = helper.make_node("QLinearConv", [n for n, _, _ in inputs], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(*i) for i in inputs],
+                              [helper.make_tensor_value_info("y", u8, (1, 8, 4, 4))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "q.onnx"))
+    graph = nnefx.load(str(tmp_path / "q.onnx")).graph
+    (op,) = [o for o in graph.operations if o.op == "onnx_qlinear_conv"]
+    cost = operation_cost(graph, op)
+    macs = 1 * 8 * 4 * 4 * (4 * 3 * 3)
+    assert cost.macs == macs and cost.flops == 2 * macs + 4 * 128

@@ -26,7 +26,9 @@ fvcore, thop, ``torch.utils.flop_counter``), written once here and in the README
   variable counts in every operation that reads it, and once in the model total).
 
 The integer ``cvm_*`` operations follow the same rules (``cvm_conv2d`` as ``conv``,
-``cvm_dense`` as ``linear``; their "FLOPs" are integer operations).  An operation without a
+``cvm_dense`` as ``linear``; their "FLOPs" are integer operations), and so do ONNX's integer
+products (``onnx_conv_integer``/``onnx_qlinear_conv`` as ``conv``, ``onnx_matmul_integer``/
+``onnx_qlinear_matmul`` as ``matmul``; the QLinear ones add a quantizer's 4 per output item).  An operation without a
 rule here (region-of-interest and detection operations, table look-ups, the rest of ``ir_*``) or whose shapes are not all known shows its cost as unknown; totals
 then say how many operations they leave out.  Nothing here raises on a model: a summary is
 never aborted by its cost column.
@@ -243,6 +245,19 @@ def _recurrent(v: _View) -> tuple[int, int]:
 def _cvm_conv(v: _View) -> tuple[int, int]:
     macs = v.out_items() * prod(v.in_shape(1)[1:])
     return macs, 2 * macs + (v.out_items() if v.attribs.get("use_bias", True) and v.has_bias(2) else 0)
+
+
+@_rule("onnx_conv_integer", "onnx_qlinear_conv")
+def _integer_conv(v: _View) -> tuple[int, int]:
+    qlinear = v.op.op == "onnx_qlinear_conv"
+    macs = v.out_items() * prod(v.in_shape(3 if qlinear else 1)[1:])
+    return macs, 2 * macs + ((4 + v.has_bias(8)) * v.out_items() if qlinear else 0)
+
+
+@_rule("onnx_matmul_integer", "onnx_qlinear_matmul")
+def _integer_matmul(v: _View) -> tuple[int, int]:
+    macs = v.out_items() * v.in_shape(0)[-1]
+    return macs, 2 * macs + (4 * v.out_items() if v.op.op == "onnx_qlinear_matmul" else 0)
 
 
 @_rule("cvm_dense")
