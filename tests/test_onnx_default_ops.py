@@ -30,7 +30,7 @@ argmax_negative_axis_keepdims_example_select_last_index argmin_default_axis_rand
 argmin_no_keepdims_example_select_last_index
 scatternd scatternd_add scatternd_multiply scatternd_max scatternd_min scatter_elements_with_negative_indices
 scatter_elements_with_duplicate_indices scatter_elements_with_reduction_max scatter_with_axis gathernd_example_float32
-eyelike_populate_off_main_diagonal reversesequence_time reversesequence_batch l1normalization_axis_last
+eyelike_populate_off_main_diagonal eyelike_with_dtype reversesequence_time reversesequence_batch l1normalization_axis_last
 l2normalization_axis_0 lpnormalization_default mvn
 lppool_1d_default lppool_2d_same_lower lppool_2d_pads lppool_2d_strides lppool_2d_dilations
 averagepool_2d_dilations averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True
@@ -63,7 +63,6 @@ melweightmatrix
 #: cases refused with a located error naming the node, and a word of the reason
 REFUSED = {
     "top_k_uint64": "TopK of integer tensors",
-    "eyelike_with_dtype": "element type f64 is not supported",
     "causal_conv_with_state_kernel_size_one": "k = 1 is empty",
     "bernoulli": "draws random numbers",
 }
