@@ -134,26 +134,26 @@ def _onnx_conv_window(r, attrs, x: Value, w: Value) -> dict:
             "strides": strides}
 
 
+def _integer_inputs(r, ins, names: tuple) -> dict:
+    """The two code tensors (required) and their zero points (optional) of an integer product."""
+    given = {k: onnx_need(r, ins, i, k) if i < 2 else onnx_present(ins, i) for i, k in enumerate(names)}
+    _codes(r, *given.values())
+    for code, zero in ((names[0], names[2]), (names[1], names[3])):
+        _same_codes(r, given[code], given[zero], zero)
+    return given
+
+
 @onnx_node("MatMulInteger")
 def _onnx_matmul_integer(r, attrs, ins):
-    a, b = onnx_need(r, ins, 0, "A"), onnx_need(r, ins, 1, "B")
-    za, zb = onnx_present(ins, 2), onnx_present(ins, 3)
-    _codes(r, a, b, za, zb)
-    _same_codes(r, a, za, "a_zero_point")
-    _same_codes(r, b, zb, "b_zero_point")
-    return onnx_emit(r, "onnx_matmul_integer", {"A": a, "B": b, "a_zero_point": za, "b_zero_point": zb}, {},
-                     results=["i32"])[0]
+    given = _integer_inputs(r, ins, ("A", "B", "a_zero_point", "b_zero_point"))
+    return onnx_emit(r, "onnx_matmul_integer", given, {}, results=["i32"])[0]
 
 
 @onnx_node("ConvInteger")
 def _onnx_conv_integer(r, attrs, ins):
-    x, w = onnx_need(r, ins, 0, "x"), onnx_need(r, ins, 1, "w")
-    zx, zw = onnx_present(ins, 2), onnx_present(ins, 3)
-    _codes(r, x, w, zx, zw)
-    _same_codes(r, x, zx, "x_zero_point")
-    _same_codes(r, w, zw, "w_zero_point")
-    return onnx_emit(r, "onnx_conv_integer", {"x": x, "w": w, "x_zero_point": zx, "w_zero_point": zw},
-                     _onnx_conv_window(r, attrs, x, w), results=["i32"])[0]
+    given = _integer_inputs(r, ins, ("x", "w", "x_zero_point", "w_zero_point"))
+    return onnx_emit(r, "onnx_conv_integer", given, _onnx_conv_window(r, attrs, given["x"], given["w"]),
+                     results=["i32"])[0]
 
 
 _QLINEAR_INPUTS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point")
