@@ -16,5 +16,6 @@ them from the model's constants.
 Families: ``normalization`` (LayerNormalization, RMSNormalization, GroupNormalization),
 ``tensors`` (Trilu, BitShift, CastLike), ``losses`` (NegativeLogLikelihoodLoss,
 SoftmaxCrossEntropyLoss), ``signal`` (DFT, STFT), ``quantization`` (blocked
-QuantizeLinear/DequantizeLinear), ``sampling`` (GridSample).
+QuantizeLinear/DequantizeLinear), ``qlinear`` (MatMulInteger, ConvInteger, QLinearMatMul,
+QLinearConv), ``sampling`` (GridSample).
 """

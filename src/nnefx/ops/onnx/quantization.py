@@ -11,7 +11,9 @@ neither says "produce uint4 / int16 / float8 codes from floats with a scale per 
   ``axis``: one per block (``block_size > 0``).
 
 The zero point is a tensor, always given (the reader supplies a zero of the output type when
-the model has none), and its element type is the quantized type.  Integer codes are
+the model has none), and its element type is the quantized type: the planner hands it over in
+its stored type (``stored_inputs``), not widened as float8 and 2/4-bit tensors otherwise are,
+so the kernel knows the code type it saturates to.  Integer codes are
 ``clamp(round_half_even(x / scale) + zero_point)`` in the code type's range; float8 codes are
 ``x / scale`` converted with saturation (or not); the division is done in ``x``'s own type,
 as the ONNX definition states.  DynamicQuantizeLinear (uint8 codes with a scale and zero point
