@@ -45,6 +45,18 @@ def test_convert_between_folder_archive_and_document(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["back", "m.tar", "m.tgz", "one.nnef"]
 
 
+def test_convert_to_a_lone_document_says_the_weights_are_left_out(tmp_path, capsys):
+    """A lone .nnef holds structure only: the command says what it left out and how to keep it."""
+    doc = str(tmp_path / "one.nnef")
+    assert main(["convert", SMALL, doc]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {doc} (structure only: a lone document holds no tensor data, so the data of 3 "
+                          "variables (39 bytes) is not in it")
+    assert f"a folder ({tmp_path / 'one'}) or an archive ({tmp_path / 'one'}.tgz)" in out
+    assert main(["convert", doc, str(tmp_path / "two.nnef")]) == 0   # nothing to leave out: nothing said
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'two.nnef'}"
+
+
 def test_broken_tensor_file_exits_1_with_location(tmp_path, capsys):
     import shutil
 

@@ -18,6 +18,7 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from .diagnostics import Location, NNEFXError
 
@@ -200,8 +201,29 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     with activity(f"writing {args.output}"):
         save(model, args.output, format=args.output_format, **options)
-    print(f"wrote {args.output}")
+    print(f"wrote {args.output}{_structure_only_note(model, args)}")
     return 0
+
+
+def _structure_only_note(model: Any, args: argparse.Namespace) -> str:
+    """What a lone ``.nnef`` document leaves out, said where it was written: it holds the
+    structure only (NNEF's tensor data lives in ``.dat`` files beside ``graph.nnef``), so a
+    converted model whose variables have data cannot run from it; the note names the
+    variables' size and the containers that keep them."""
+    from .api import FORMAT_ALIASES, save_format_for
+
+    fmt = FORMAT_ALIASES.get(args.output_format, args.output_format) if args.output_format else \
+        save_format_for(args.output)
+    if fmt != "nnef-file":
+        return ""
+    data = [t.data for _, t in model.graph.variables() if t.data is not None]
+    if not data:
+        return ""
+    size = sum(int(getattr(d, "nbytes", 0)) for d in data)
+    stem = args.output[: -len(".nnef")] if args.output.endswith(".nnef") else args.output
+    return (f" (structure only: a lone document holds no tensor data, so the data of {len(data)} "
+            f"variable{'s' if len(data) != 1 else ''} ({size} bytes) is not in it and `nnefx run` refuses it; "
+            f"convert to a folder ({stem}) or an archive ({stem}.tgz) to keep the weights)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ class OpenVinoEngine(Engine):
     def problems(self, graph: Graph) -> list[Problem]:
         from ..formats.ir import save
 
-        return exporter_problems(graph, save, ".xml", "IR v11")
+        return _saturating(graph) or exporter_problems(graph, save, ".xml", "IR v11")
 
     def compile(self, graph: Graph, *, threads: int, precision: str, device: str) -> Any:
         ov = self.module()
@@ -55,6 +55,30 @@ class OpenVinoEngine(Engine):
             except RuntimeError as exc:
                 raise NNEFXError(f"OpenVINO refused the exported model ({str(exc).splitlines()[0]})") from None
         return OvModel(compiled, graph)
+
+
+#: Integer element types whose arithmetic OpenVINO's CPU plugin saturates (i8 100 * 3 gives 127)
+#: where the graph wraps around (ONNX and the opsets' fixed-width integers; nnefx's contract).
+SATURATED = ("i8", "u8", "i16", "u16")
+#: Operations that move or pick items without computing new ones (no overflow to differ on).
+MOVING = {"external", "variable", "constant", "copy", "reshape", "squeeze", "unsqueeze", "transpose", "concat",
+          "split", "stack", "unstack", "slice", "tile", "pad", "select", "gather", "max", "min", "gt", "lt", "ge",
+          "le", "eq", "ne"}
+
+
+def _saturating(graph: Graph) -> list[Problem]:
+    """Operations computing narrow integers, which the CPU plugin saturates instead of wrapping."""
+    found = []
+    for op in graph.operations:
+        if op.op in MOVING:
+            continue
+        for name in op.output_names():
+            t = graph.tensors.get(name)
+            if t is not None and t.etype in SATURATED:
+                found.append(Problem(op.op, op.location, f"OpenVINO's CPU plugin saturates {t.etype} arithmetic "
+                                                         f"where the graph wraps around ('{name}')"))
+                break
+    return found
 
 
 class OvModel:

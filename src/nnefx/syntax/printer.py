@@ -251,8 +251,7 @@ def check_element_types(graph: Graph, where: str | None = None, fmt: str = "NNEF
     or a float16 network written as NNEF would compute something else when read back
     (no wrap-around at 8 bits, no float16 rounding).  Variables keep their type in their
     tensor files (NNEF tensor file format: float 16/32/64 bits, signed/unsigned integers);
-    every other tensor must have its data type's default element type.  The IR writer asks
-    the same (``fmt="IR"``): it writes ports as f32/i64/boolean and its reader computes so.
+    every other tensor must have its data type's default element type.
     """
     from .. import etypes
     from ..io.binary import item_type_of

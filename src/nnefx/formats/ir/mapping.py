@@ -91,7 +91,7 @@ class NetGraph(ImportGraph):
     """The graph of one IR network under construction, with its weights file."""
 
     def __init__(self, name: str, file: str | None, weights: Weights, ir_version: int):
-        super().__init__(name, file)
+        super().__init__(name, file, concrete=ir_version >= 10)
         self.weights = weights
         self.ir_version = ir_version
 

@@ -209,8 +209,10 @@ class NetReader:
         dtype = nnef_dtype(etype)
         tname = self.builder.unique(name)
         from ...graph import Tensor
+        from ..reading.values import tensor_etype
 
-        self.builder.graph.tensors[tname] = Tensor(tname, dtype, tuple(dims))
+        self.builder.graph.tensors[tname] = Tensor(tname, dtype, tuple(dims),
+                                                   etype=tensor_etype(etype) if self.builder.concrete else None)
         self.builder.graph.operations.append(
             Operation("external", {}, {"output": tname}, {"shape": [1 if d is None else int(d) for d in dims]},
                       dtype=dtype, location=loc))

@@ -35,22 +35,56 @@ from typing import Any
 
 import numpy as np
 
-from ...diagnostics import NNEFXError
+from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
-from ...syntax.printer import check_element_types
 from ..export import context as _export
 from ..export.registry import table as writers
 from ..export.unroll import lower_control_flow
 from .weights import pack_binary_filter
 
-#: nnefx data type -> IR element type.
+#: nnefx data type -> IR element type of a tensor that names no concrete element type.
 ETYPE = {"scalar": "f32", "integer": "i64", "logical": "boolean"}
-#: IR element type -> numpy dtype of its ``.bin`` storage.
-NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i64": np.int64, "i32": np.int32,
-         "i8": np.int8, "u8": np.uint8, "boolean": np.bool_}
+#: nnefx concrete element type (:mod:`nnefx.etypes`) -> the IR element type that holds it
+#: (OpenVINO's ``ov::element::Type`` names); the reader reads each back as the same type.
+IR_ETYPES = {"f64": "f64", "f32": "f32", "f16": "f16", "bf16": "bf16", "i64": "i64", "i32": "i32",
+             "i16": "i16", "i8": "i8", "u64": "u64", "u32": "u32", "u16": "u16", "u8": "u8", "bool": "boolean"}
+#: IR element type -> numpy dtype of its ``.bin`` storage (bf16 through ``ml_dtypes``, on use).
+NUMPY: dict[str, Any] = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i64": np.int64,
+                         "i32": np.int32, "i16": np.int16, "i8": np.int8, "u64": np.uint64, "u32": np.uint32,
+                         "u16": np.uint16, "u8": np.uint8, "boolean": np.bool_}
 #: IR element type -> the legacy ``precision`` spelling OpenVINO still writes on ports.
-PRECISION = {"f32": "FP32", "f16": "FP16", "f64": "FP64", "i64": "I64", "i32": "I32", "i8": "I8",
-             "u8": "U8", "boolean": "BOOL", "u1": "BIN"}
+PRECISION = {"f32": "FP32", "f16": "FP16", "f64": "FP64", "bf16": "BF16", "i64": "I64", "i32": "I32",
+             "i16": "I16", "i8": "I8", "u64": "U64", "u32": "U32", "u16": "U16", "u8": "U8", "boolean": "BOOL",
+             "u1": "BIN"}
+#: Layers whose data inputs and output share one element type (OpenVINO validates it): an
+#: exporter that feeds them mixed types has a bug, refused before a file OpenVINO rejects.
+SAME_TYPE = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference",
+             "FloorMod", "Mod", "Concat", "MatMul", "Convolution", "GroupConvolution"}
+
+
+def storage_dtype(etype: str) -> Any:
+    """The numpy dtype an IR element type's ``.bin`` bytes are written from."""
+    if etype == "bf16":
+        from ... import etypes
+
+        return etypes.numpy_dtype("bf16")
+    return NUMPY[etype]
+
+
+def ir_etype(tensor: Any, location: Any = None) -> str:
+    """The IR element type of graph tensor ``tensor``: its concrete element type where it has
+    one (an f16 network is written with f16 ports), else its data type's default; a located
+    error for element types IR v11 as nnefx writes it cannot hold."""
+    from ... import etypes
+
+    if tensor.etype is None:
+        return ETYPE.get(tensor.dtype, "f32")
+    found = IR_ETYPES.get(tensor.etype)
+    if found is None:
+        raise NNEFXError(f"cannot write tensor '{tensor.name}' as IR: its element type {etypes.of(tensor)} has no "
+                         f"IR element type nnefx writes (it writes {', '.join(IR_ETYPES)}); write ONNX, or cast it "
+                         "first", location)
+    return found
 
 Ref = tuple  # (layer id, port id)
 
@@ -113,6 +147,11 @@ class IRWriter:
     def add(self, type_: str, inputs: Sequence[Ref], outputs: Sequence[tuple[tuple, str]], *,
             attrs: dict[str, Any] | None = None, version: str = "opset1", name: str = "") -> list[Ref]:
         """Append a layer; ``outputs`` are (shape, element type) per output port."""
+        if type_ in SAME_TYPE:
+            kinds = {self.meta[src][1] for src in inputs[:2]}
+            if len(kinds) > 1:
+                raise NNEFXError(f"cannot write a {type_} layer of element types {' and '.join(sorted(kinds))} as IR "
+                                 "(OpenVINO requires one type)")
         lid = len(self.layers)
         lay = _Layer(lid, self._unique_name(name or f"{type_}_{lid}"), type_, version,
                      {k: _fmt(v) for k, v in (attrs or {}).items()})
@@ -136,10 +175,12 @@ class IRWriter:
 
     def const(self, array: Any, etype: str, name: str = "") -> Ref:
         """A Const layer holding ``array`` (shared when the same bytes are asked for again)."""
-        arr = np.array(np.asarray(array), dtype=NUMPY[etype], order="C")  # (ascontiguousarray makes 0-d 1-d)
-        compress = self.compress_to_fp16 and _export.fp16_storable(arr)
+        arr = np.array(np.asarray(array), dtype=storage_dtype(etype), order="C")  # (ascontiguousarray makes 0-d 1-d)
+        compress = self.compress_to_fp16 and etype == "f32" and _export.fp16_storable(arr)
         store_type = "f16" if compress else etype
-        data = arr.astype(np.dtype(NUMPY[store_type]).newbyteorder("<")).tobytes()
+        stored = arr.astype(storage_dtype(store_type))
+        data = (stored.view(np.uint16) if store_type == "bf16" else stored).astype(
+            stored.dtype.newbyteorder("<") if store_type != "bf16" else "<u2").tobytes()
         key = (hashlib.sha256(data).digest(), len(data), store_type, arr.shape, etype)  # not the bytes twice
         if key in self._const_cache:
             return self._const_cache[key]
@@ -261,7 +302,7 @@ class ExportContext(_export.ExportContextBase[Ref]):
         if isinstance(value, str):
             if value in self.refs:
                 return self.w.etype(self.refs[value])
-            return ETYPE.get(self.graph.tensors[value].dtype, "f32")
+            return ir_etype(self.graph.tensors[value], self.op.location if self.op is not None else None)
         if isinstance(value, tuple) and value in self.w.meta:
             return self.w.etype(value)
         if isinstance(value, bool):
@@ -277,7 +318,7 @@ class ExportContext(_export.ExportContextBase[Ref]):
                 if value not in self.consts:
                     raise self.fail(f"tensor '{value}' is not available")
                 arr = self.consts[value]
-                ref = self.w.const(arr, ETYPE.get(self.graph.tensors[value].dtype, "f32"), name=value)
+                ref = self.w.const(arr, ir_etype(self.graph.tensors[value], self.op.location if self.op is not None else None), name=value)
                 self.refs[value] = ref
             return self.refs[value]
         if isinstance(value, (bool, int, float, np.ndarray, list)):
@@ -413,12 +454,11 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
 
         graph = without_symbols(graph, "IR")
 
-    check_element_types(graph, fmt="IR")
     updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
     w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
     ctx = ExportContext(graph, w)
     for name in graph.inputs:
-        ref = w.parameter(name, _export.input_shape(graph, name), ETYPE.get(graph.tensors[name].dtype, "f32"))
+        ref = w.parameter(name, _export.input_shape(graph, name), ir_etype(graph.tensors[name], Location(field=name)))
         ctx.bind(name, ref)
     for op in _export.operations_to_write(graph, keep_updates=True):
         ctx.op = op
@@ -431,7 +471,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
                 arr = np.asarray(t.data)
             else:
                 arr = ctx.constant_value(op, tuple(op.attribs.get("shape", t.shape or ())))
-            ctx.consts[name] = np.asarray(arr, dtype=NUMPY[ETYPE.get(t.dtype, "f32")])
+            ctx.consts[name] = np.asarray(arr, dtype=storage_dtype(ir_etype(t, op.location)))
             if name in updated:
                 _state_read(ctx, op, name)
             continue
@@ -442,6 +482,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if fn is None:
             raise ctx.fail("no opset equivalent is known for this operation")
         ctx.run_exporter(fn, op)
+        _check_etypes(ctx, op)
     ctx.op = None
     for name in graph.outputs:
         ref = ctx.output_ref(name)
@@ -457,6 +498,20 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if name in graph.inputs:
             w.name_port(ref, name)
     return w
+
+
+def _check_etypes(ctx: ExportContext, op: Operation) -> None:
+    """Each result of ``op`` is written in its graph tensor's element type: a writer whose
+    layers compute another type (an f32 form of an f16 operation) is refused, located, rather
+    than written with values the graph does not compute."""
+    for name in op.output_names():
+        ref = ctx.refs.get(name)
+        t = ctx.graph.tensors.get(name)
+        if ref is None or t is None or not isinstance(ref, tuple) or ref not in ctx.w.meta:
+            continue
+        want, got = ir_etype(t, op.location), ctx.w.etype(ref)
+        if want != got:
+            raise ctx.fail(f"its IR form gives {got} where the graph computes {want} ('{name}')")
 
 
 def _expanded_exporter(name: str) -> Any:
@@ -484,7 +539,7 @@ def _export_expanded(ctx: ExportContext, op: Operation) -> None:
         arr = _export.constant_array(sop, tuple(sop.attribs.get("shape", ())))
         if arr is None:
             raise ctx.fail(f"its definition's constant '{n}' does not fill its shape")
-        return np.asarray(arr, dtype=NUMPY[ETYPE.get(expanded.tensors[n].dtype, "f32")])
+        return np.asarray(arr, dtype=storage_dtype(ir_etype(expanded.tensors[n], op.location)))
 
     def export(sop: Operation) -> None:
         fn = writers("ir").find(sop.op)
