@@ -282,3 +282,83 @@ def _deconv(rw: Rewriter, op: Operation) -> None:
     inputs = dict(op.inputs)
     inputs["filter"] = tract_filter
     rw.emit("deconv", inputs, op.attribs, _out(op), like=op, extra=dict(op.outputs))
+
+
+# --- element types ------------------------------------------------------------------------------
+# tract computes every operation in its inputs' datum type (data/src/datum.rs): a graph input of
+# another type than its NNEF type's default is declared with it, and the rest follows.
+
+
+def typed_external(rw: Rewriter, op: Operation) -> None:
+    """``external``: kept where its element type is its NNEF type's default, else
+    tract_core_external (nnef/src/ops/core/source.rs) declaring it (the CVM rules' ``external``
+    rule ends here for inputs that are not CVM int32)."""
+    from ... import etypes
+
+    out = _out(op)
+    et = etypes.of(rw.tensor(out))
+    if et == etypes.DEFAULTS.get(rw.tensor(out).dtype):
+        rw.keep(op)
+        return
+    if et not in _DATUM:
+        raise _refuse(op, f"input '{out}' is {et} data, which has no tract datum type nnefx writes "
+                          f"({', '.join(sorted(set(_DATUM.values())))})")
+    rw.emit("tract_core_external", {}, {"shape": list(op.attribs.get("shape", [])), "datum_type": _DATUM[et]},
+            out, like=op, dtype=rw.tensor(out).dtype)
+
+
+@rule("onnx_cast")
+def _onnx_cast(rw: Rewriter, op: Operation) -> None:
+    # ONNX Cast (ops/onnx/tensors.cast) as tract_core_cast, Rust's `as`: between floats and from
+    # integers or booleans it is the same conversion (round to nearest even, the low bits, 0/1);
+    # to bool it is x != 0.  Float -> integer differs (`as` saturates, ONNX as nnefx computes it
+    # truncates toward zero and wraps in the target width, non-finite values giving 0): written
+    # as that arithmetic in f64 — t = trunc(x) (|x| >= 2^52 is already whole), m = t mod 2^bits
+    # (exact: a multiple of a power of two subtracted), for 64 bits t itself below 2^63 and
+    # m - 2^64 above — then cast to i64 (exact) and to the target (its low bits).
+    from ... import etypes
+
+    x, out = op.inputs["input"], _out(op)
+    to = str(op.attribs.get("to"))
+    if to not in _DATUM:
+        raise _refuse(op, f"target type {to} has no tract datum type nnefx writes")
+    src_et = etypes.of(rw.tensor(x))
+    if src_et not in _DATUM:
+        raise _refuse(op, f"source type {src_et} has no tract datum type nnefx writes")
+    if not (etypes.is_float(src_et) and etypes.abstract(to) == "integer"):
+        rw.emit("tract_core_cast", {"input": x}, {"to": _DATUM[to]}, out, like=op)
+        return
+    bits = etypes.BITS[to]
+    shape = rw.shape(x, op)
+
+    def f64(name: str, inputs: dict, attribs: dict | None = None) -> str:
+        return rw.temp(name, inputs, attribs or {}, like=op, dtype="scalar", shape=shape, etype="f64")
+
+    def logical(name: str, inputs: dict) -> str:
+        return rw.temp(name, inputs, {}, like=op, dtype="logical", shape=shape, etype="bool")
+
+    zero = rw.constant(out, np.array(0.0, np.float64), op, fresh=True)
+    xf = x if src_et == "f64" else f64("tract_core_cast", {"input": x}, {"to": "f64"})
+    mag = f64("abs", {"x": xf})
+    finite = logical("lt", {"x": mag, "y": rw.constant(out, np.array(np.inf), op, fresh=True)})
+    safe = f64("select", {"condition": finite, "true_value": xf, "false_value": zero})
+    small = logical("lt", {"x": mag, "y": rw.constant(out, np.array(2.0 ** 52), op, fresh=True)})
+    whole = rw.temp("tract_core_cast", {"input": safe}, {"to": "i64"}, like=op, dtype="integer", shape=shape,
+                    etype="i64")
+    t = f64("select", {"condition": small, "true_value": f64("tract_core_cast", {"input": whole}, {"to": "f64"}),
+                       "false_value": safe})
+    quotient = f64("floor", {"x": f64("mul", {"x": t, "y": rw.constant(out, np.array(2.0 ** -bits), op,
+                                                                          fresh=True)})})
+    m = f64("sub", {"x": t, "y": f64("mul", {"x": quotient, "y": rw.constant(out, np.array(2.0 ** bits), op,
+                                                                               fresh=True)})})
+    if bits == 64:   # (t + 2^64 is not exact for small negative t: those are cast as they are)
+        top = rw.constant(out, np.array(2.0 ** 63), op, fresh=True)
+        m = f64("select", {"condition": logical("ge", {"x": m, "y": top}),
+                           "true_value": f64("sub", {"x": m, "y": rw.constant(out, np.array(2.0 ** 64), op,
+                                                                                fresh=True)}),
+                           "false_value": m})
+        m = f64("select", {"condition": logical("lt", {"x": f64("abs", {"x": t}), "y": top}), "true_value": t,
+                           "false_value": m})
+    ints = rw.temp("tract_core_cast", {"input": m}, {"to": "i64"}, like=op, dtype="integer", shape=shape,
+                   etype="i64")
+    rw.emit("tract_core_cast", {"input": ints}, {"to": _DATUM[to]}, out, like=op)

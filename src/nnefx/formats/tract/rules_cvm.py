@@ -22,7 +22,7 @@ from ...graph import Operation
 from ...ops.integer._int import alpha
 from ...ops.integer.reduce import reduced_axes
 from .rewrite import Rewriter, rule
-from .rules import _out, _rank_to, _refuse
+from .rules import _out, _rank_to, _refuse, typed_external
 
 
 def _i32(rw: Rewriter, op: Operation, value: int) -> str:
@@ -52,7 +52,7 @@ def _external(rw: Rewriter, op: Operation) -> None:
         rw.emit("tract_core_external", {}, {"shape": list(op.attribs["shape"]), "datum_type": "i32"}, out,
                 like=op)
     else:
-        rw.keep(op)
+        typed_external(rw, op)
 
 
 @rule("cvm_cvm_clip")
