@@ -207,9 +207,12 @@ def test_a_loop_that_never_stops_is_a_located_error(tmp_path, monkeypatch):
 
 
 def test_loop_without_a_static_trip_count_is_refused_for_nnef_and_ir(tmp_path):
+    """NNEF has no loops; IR's Loop-5 needs a body of static shapes, and this one grows."""
     model = nnefx.load(_save(tmp_path, _growing_loop(None)))
     for target in ("x.nnef", "x.xml"):
-        with pytest.raises(NNEFXError, match=r"cannot write operation 'onnx_(loop|if)'") as info:
+        with pytest.raises(NNEFXError, match=r"cannot write operation 'onnx_(loop|if)'|"
+                                             r"cannot write operation 'onnx_loop' as IR v11: its body .* is not static"
+                           ) as info:
             nnefx.save(model, str(tmp_path / target))
         assert info.value.location is not None
         assert not (tmp_path / target).exists()

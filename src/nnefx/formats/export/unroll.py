@@ -50,9 +50,13 @@ def needs_lowering(graph: Graph) -> bool:
         any(t.kind != "tensor" for t in graph.tensors.values())
 
 
-def lower_control_flow(graph: Graph, fmt: str = "NNEF") -> Graph:
+def lower_control_flow(graph: Graph, fmt: str = "NNEF", keep: tuple[str, ...] = ()) -> Graph:
     """``graph`` without control flow (a new graph; ``graph`` itself when it has none), or a
-    located :class:`NNEFXError` for the first operation ``fmt`` cannot express."""
+    located :class:`NNEFXError` for the first operation ``fmt`` cannot express.
+
+    ``keep`` names the control-flow operations the format has layers for (IR's If and Loop):
+    those are still inlined where that is exact (a load-time condition, a constant trip count)
+    and otherwise kept, with their bodies, for the format's writer."""
     if not needs_lowering(graph):
         return graph
     for name in [*graph.inputs, *graph.outputs]:
@@ -61,16 +65,17 @@ def lower_control_flow(graph: Graph, fmt: str = "NNEF") -> Graph:
             raise NNEFXError(f"cannot write graph '{graph.name}' as {fmt}: '{name}' is a {kind.replace('_', ' ')}, "
                              f"and {fmt} graphs take and return tensors only", Location(field=name))
     out = dataclasses.replace(graph, tensors=dict(graph.tensors), operations=[], subgraphs=dict(graph.subgraphs))
-    _Lowering(out, fmt).run(graph.operations, 0)
+    _Lowering(out, fmt, keep).run(graph.operations, 0)
     used = {v for op in out.operations for v in op.attribs.values() if isinstance(v, str)}
     out.subgraphs = {k: v for k, v in out.subgraphs.items() if k in used}
     return out
 
 
 class _Lowering:
-    def __init__(self, graph: Graph, fmt: str):
+    def __init__(self, graph: Graph, fmt: str, keep: tuple[str, ...] = ()):
         self.g = graph
         self.fmt = fmt
+        self.keep = keep
         self.consts: dict[str, np.ndarray] = {}
         self.updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
         self.counter = 0
@@ -119,13 +124,18 @@ class _Lowering:
 
     # --- the rewrite ------------------------------------------------------------------------
     def run(self, operations: list[Operation], depth: int) -> None:
+        lowerings = {"onnx_if": self.lower_if, "onnx_loop": self.lower_loop, "onnx_scan": self.lower_scan}
         for op in operations:
-            if op.op == "onnx_if":
-                self.lower_if(op, depth)
-            elif op.op == "onnx_loop":
-                self.lower_loop(op, depth)
-            elif op.op == "onnx_scan":
-                self.lower_scan(op, depth)
+            if op.op in lowerings and op.op in self.keep:
+                # inlined where that is exact, else kept (the format writes the layer itself)
+                mark = len(self.g.operations)
+                try:
+                    lowerings[op.op](op, depth)
+                except NNEFXError:
+                    del self.g.operations[mark:]
+                    self.emit(op)
+            elif op.op in lowerings:
+                lowerings[op.op](op, depth)
             elif op.op in CONTROL or op.op in CONTAINERS:
                 raise self.fail(op, f"{self._lacks} sequences or optionals")
             else:

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...graph import Operation, Tensor
-from ..export.registry import to_onnx
+from ..export.registry import to_ir, to_onnx
+from ..ir.writer import ExportContext as IRContext
 from ..onnx.writer import ExportContext as OnnxContext
 from ..onnx.writer import body_graph, element_dtype
 from ..reading.registry import onnx_node
@@ -484,3 +487,135 @@ def optional_get_element_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 @to_onnx("onnx_identity")
 def identity_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     _node(ctx, op, "Identity", [op.inputs["input"]])
+
+
+# --- writing IR v11 (OpenVINO opset docs: If-8, Loop-5) -------------------------------------------
+# What the IR writer keeps (an If whose condition and a Loop whose trip count or condition are
+# known only at run time; the static ones are inlined first, formats/export/unroll.py) becomes
+# the opset layer with its bodies as sub-networks: a body's inputs are Parameters fed through the
+# layer's port map, its outputs Results.
+
+
+def _port_map_entry(parent: Any, kind: str, external: int, internal: int, **extra: Any) -> None:
+    from xml.etree import ElementTree as ET
+
+    ET.SubElement(parent, kind, {"external_port_id": str(external), "internal_layer_id": str(internal),
+                                 **{k: str(v) for k, v in extra.items()}})
+
+
+def _outer_outputs(ctx: IRContext, op: Operation) -> list[tuple[tuple, str]]:
+    from ..ir.writer import ir_etype
+
+    outs = []
+    for name in op.output_names():
+        t = ctx.graph.tensors[name]
+        shape = tuple(d if isinstance(d, int) else None for d in t.shape) if t.shape is not None else None
+        if shape is None:
+            raise ctx.fail(f"result '{name}' has an unknown rank, which an IR port cannot declare")
+        outs.append((shape, ir_etype(t, op.location)))
+    return outs
+
+
+def _parameters(ctx: IRContext, op: Operation, w: Any, body: Any, inputs: list[int]) -> list[int]:
+    """The Parameter layer id of each of the body's inputs at ``inputs`` (all are needed)."""
+    ids = []
+    for k in inputs:
+        lid = w.parameter_ids.get(body.inputs[k])
+        if lid is None:
+            raise ctx.fail(f"body input {k} '{body.inputs[k]}' has no Parameter")
+        ids.append(lid)
+    return ids
+
+
+@to_ir("onnx_if")
+def if_to_ir(ctx: IRContext, op: Operation) -> None:
+    from xml.etree import ElementTree as ET
+
+    from ..ir.writer import body_network
+
+    captured = list(op.inputs["captured"])
+    refs = [ctx.ref(op.inputs["cond"])] + [ctx.ref(n) for n in captured]
+    if ctx.w.etype(refs[0]) != "boolean":
+        raise ctx.fail("its condition is not a boolean tensor")
+    outs = _outer_outputs(ctx, op)
+    children = []
+    for tag in ("then", "else"):
+        w, body = body_network(ctx, op.attribs[f"{tag}_branch"])
+        if len(body.inputs) != len(captured) or len(body.outputs) != len(outs):
+            raise ctx.fail(f"its {tag} branch takes {len(body.inputs)} inputs and gives {len(body.outputs)} "
+                           f"results, for {len(captured)} and {len(outs)}")
+        pm = ET.Element(f"{tag}_port_map")
+        for k, lid in enumerate(_parameters(ctx, op, w, body, list(range(len(captured))))):
+            _port_map_entry(pm, "input", 1 + k, lid)
+        for j, lid in enumerate(w.result_ids):
+            _port_map_entry(pm, "output", len(refs) + j, lid)
+        net = ET.Element(f"{tag}_body")
+        w.fill(net)
+        children += [pm, net]
+    got = ctx.w.add("If", refs, outs, version="opset8", name=f"{op.output_names()[0]}/If")
+    ctx.w.layers[got[0][0]].children = children
+    for name, ref in zip(op.output_names(), got, strict=True):
+        ctx.bind(name, ref)
+
+
+@to_ir("onnx_loop")
+def loop_to_ir(ctx: IRContext, op: Operation) -> None:
+    """ONNX Loop as Loop-5: the trip count (-1: none) and the condition (true: none) as its
+    first inputs, then the carried values (merged: a back edge from their body Result) and
+    the captured tensors (invariant).  ONNX's iteration number is the body's
+    ``current_iteration`` Parameter; its incoming condition is true whenever the body runs,
+    so it is written as a constant; a scan output gets a unit leading axis in the body and
+    is concatenated along it (ONNX stacks them)."""
+    from xml.etree import ElementTree as ET
+
+    from ..ir.writer import body_network
+
+    trips, conds = op.inputs["max_trip"], op.inputs["cond"]
+    carried, captured = list(op.inputs["initial"]), list(op.inputs["captured"])
+    trip = ctx.ref(trips[0]) if trips else ctx.const(np.array(-1, np.int64), "i64")
+    cond = ctx.ref(conds[0]) if conds else ctx.const(np.array(True), "boolean")
+    if ctx.w.etype(cond) != "boolean" or ctx.w.etype(trip) not in ("i64", "i32"):
+        raise ctx.fail("its trip count must be an integer and its condition a boolean tensor")
+    refs = [trip, cond] + [ctx.ref(n) for n in carried + captured]
+    outs = _outer_outputs(ctx, op)
+    n_carried = len(carried)
+    n_scan = len(outs) - n_carried
+
+    def stack_scans(body: Any) -> None:   # each scan output with a leading axis of 1
+        for j in range(n_scan):
+            k = 1 + n_carried + j
+            name = body.outputs[k]
+            t = body.tensors[name]
+            new = f"{name}__nnefx_step"
+            while new in body.tensors:
+                new += "_"
+            body.tensors[new] = Tensor(new, t.dtype, None if t.shape is None else (1, *t.shape), etype=t.etype)
+            body.operations.append(Operation("unsqueeze", {"input": name}, {"output": new}, {"axes": [0]},
+                                             dtype=t.dtype, location=op.location))
+            body.outputs[k] = new
+
+    source = ctx.graph.subgraphs.get(op.attribs["body"])
+    if source is None or len(source.inputs) != 2 + n_carried + len(captured) or \
+            len(source.outputs) != 1 + n_carried + n_scan:
+        raise ctx.fail("its body's inputs and results do not match the loop's")
+    w, body = body_network(ctx, op.attribs["body"], fixed={source.inputs[1]: np.array(True)}, extra=stack_scans)
+    params = _parameters(ctx, op, w, body, [0] + list(range(2, len(body.inputs))))
+    pm = ET.Element("port_map")
+    for k, lid in enumerate(params[1:]):
+        _port_map_entry(pm, "input", 2 + k, lid)
+    for j, lid in enumerate(w.result_ids[1:]):
+        if j < n_carried:
+            _port_map_entry(pm, "output", len(refs) + j, lid)
+        else:
+            _port_map_entry(pm, "output", len(refs) + j, lid, axis=0, start=0, end=-1, stride=1, part_size=1)
+    _port_map_entry(pm, "input", -1, params[0], purpose="current_iteration")
+    _port_map_entry(pm, "output", -1, w.result_ids[0], purpose="execution_condition")
+    back = ET.Element("back_edges")
+    for k in range(n_carried):
+        ET.SubElement(back, "edge", {"from-layer": str(w.result_ids[1 + k]), "to-layer": str(params[1 + k])})
+    net = ET.Element("body")
+    w.fill(net)
+    got = ctx.w.add("Loop", refs, outs, version="opset5", name=f"{op.output_names()[0]}/Loop")
+    ctx.w.layers[got[0][0]].children = [pm, back, net]
+    for name, ref in zip(op.output_names(), got, strict=True):
+        ctx.bind(name, ref)

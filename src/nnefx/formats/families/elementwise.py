@@ -592,6 +592,12 @@ def write_unary(ctx: Any, op: Operation) -> None:
     ctx.bind(out(op), unop(ctx, op.op, first_input(op, "x", "input")))
 
 
+@to_ir("copy")   # (registered after write_unary: IR's own form)
+def copy_to_ir(ctx: IRContext, op: Operation) -> None:
+    # the same port: no layer, and no need for a static shape (a loop's scan output has none)
+    ctx.bind(out(op), ctx.ref(first_input(op, "x", "input"), ctx.etype(first_input(op, "x", "input"))))
+
+
 @for_all("clamp")
 def write_clamp(ctx: Any, op: Operation) -> None:
     # max(min(x, b), a); the format's clamp only where it means the same (literal a <= b)
@@ -732,6 +738,27 @@ def cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     src = ctx.dtype(x)
     # Identity where nothing changes; NNEF cast floors scalars first (lowering.cast)
     ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
+
+
+@to_ir("onnx_cast")
+def onnx_cast_to_ir(ctx: IRContext, op: Operation) -> None:
+    # Convert-1 converts as ONNX Cast does between floats (to nearest even, infinity beyond the
+    # range), from integers and booleans (the low bits for a narrower integer; the opset doc's
+    # modulo rule), and to boolean (x != 0).  Float -> integer it leaves open beyond the target's
+    # range and for NaN, where ONNX Cast as nnefx computes it truncates and wraps: refused.
+    from ...etypes import abstract, is_float
+    from ..ir.writer import IR_ETYPES
+
+    to = str(op.attribs["to"])
+    if to not in IR_ETYPES:
+        raise ctx.fail(f"Cast to {to}: IR as nnefx writes it has no such element type")
+    x = ctx.ref(op.inputs["input"])
+    src = ctx.graph.tensors[op.inputs["input"]]
+    if is_float(src.etype or ("f32" if src.dtype == "scalar" else "i64")) and abstract(to) == "integer":
+        raise ctx.fail(f"Cast from a float type to {to}: OpenVINO's Convert leaves out-of-range and NaN "
+                       "values undefined, where ONNX Cast truncates and wraps around")
+    target = IR_ETYPES[to]
+    ctx.bind(out(op), x if ctx.w.etype(x) == target else ctx.convert(x, target))
 
 
 @to_onnx("onnx_cast")

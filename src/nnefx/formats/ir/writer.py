@@ -99,6 +99,8 @@ class _Layer:
     inputs: list[tuple[tuple, str]] = field(default_factory=list)    # (shape, etype) per input port
     outputs: list[tuple[tuple, str]] = field(default_factory=list)   # (shape, etype) per output port
     extra: dict[str, str] = field(default_factory=dict)               # attributes of <layer> itself
+    #: elements after <output>: a Loop's <port_map>, <back_edges>, <body>; an If's branches
+    children: list[ET.Element] = field(default_factory=list)
 
 
 def _escape_names(names: list[str]) -> str:
@@ -122,12 +124,15 @@ class IRWriter:
 
     ALIGN = 8
 
-    def __init__(self, name: str, *, compress_to_fp16: bool = False):
+    def __init__(self, name: str, *, compress_to_fp16: bool = False, blob: bytearray | None = None):
         self.name = name
         self.compress_to_fp16 = compress_to_fp16
         self.layers: list[_Layer] = []
         self.edges: list[tuple[int, int, int, int]] = []
-        self.blob = bytearray()
+        self.blob = bytearray() if blob is None else blob   # a body's constants go to its network's .bin
+        #: layer id of each graph input's Parameter, of each graph output's Result (in order)
+        self.parameter_ids: dict[str, int] = {}
+        self.result_ids: list[int] = []
         self.meta: dict[Ref, tuple[tuple, str]] = {}
         self.port_names: dict[Ref, list[str]] = {}
         self._layer_names: set[str] = set()
@@ -221,6 +226,7 @@ class IRWriter:
         lid = len(self.layers)
         self.add("Result", [src], [], name=f"{name}/sink_port_0")
         self.layers[lid].extra["output_names"] = _escape_names([name])
+        self.result_ids.append(lid)
 
     def name_port(self, ref: Ref, name: str) -> None:
         names = self.port_names.setdefault(ref, [])
@@ -239,6 +245,12 @@ class IRWriter:
 
     def xml_bytes(self) -> bytes:
         net = ET.Element("net", {"name": self.name, "version": "11"})
+        self.fill(net)
+        ET.indent(net)
+        return b'<?xml version="1.0"?>\n' + ET.tostring(net, encoding="utf-8") + b"\n"
+
+    def fill(self, net: ET.Element) -> None:
+        """``<layers>`` and ``<edges>`` into ``net`` (the network, or a Loop's ``<body>``)."""
         layers = ET.SubElement(net, "layers")
         for lay in self.layers:
             el = ET.SubElement(layers, "layer", {"id": str(lay.id), "name": lay.name, "type": lay.type,
@@ -258,12 +270,11 @@ class IRWriter:
                 for k, (shape, et) in enumerate(lay.outputs):
                     pid = len(lay.inputs) + k
                     self._port(outs, pid, shape, et, self.port_names.get((lay.id, pid)))
+            el.extend(lay.children)
         edges = ET.SubElement(net, "edges")
         for a, b, c, d in self.edges:
             ET.SubElement(edges, "edge", {"from-layer": str(a), "from-port": str(b), "to-layer": str(c),
                                           "to-port": str(d)})
-        ET.indent(net)
-        return b'<?xml version="1.0"?>\n' + ET.tostring(net, encoding="utf-8") + b"\n"
 
 
 class ExportContext(_export.ExportContextBase[Ref]):
@@ -446,8 +457,10 @@ SPELLING = {
 PAD_MODE = {"constant": "constant", "replicate": "edge", "reflect": "reflect", "reflect-even": "symmetric"}
 
 
-def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
-    """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk)."""
+def build(graph: Graph, *, compress_to_fp16: bool = False, blob: bytearray | None = None,
+          fixed: dict[str, np.ndarray] | None = None) -> IRWriter:
+    """Translate ``graph`` into an :class:`IRWriter` (nothing is written to disk); ``blob``
+    the weights of the network it is a body of, ``fixed`` inputs given as constants."""
 
     if graph.symbols:   # symbolic extents (tract_symbol) are unknown here (and refused where needed)
         from ...runtime.symbols import without_symbols
@@ -455,10 +468,14 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         graph = without_symbols(graph, "IR")
 
     updated = {op.inputs.get("variable") for op in graph.operations if op.op == "update"}
-    w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16)
+    w = IRWriter(graph.name or "model", compress_to_fp16=compress_to_fp16, blob=blob)
     ctx = ExportContext(graph, w)
     for name in graph.inputs:
+        if fixed and name in fixed:
+            ctx.consts[name] = np.asarray(fixed[name])
+            continue
         ref = w.parameter(name, _export.input_shape(graph, name), ir_etype(graph.tensors[name], Location(field=name)))
+        w.parameter_ids[name] = ref[0]
         ctx.bind(name, ref)
     for op in _export.operations_to_write(graph, keep_updates=True):
         ctx.op = op
@@ -498,6 +515,34 @@ def build(graph: Graph, *, compress_to_fp16: bool = False) -> IRWriter:
         if name in graph.inputs:
             w.name_port(ref, name)
     return w
+
+
+#: Control-flow operations IR v11 has layers for (the rest is inlined or refused).
+KEPT_CONTROL = ("onnx_if", "onnx_loop")
+
+
+def body_network(ctx: ExportContext, name: str, *, fixed: dict[str, np.ndarray] | None = None,
+                 extra: Any = None) -> tuple[IRWriter, Graph]:
+    """Body ``name`` of the operation being written as a sub-network (its constants in the
+    network's ``.bin``): control flow inside it handled as in the network, its inputs in
+    ``fixed`` written as constants, ``extra(graph)`` a last change to (a copy of) the body.
+    An error inside it keeps its own location (the body operation's) and names the layer's
+    operation."""
+    body = ctx.graph.subgraphs.get(name)
+    if body is None:
+        raise ctx.fail(f"the graph has no body named '{name}'")
+    import dataclasses
+
+    body = dataclasses.replace(body, tensors=dict(body.tensors), operations=list(body.operations),
+                               outputs=list(body.outputs))
+    if extra is not None:
+        extra(body)
+    try:
+        body = _export.graph_with_shapes(lower_control_flow(body, "IR v11", keep=KEPT_CONTROL))
+        return build(body, compress_to_fp16=ctx.w.compress_to_fp16, blob=ctx.w.blob, fixed=fixed), body
+    except NNEFXError as exc:   # located at the body's operation, named after the layer's
+        raise NNEFXError(f"{ctx.fail('').message}its body '{name}' cannot be written: {exc.message}",
+                         exc.location or ctx.fail("").location) from None
 
 
 def _check_etypes(ctx: ExportContext, op: Operation) -> None:
@@ -590,8 +635,8 @@ def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16:
     """Write ``model`` as IR v11: ``path`` (``.xml``) and ``weights`` (default: ``.bin`` beside it)."""
     graph = model.graph if isinstance(model, Model) else model
     path = os.fspath(path)
-    # IR v11 is written without Loop/If/TensorIterator: control flow unrolled where static, else refused
-    graph = _export.graph_with_shapes(lower_control_flow(graph, "IR v11"))
+    # control flow inlined where static, else written as If-8 / Loop-5 layers with their bodies
+    graph = _export.graph_with_shapes(lower_control_flow(graph, "IR v11", keep=KEPT_CONTROL))
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
     bin_path = os.fspath(weights) if weights is not None else os.path.splitext(path)[0] + ".bin"
