@@ -564,8 +564,9 @@ def loop_to_ir(ctx: IRContext, op: Operation) -> None:
     first inputs, then the carried values (merged: a back edge from their body Result) and
     the captured tensors (invariant).  ONNX's iteration number is the body's
     ``current_iteration`` Parameter; its incoming condition is true whenever the body runs,
-    so it is written as a constant; a scan output gets a unit leading axis in the body and
-    is concatenated along it (ONNX stacks them)."""
+    so it is written as a constant, and its condition output, which ONNX ignores when the
+    loop has no condition input, is then a constant true; a scan output gets a unit leading
+    axis in the body and is concatenated along it (ONNX stacks them)."""
     from xml.etree import ElementTree as ET
 
     from ..ir.writer import body_network
@@ -582,6 +583,14 @@ def loop_to_ir(ctx: IRContext, op: Operation) -> None:
     n_scan = len(outs) - n_carried
 
     def stack_scans(body: Any) -> None:   # each scan output with a leading axis of 1
+        if not conds:   # ONNX ignores the body's condition output when the loop has no condition input
+            name = "nnefx_true"
+            while name in body.tensors:
+                name += "_"
+            body.tensors[name] = Tensor(name, "logical", ())
+            body.operations.append(Operation("constant", {}, {"output": name}, {"shape": [], "value": [True]},
+                                             dtype="logical", location=op.location))
+            body.outputs[0] = name
         for j in range(n_scan):
             k = 1 + n_carried + j
             name = body.outputs[k]
