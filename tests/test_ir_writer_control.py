@@ -138,3 +138,29 @@ def test_float_to_integer_cast_is_refused_in_ir(tmp_path):
         nnefx.save(model, tmp_path / "m.xml")
     assert "Cast" in str(err.value.location)
     assert not (tmp_path / "m.xml").exists()
+
+
+@pytest.mark.parametrize("in_dir,out_dir,out_axis", [(0, 0, 0), (1, 0, 0), (0, 1, 1), (1, 1, -1)])
+def test_scan_over_a_run_time_length_is_a_tensor_iterator(tmp_path, in_dir, out_dir, out_axis):
+    """s <- s + x_t, each (s * k) a scan output; x's length known only at run time."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_t"], ["s_out"]), h.make_node("Mul", ["s_out", "k"], ["o"])],
+                        "body", [_vi("s_in", [2]), _vi("x_t", [2])], [_vi("s_out", [2]), _vi("o", [2])])
+    model = _save(tmp_path, [h.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+                                         scan_input_directions=[in_dir], scan_output_directions=[out_dir],
+                                         scan_output_axes=[out_axis])],
+                  [_vi("s0", [2]), _vi("x", [None, 2]), _vi("k", [2])], [_vi("s", [2]), _vi("ys", None)])
+    nnefx.save(model, tmp_path / "m.xml")
+    (layer,) = _layers(tmp_path / "m.xml", "TensorIterator")
+    assert len(layer.find("back_edges")) == 1
+    compiled = ov.Core().compile_model(str(tmp_path / "m.xml"), "CPU")
+    for n in (1, 4):
+        feed = {"s0": np.array([1, 2], np.float32), "x": np.arange(2 * n, dtype=np.float32).reshape(n, 2),
+                "k": np.array([1, -1], np.float32)}
+        want = nnefx.Session(model).run(feed)
+        got = {k.get_any_name(): v for k, v in compiled(feed).items()}
+        for name in ("s", "ys"):
+            assert np.array_equal(got[name], want[name]), name
+    # read back with the length given at load: nnefx's reader unrolls it
+    back = nnefx.load(tmp_path / "m.xml", shapes={"x": (4, 2)})
+    got = nnefx.Session(back).run(feed)
+    assert all(np.array_equal(got[k], want[k]) for k in want)

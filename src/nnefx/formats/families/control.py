@@ -628,3 +628,96 @@ def loop_to_ir(ctx: IRContext, op: Operation) -> None:
     ctx.w.layers[got[0][0]].children = [pm, back, net]
     for name, ref in zip(op.output_names(), got, strict=True):
         ctx.bind(name, ref)
+
+
+@to_ir("onnx_scan")
+def scan_to_ir(ctx: IRContext, op: Operation) -> None:
+    """ONNX Scan (9+) as TensorIterator-1: each scanned input sliced one item at a time along
+    its axis (stride -1 from the end for a reverse direction), the item's unit axis squeezed
+    in the body; states merged through back edges, captured tensors invariant; each scan
+    output given a unit axis in the body and concatenated along it (reversed likewise)."""
+    from xml.etree import ElementTree as ET
+
+    from ..ir.writer import body_network
+
+    if op.attribs.get("batched"):
+        raise ctx.fail("the batched form (Scan-8) has no TensorIterator form nnefx writes")
+    states, scanned, captured = list(op.inputs["initial"]), list(op.inputs["scanned"]), list(op.inputs["captured"])
+    if not scanned:
+        raise ctx.fail("a TensorIterator needs at least one scanned input")
+    n_states, n_scanned = len(states), len(scanned)
+    outs = _outer_outputs(ctx, op)
+    n_out = len(outs) - n_states
+    ranks = [len(ctx.graph.tensors[x].shape or ()) for x in scanned]
+    in_axes = list(op.attribs.get("scan_input_axes") or [0] * n_scanned)
+    in_axes = [a + r if a < 0 else a for a, r in zip(in_axes, ranks, strict=True)]
+    in_dirs = list(op.attribs.get("scan_input_directions") or [0] * n_scanned)
+    out_axes = list(op.attribs.get("scan_output_axes") or [0] * n_out)
+    out_dirs = list(op.attribs.get("scan_output_directions") or [0] * n_out)
+    source = ctx.graph.subgraphs.get(op.attribs["body"])
+    if source is None or len(source.inputs) != n_states + n_scanned + len(captured) or \
+            len(source.outputs) != n_states + n_out:
+        raise ctx.fail("its body's inputs and results do not match the scan's")
+
+    def fresh(body: Any, hint: str) -> str:
+        while hint in body.tensors:
+            hint += "_"
+        return hint
+
+    def reshape_body(body: Any) -> None:
+        front = []
+        for k in range(n_scanned):   # the body takes the slice, with its unit axis, and squeezes it
+            item = body.inputs[n_states + k]
+            t = body.tensors[item]
+            if t.shape is None:
+                raise ctx.fail(f"scanned item '{item}' has an unknown rank")
+            piece = fresh(body, f"{item}__nnefx_slice")
+            axis = in_axes[k]
+            body.tensors[piece] = Tensor(piece, t.dtype, (*t.shape[:axis], 1, *t.shape[axis:]), etype=t.etype)
+            body.inputs[n_states + k] = piece
+            body.operations = [o for o in body.operations if not (o.op == "external" and item in o.output_names())]
+            front.append(Operation("squeeze", {"input": piece}, {"output": item}, {"axes": [axis]}, dtype=t.dtype,
+                                   location=op.location))
+        body.operations[:0] = front
+        for j in range(n_out):        # each scan output with a unit axis to concatenate along
+            name = body.outputs[n_states + j]
+            t = body.tensors[name]
+            if t.shape is None:
+                raise ctx.fail(f"scan output '{name}' has an unknown rank")
+            axis = out_axes[j] + len(t.shape) + 1 if out_axes[j] < 0 else out_axes[j]
+            out_axes[j] = axis
+            new = fresh(body, f"{name}__nnefx_step")
+            body.tensors[new] = Tensor(new, t.dtype, (*t.shape[:axis], 1, *t.shape[axis:]), etype=t.etype)
+            body.operations.append(Operation("unsqueeze", {"input": name}, {"output": new}, {"axes": [axis]},
+                                             dtype=t.dtype, location=op.location))
+            body.outputs[n_states + j] = new
+
+    w, body = body_network(ctx, op.attribs["body"], extra=reshape_body)
+    params = _parameters(ctx, op, w, body, list(range(len(body.inputs))))
+    refs = [ctx.ref(n) for n in states + scanned + captured]
+    pm = ET.Element("port_map")
+
+    def sliced(direction: int, axis: int) -> dict:
+        forward = {"start": 0, "end": -1, "stride": 1}
+        backward = {"start": -1, "end": 0, "stride": -1}
+        return {"axis": axis, **(backward if direction else forward), "part_size": 1}
+
+    for k, lid in enumerate(params):
+        if n_states <= k < n_states + n_scanned:
+            _port_map_entry(pm, "input", k, lid, **sliced(in_dirs[k - n_states], in_axes[k - n_states]))
+        else:
+            _port_map_entry(pm, "input", k, lid)
+    for j, lid in enumerate(w.result_ids):
+        if j < n_states:
+            _port_map_entry(pm, "output", len(refs) + j, lid)
+        else:
+            _port_map_entry(pm, "output", len(refs) + j, lid, **sliced(out_dirs[j - n_states], out_axes[j - n_states]))
+    back = ET.Element("back_edges")
+    for k in range(n_states):
+        ET.SubElement(back, "edge", {"from-layer": str(w.result_ids[k]), "to-layer": str(params[k])})
+    net = ET.Element("body")
+    w.fill(net)
+    got = ctx.w.add("TensorIterator", refs, outs, version="opset1", name=f"{op.output_names()[0]}/TensorIterator")
+    ctx.w.layers[got[0][0]].children = [pm, back, net]
+    for name, ref in zip(op.output_names(), got, strict=True):
+        ctx.bind(name, ref)

@@ -518,7 +518,7 @@ def build(graph: Graph, *, compress_to_fp16: bool = False, blob: bytearray | Non
 
 
 #: Control-flow operations IR v11 has layers for (the rest is inlined or refused).
-KEPT_CONTROL = ("onnx_if", "onnx_loop")
+KEPT_CONTROL = ("onnx_if", "onnx_loop", "onnx_scan")
 
 
 def body_network(ctx: ExportContext, name: str, *, fixed: dict[str, np.ndarray] | None = None,
@@ -534,7 +534,7 @@ def body_network(ctx: ExportContext, name: str, *, fixed: dict[str, np.ndarray] 
     import dataclasses
 
     body = dataclasses.replace(body, tensors=dict(body.tensors), operations=list(body.operations),
-                               outputs=list(body.outputs))
+                               inputs=list(body.inputs), outputs=list(body.outputs))
     if extra is not None:
         extra(body)
     try:
@@ -635,7 +635,7 @@ def write_ir(model: Model | Graph, path: str | os.PathLike, *, compress_to_fp16:
     """Write ``model`` as IR v11: ``path`` (``.xml``) and ``weights`` (default: ``.bin`` beside it)."""
     graph = model.graph if isinstance(model, Model) else model
     path = os.fspath(path)
-    # control flow inlined where static, else written as If-8 / Loop-5 layers with their bodies
+    # control flow inlined where static, else written as If-8 / Loop-5 / TensorIterator-1 with its bodies
     graph = _export.graph_with_shapes(lower_control_flow(graph, "IR v11", keep=KEPT_CONTROL))
     w = build(graph, compress_to_fp16=compress_to_fp16)
     xml = w.xml_bytes()
