@@ -527,6 +527,23 @@ def _parameters(ctx: IRContext, op: Operation, w: Any, body: Any, inputs: list[i
     return ids
 
 
+def _iterating_layer(ctx: IRContext, op: Operation, type_: str, version: str, refs: list, outs: list, pm: Any,
+                     back: list[tuple[int, int]], w: Any) -> None:
+    """The Loop / TensorIterator layer itself: its port map, back edges (body Result -> body
+    Parameter) and body after its ports; its results bound to ``op``'s."""
+    from xml.etree import ElementTree as ET
+
+    edges = ET.Element("back_edges")
+    for src, dst in back:
+        ET.SubElement(edges, "edge", {"from-layer": str(src), "to-layer": str(dst)})
+    net = ET.Element("body")
+    w.fill(net)
+    got = ctx.w.add(type_, refs, outs, version=version, name=f"{op.output_names()[0]}/{type_}")
+    ctx.w.layers[got[0][0]].children = [pm, edges, net]
+    for name, ref in zip(op.output_names(), got, strict=True):
+        ctx.bind(name, ref)
+
+
 @to_ir("onnx_if")
 def if_to_ir(ctx: IRContext, op: Operation) -> None:
     from xml.etree import ElementTree as ET
@@ -619,15 +636,8 @@ def loop_to_ir(ctx: IRContext, op: Operation) -> None:
             _port_map_entry(pm, "output", len(refs) + j, lid, axis=0, start=0, end=-1, stride=1, part_size=1)
     _port_map_entry(pm, "input", -1, params[0], purpose="current_iteration")
     _port_map_entry(pm, "output", -1, w.result_ids[0], purpose="execution_condition")
-    back = ET.Element("back_edges")
-    for k in range(n_carried):
-        ET.SubElement(back, "edge", {"from-layer": str(w.result_ids[1 + k]), "to-layer": str(params[1 + k])})
-    net = ET.Element("body")
-    w.fill(net)
-    got = ctx.w.add("Loop", refs, outs, version="opset5", name=f"{op.output_names()[0]}/Loop")
-    ctx.w.layers[got[0][0]].children = [pm, back, net]
-    for name, ref in zip(op.output_names(), got, strict=True):
-        ctx.bind(name, ref)
+    back = [(w.result_ids[1 + k], params[1 + k]) for k in range(n_carried)]
+    _iterating_layer(ctx, op, "Loop", "opset5", refs, outs, pm, back, w)
 
 
 @to_ir("onnx_scan")
@@ -712,12 +722,5 @@ def scan_to_ir(ctx: IRContext, op: Operation) -> None:
             _port_map_entry(pm, "output", len(refs) + j, lid)
         else:
             _port_map_entry(pm, "output", len(refs) + j, lid, **sliced(out_dirs[j - n_states], out_axes[j - n_states]))
-    back = ET.Element("back_edges")
-    for k in range(n_states):
-        ET.SubElement(back, "edge", {"from-layer": str(w.result_ids[k]), "to-layer": str(params[k])})
-    net = ET.Element("body")
-    w.fill(net)
-    got = ctx.w.add("TensorIterator", refs, outs, version="opset1", name=f"{op.output_names()[0]}/TensorIterator")
-    ctx.w.layers[got[0][0]].children = [pm, back, net]
-    for name, ref in zip(op.output_names(), got, strict=True):
-        ctx.bind(name, ref)
+    back = [(w.result_ids[k], params[k]) for k in range(n_states)]
+    _iterating_layer(ctx, op, "TensorIterator", "opset1", refs, outs, pm, back, w)
