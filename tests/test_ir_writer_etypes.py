@@ -116,3 +116,28 @@ def test_element_type_without_ir_form_is_refused_located(tmp_path):
         nnefx.save(model, tmp_path / "m.xml")
     assert "x" in str(err.value.location)
     assert not (tmp_path / "m.xml").exists()
+
+
+def test_bfloat16_written_read_back_and_computed_by_openvino(tmp_path):
+    """bf16 ports and Const bytes; OpenVINO's Python API shows bf16 data as float16 bit patterns."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    w = np.array([1, 2, 3], bf16)
+    g = h.make_graph([h.make_node("Add", ["x", "w"], ["y"])], "g", [h.make_tensor_value_info("x", T.BFLOAT16, [2, 3])],
+                     [h.make_tensor_value_info("y", T.BFLOAT16, [2, 3])],
+                     [h.make_tensor("w", T.BFLOAT16, [3], w.view(np.uint16).tobytes(), raw=True)])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), tmp_path / "m.onnx")
+    x = (np.arange(6).reshape(2, 3) / 4 - 2).astype(bf16)
+    source = nnefx.load(tmp_path / "m.onnx")
+    want = nnefx.Session(source, backend="formal").run({"x": x})["y"]
+    nnefx.save(source, tmp_path / "m.xml")
+    got = nnefx.Session(nnefx.load(tmp_path / "m.xml"), backend="formal").run({"x": x})["y"]
+    assert got.dtype == bf16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    ov = pytest.importorskip("openvino")
+    request = ov.Core().compile_model(str(tmp_path / "m.xml"), "CPU").create_infer_request()
+    feed = ov.Tensor(ov.Type.bf16, [2, 3])
+    feed.data[:] = x.view(np.uint16).view(np.float16)
+    request.infer({0: feed})
+    theirs = request.get_output_tensor(0).data.view(np.uint16)
+    assert np.array_equal(theirs, want.view(np.uint16))
