@@ -164,3 +164,19 @@ def test_scan_over_a_run_time_length_is_a_tensor_iterator(tmp_path, in_dir, out_
     back = nnefx.load(tmp_path / "m.xml", shapes={"x": (4, 2)})
     got = nnefx.Session(back).run(feed)
     assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def test_cast_and_cast_like_between_exact_types_are_converts(tmp_path):
+    nodes = [h.make_node("Cast", ["x"], ["h"], to=T.FLOAT16), h.make_node("CastLike", ["h", "like"], ["y"])]
+    model = _save(tmp_path, nodes, [_vi("x", [3], T.INT32)], [_vi("y", [3], T.DOUBLE)],
+                  [h.make_tensor("like", T.DOUBLE, [1], [0.0])])
+    nnefx.save(model, tmp_path / "m.xml")
+    assert [c.find("data").get("destination_type") for c in _layers(tmp_path / "m.xml", "Convert")] == ["f16", "f64"]
+    x = np.array([1, -70000, 2049], np.int32)    # f16 overflow and rounding
+    want = nnefx.Session(model).run({"x": x})["y"]
+    assert want.tolist() == [1.0, -np.inf, 2048.0]
+    assert np.array_equal(nnefx.Session(nnefx.load(tmp_path / "m.xml")).run({"x": x})["y"], want)
+    # OpenVINO's CPU plugin fuses the two Converts (no f16 rounding between): values f16 holds
+    x = np.array([1, -1000, 2048], np.int32)
+    want = nnefx.Session(model).run({"x": x})["y"]
+    assert np.array_equal(ov.Core().compile_model(str(tmp_path / "m.xml"), "CPU")({0: x})[0], want)

@@ -98,3 +98,11 @@ def test_datum_type_tract_lacks_is_refused_located(tmp_path):
         nnefx.save(model, tmp_path / "t", dialect="tract")
     assert err.value.location is not None and "x" in str(err.value.location)
     assert not (tmp_path / "t").exists()
+
+
+def test_cast_like_takes_the_second_inputs_type_in_tract(tmp_path):
+    g = h.make_graph([h.make_node("CastLike", ["x", "like"], ["y"])], "g", [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                     [h.make_tensor_value_info("y", T.INT8, [4])], [_init("like", "i8", [0])])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), tmp_path / "m.onnx")
+    text = _same_in_tract(tmp_path, nnefx.load(tmp_path / "m.onnx"), np.array([1.5, -200.7, 300.2, np.nan], np.float32))
+    assert "tract_core_cast" in text

@@ -740,16 +740,17 @@ def cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     ctx.bind(out(op), unop(ctx, "copy", x) if src == target else cast(ctx, x, target))
 
 
-@to_ir("onnx_cast")
+@to_ir("onnx_cast", "onnx_cast_like")
 def onnx_cast_to_ir(ctx: IRContext, op: Operation) -> None:
     # Convert-1 converts as ONNX Cast does between floats (to nearest even, infinity beyond the
     # range), from integers and booleans (the low bits for a narrower integer; the opset doc's
     # modulo rule), and to boolean (x != 0).  Float -> integer it leaves open beyond the target's
     # range and for NaN, where ONNX Cast as nnefx computes it truncates and wraps: refused.
     from ...etypes import abstract, is_float
+    from ...etypes import of as etype_of
     from ..ir.writer import IR_ETYPES
 
-    to = str(op.attribs["to"])
+    to = str(op.attribs["to"]) if op.op == "onnx_cast" else etype_of(ctx.graph.tensors[op.inputs["like"]])
     if to not in IR_ETYPES:
         raise ctx.fail(f"Cast to {to}: IR as nnefx writes it has no such element type")
     x = ctx.ref(op.inputs["input"])

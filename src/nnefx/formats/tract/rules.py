@@ -307,7 +307,7 @@ def typed_external(rw: Rewriter, op: Operation) -> None:
             out, like=op, dtype=rw.tensor(out).dtype)
 
 
-@rule("onnx_cast")
+@rule("onnx_cast", "onnx_cast_like")
 def _onnx_cast(rw: Rewriter, op: Operation) -> None:
     # ONNX Cast (ops/onnx/tensors.cast) as tract_core_cast, Rust's `as`: between floats and from
     # integers or booleans it is the same conversion (round to nearest even, the low bits, 0/1);
@@ -319,7 +319,7 @@ def _onnx_cast(rw: Rewriter, op: Operation) -> None:
     from ... import etypes
 
     x, out = op.inputs["input"], _out(op)
-    to = str(op.attribs.get("to"))
+    to = str(op.attribs.get("to")) if op.op == "onnx_cast" else etypes.of(rw.tensor(op.inputs["like"]))
     if to not in _DATUM:
         raise _refuse(op, f"target type {to} has no tract datum type nnefx writes")
     src_et = etypes.of(rw.tensor(x))
