@@ -104,8 +104,12 @@ def test_openvino_engine_refuses_narrow_integer_arithmetic(tmp_path):
     from nnefx.engines import get
 
     onnx.save(CASES["mul"]("i8"), tmp_path / "m.onnx")
-    problems = get("openvino").problems(nnefx.load(tmp_path / "m.onnx").graph)
+    model = nnefx.load(tmp_path / "m.onnx")
+    problems = get("openvino").problems(model.graph)
     assert problems and "saturates i8" in problems[0].reason
+    with pytest.raises(NNEFXError, match="backend 'openvino' cannot run this graph: .*saturates i8") as err:
+        nnefx.Session(model, backend="openvino")
+    assert "Mul" in str(err.value.location)
 
 
 def test_element_type_without_ir_form_is_refused_located(tmp_path):

@@ -39,6 +39,9 @@ class OpenVinoEngine(Engine):
 
         if device != "cpu":
             raise NNEFXError(f"backend 'openvino' runs on the CPU here, not on '{device}'")
+        saturating = _saturating(graph)
+        if saturating:
+            raise NNEFXError(f"{saturating[0].operation}: {saturating[0].reason}", saturating[0].location)
         if precision not in PRECISIONS:
             raise NNEFXError(f"backend 'openvino' knows precisions {', '.join(PRECISIONS)}, not '{precision}'")
         core = ov.Core()
