@@ -111,6 +111,25 @@ def test_state_is_carried_between_steps(engine):
     np.testing.assert_array_equal(eng.variables["s"], np.ones((2, 3), np.float32))
 
 
+@pytest.mark.parametrize("engine", INSTALLED)
+def test_listed_constants_of_a_typed_graph_fill_their_shape(engine, tmp_path):
+    # An ONNX float16 initializer reaches the engines as a constant listing every item; the torch
+    # engine once broadcast the flat list onto the shape and failed.
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.arange(12, dtype=np.float16).reshape(3, 4)
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 4])],
+                          [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "m.onnx")
+    model = nnefx.load(str(tmp_path / "m.onnx"))
+    a = np.random.default_rng(0).random((2, 3)).astype(np.float16)
+    out = Session(model, engine).run({"a": a})["y"]
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out.astype(np.float32), (a.astype(np.float32) @ w.astype(np.float32)), rtol=2e-3)
+
+
 def test_auto_picks_a_measured_backend_and_says_why():
     model = nnefx.load(DIGITS)
     x = np.random.default_rng(1).random((1, 1, 8, 8), dtype=np.float32)

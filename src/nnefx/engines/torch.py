@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
+from ..formats.export.context import constant_array
 from ..graph import Graph, Operation
 from .base import Engine, Problem
 
@@ -88,9 +89,10 @@ class TorchModel:
                 (name,) = op.output_names()
                 data = graph.tensors[name].data
                 if data is None and op.op == "constant":
-                    data = np.broadcast_to(np.asarray(op.attribs.get("value", [0.0])).reshape(-1)[0]
-                                           if np.size(op.attribs.get("value", [0.0])) == 1
-                                           else np.asarray(op.attribs["value"]), graph.tensors[name].shape)
+                    data = constant_array(op, tuple(graph.tensors[name].shape))
+                    if data is None:
+                        raise NNEFXError(f"constant '{name}' has a value that does not fill its shape "
+                                         f"{list(graph.tensors[name].shape)}", op.location)
                 if data is None:
                     raise NNEFXError(f"variable '{name}' has no data", op.location)
                 self.consts[name] = self._tensor(np.ascontiguousarray(data))
