@@ -132,9 +132,10 @@ def _vi(name, dims, elem=TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, elem, dims)
 
 
-def _growing_loop(trips: int | None = 4):
+def _growing_loop(trips: int | None = 4, w_dims: tuple = ()):
     """Loop: y = concat(y, y + w) per iteration (w read from the outer graph inside a nested
-    If that also reads the outer 'flag'), plus a scan output of the iteration number."""
+    If that also reads the outer 'flag'), plus a scan output of the iteration number.  A
+    ``w`` with dims is a tensor constant both branches materialise, each in its own graph."""
     then_g = helper.make_graph([helper.make_node("Add", ["y_in", "w"], ["t"])], "then", [],
                                [_vi("t", None)])
     else_g = helper.make_graph([helper.make_node("Sub", ["y_in", "w"], ["e"])], "else", [],
@@ -146,7 +147,7 @@ def _growing_loop(trips: int | None = 4):
          helper.make_node("Cast", ["i"], ["i_f"], to=TensorProto.FLOAT)],
         "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("y_in", [None])],
         [_vi("cond_out", [], TensorProto.BOOL), _vi("y_out", [None]), _vi("i_f", [])])
-    inits = [helper.make_tensor("w", TensorProto.FLOAT, [], [0.5])]
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, list(w_dims), [0.5] * int(np.prod(w_dims)))]
     ins = ["M" if trips is not None else "", "", "y0"]
     if trips is not None:
         inits.append(helper.make_tensor("M", TensorProto.INT64, [], [trips]))
@@ -155,10 +156,12 @@ def _growing_loop(trips: int | None = 4):
                   inits)
 
 
+@pytest.mark.parametrize("w_dims", [(), (1,)])
 @pytest.mark.parametrize("backend", ["fast", "formal"])
 @pytest.mark.parametrize("flag", [True, False])
-def test_loop_with_growing_values_and_a_nested_if_reading_outer_names_matches_onnxruntime(tmp_path, backend, flag):
-    path = _save(tmp_path, _growing_loop())
+def test_loop_with_growing_values_and_a_nested_if_reading_outer_names_matches_onnxruntime(tmp_path, backend, flag,
+                                                                                         w_dims):
+    path = _save(tmp_path, _growing_loop(w_dims=w_dims))
     feeds = [np.array([1.0], np.float32), np.array(flag)]
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"y0": feeds[0], "flag": feeds[1]})
     got = _run(path, backend, feeds)

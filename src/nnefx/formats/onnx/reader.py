@@ -17,6 +17,8 @@ importer creates is bounded by the IR folds' item limit.
 
 from __future__ import annotations
 
+import dataclasses
+
 import mmap
 import os
 from typing import Any
@@ -181,8 +183,14 @@ class OnnxReader:
         if value is not None or self.parent is None:
             return value
         outer = self.parent.lookup(name)
-        if outer is None or outer.is_const or outer.unsupported:
+        if outer is None or outer.unsupported:
             return outer
+        if outer.is_const:
+            # this graph's own copy: materialising a constant records its tensor on the value,
+            # a name of the graph that materialised it (an enclosing or sibling graph)
+            value = dataclasses.replace(outer, tensor=None)
+            self.values[name] = value
+            return value
         tensor = self.parent.builder.materialise(outer, name, self.parent.loc(self.parent.where()))
         t = self.parent.builder.graph.tensors[tensor]
         inner = self.builder.unique(name)
