@@ -1,7 +1,7 @@
 """Engine backends through nnefx against the engines standalone, plus compiled-artifact loading.
 
     python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2]
-                                 [--load-repeats 5] [--only-load] [--overhead] [--ort-patterns]
+                                 [--load-repeats 5] [--only-load] [--overhead] [--ort-export]
 
 Networks (random weights, fixed seeds): ResNet-18 at batch 1 and ResNet-50 at batch 8
 (224 x 224, benchmarks/resnet_torch.py), and a transformer encoder (4 pre-norm layers, width
@@ -25,8 +25,9 @@ warm-up pair), medians of wall and CPU seconds.  The engine's own import is time
 (both sides pay it alike) and the ratio is given without and with it.  ``--only-load`` runs
 just these rows.  ``--overhead`` measures only what ``Session.run`` adds around an engine's
 call (input checks, the shape-variant lookup, output conversion), with the call stubbed.
-``--ort-patterns`` runs onnxruntime on torch's export and on nnefx's export before and after
-the pattern pass of ``nnefx.engines.ort_patterns`` (one process, alternated).
+``--ort-export`` runs onnxruntime on torch's export and on nnefx's export of the NNEF folder:
+the operations left after onnxruntime's optimiser (its fusions) and the latency, one process,
+alternated.
 """
 
 from __future__ import annotations
@@ -218,9 +219,9 @@ def overhead_child(backend: str, nnef_path: str, shape: list[int], calls: int = 
     return {"backend": backend, "overhead_us": best * 1e6}
 
 
-def ort_patterns(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: int, runs: int) -> None:
-    """onnxruntime on torch's export, on nnefx's export as written, and after the pattern pass
-    (``nnefx.engines.ort_patterns``): fused operations and latency, one process, alternated."""
+def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: int, runs: int) -> None:
+    """onnxruntime on torch's export and on nnefx's export of the NNEF folder: the operations
+    after onnxruntime's optimiser and the latency, one process, alternated."""
     import collections
 
     import numpy as np
@@ -228,14 +229,12 @@ def ort_patterns(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads
     import onnxruntime as ort
 
     import nnefx
-    from nnefx.engines.ort_patterns import simplify_for_onnxruntime
     from nnefx.formats.onnx import save
 
     raw_path = work / f"{net}.nnefx.onnx"
     save(nnefx.load(str(nnef_path)), str(raw_path))
     raw = raw_path.read_bytes()
-    models = {"torch's export": onnx_path.read_bytes(), "nnefx's export": raw,
-              "nnefx's export + pass": simplify_for_onnxruntime(raw)}
+    models = {"torch's export": onnx_path.read_bytes(), "nnefx's export": raw}
     sessions = {}
     for label, data in models.items():
         opts = ort.SessionOptions()
@@ -245,7 +244,8 @@ def ort_patterns(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads
         ops = collections.Counter(n.op_type for n in onnx.load(str(work / "optimized.onnx")).graph.node)
         sessions[label] = (session, session.get_inputs()[0].name)
         print(f"  {label:22} after ORT's optimiser: {sum(ops.values())} nodes, "
-              f"{ops['LayerNormalization']} LayerNormalization, {ops['Gemm']} Gemm, {ops['MatMul']} MatMul")
+              f"{ops['LayerNormalization']} LayerNormalization, {ops['Gemm']} Gemm, {ops['MatMul']} MatMul, "
+              f"{ops['Gelu']} Gelu, {ops['Erf']} Erf")
     x = np.random.default_rng(0).standard_normal(list(sessions["nnefx's export"][0].get_inputs()[0].shape)
                                                  ).astype(np.float32)
     times: dict[str, list[float]] = {k: [] for k in sessions}
@@ -309,8 +309,8 @@ def main() -> None:
     p.add_argument("--overhead", action="store_true",
                    help="only nnefx's own cost per run around each engine's call (engine call stubbed)")
     p.add_argument("--overhead-child", nargs=3, help=argparse.SUPPRESS)
-    p.add_argument("--ort-patterns", action="store_true",
-                   help="only onnxruntime on torch's export vs nnefx's, before and after the pattern pass")
+    p.add_argument("--ort-export", action="store_true",
+                   help="only onnxruntime on torch's export vs nnefx's (fusions, latency)")
     p.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     p.add_argument("--load-child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -332,9 +332,9 @@ def main() -> None:
         for net in args.nets.split(","):
             onnx_path, nnef_path, pt = prepare(net, Path(tmp))
             shape = torch.load(str(pt))["shape"]
-            if args.ort_patterns:
+            if args.ort_export:
                 print(f"\n{net}: onnxruntime, {args.threads} threads, {args.runs} alternated runs")
-                ort_patterns(net, onnx_path, nnef_path, Path(tmp), args.threads, args.runs)
+                ort_export(net, onnx_path, nnef_path, Path(tmp), args.threads, args.runs)
                 continue
             if args.overhead:
                 for backend in ("onnxruntime", "openvino"):

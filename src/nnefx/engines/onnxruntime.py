@@ -10,7 +10,6 @@ import numpy as np
 
 from ..graph import Graph, Model
 from .base import Engine, Problem, exporter_problems
-from .ort_patterns import simplify_for_onnxruntime, worth_simplifying
 
 
 class OnnxRuntimeEngine(Engine):
@@ -46,8 +45,6 @@ class OnnxRuntimeEngine(Engine):
             save(Model(graph), path)
             with open(path, "rb") as f:
                 data = f.read()
-        if worth_simplifying(graph):
-            data = simplify_for_onnxruntime(data)
         return OrtModel(ort, data, graph, threads)
 
 

@@ -102,15 +102,20 @@ def literal_type(ctx: Any, op: Operation, values: Sequence[Any]) -> Any:
     return ctx.nnef_type(op.dtype)
 
 
-def aligned(ctx: Any, value: Any, rank: int, etype: Any = None) -> Any:
+def aligned(ctx: Any, value: Any, rank: int, etype: Any = None, *, trim: bool = False) -> Any:
     """``value`` with trailing unit dims up to ``rank``: NNEF broadcasting (from dimension 0)
-    spelled for a format that broadcasts from the right."""
+    spelled for a format that broadcasts from the right.  With ``trim`` (another operand
+    has the full rank), load-time data of rank ``rank`` also loses its leading unit dims,
+    which add nothing to a right-aligned broadcast (:func:`without_leading_units`)."""
     data = ctx.live_data(value)
     if data is not None:
         arr = np.asarray(data)
         reshaped = 0 < arr.ndim < rank
         if reshaped:
             arr = arr.reshape(arr.shape + (1,) * (rank - arr.ndim))
+        elif trim and arr.ndim == rank:
+            arr = without_leading_units(arr, 0)
+            reshaped = arr.ndim < rank
         return ctx.data_ref(value, arr, etype, reshaped)
     ref = ctx.ref(value)
     dims = ctx.dims(ref)
@@ -120,10 +125,23 @@ def aligned(ctx: Any, value: Any, rank: int, etype: Any = None) -> Any:
 
 
 def operands(ctx: Any, op: Operation, values: Sequence[Any], etype: Any = None) -> list[Any]:
-    """The tensor/literal operands of one NNEF-broadcasting operation, aligned."""
+    """The tensor/literal operands of one NNEF-broadcasting operation, aligned.  Where the
+    format's context asks for it (``TRIMS_LEADING_UNITS``) and a run-time operand has the
+    full rank, load-time operands drop their leading unit dims: ``[1, 1, C]`` becomes
+    ``[C]``, the form engines' fusions match (a layer norm's scale, a product's bias)."""
     rank = max((len(ctx.dims(v)) if isinstance(v, str) else np.ndim(v)) for v in values)
     t = etype if etype is not None else literal_type(ctx, op, values)
-    return [aligned(ctx, v, rank, None if isinstance(v, str) else t) for v in values]
+    trim = getattr(ctx, "TRIMS_LEADING_UNITS", False) and any(
+        isinstance(v, str) and ctx.live_data(v) is None and len(ctx.dims(v)) == rank for v in values)
+    return [aligned(ctx, v, rank, None if isinstance(v, str) else t, trim=trim) for v in values]
+
+
+def without_leading_units(arr: np.ndarray, keep: int) -> np.ndarray:
+    """``arr`` without its leading unit dims, keeping at least ``keep`` dims (a view)."""
+    k = 0
+    while arr.ndim - k > keep and arr.shape[k] == 1:
+        k += 1
+    return arr.reshape(arr.shape[k:]) if k else arr
 
 
 def scalar(ctx: Any, v: float, etype: Any = None) -> Any:

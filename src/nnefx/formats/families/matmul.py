@@ -22,6 +22,7 @@ from ..export.lowering import (
     binop,
     is_zero,
     out,
+    without_leading_units,
 )
 from ..export.registry import to_ir, to_onnx
 from ..ir.spelling import out_shape
@@ -288,11 +289,25 @@ def matmul_to_ir(ctx: IRContext, op: Operation) -> None:
 @to_onnx("matmul")
 def matmul_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     a, b = op.inputs["A"], op.inputs["B"]
+    a, b = _matrix_data(ctx, a, b), _matrix_data(ctx, b, a)
     if op.attribs.get("transposeA", False):
         a = _transposed(ctx, a)
     if op.attribs.get("transposeB", False):
         b = _transposed(ctx, b)
     ctx.bind(out(op), ctx.node("MatMul", [a, b], ctx.dims(out(op)), dtype=ctx.dtype(a)))
+
+
+def _matrix_data(ctx: OnnxContext, value: Any, other: Any) -> Any:
+    """Load-time operand ``value`` of a MatMul without leading unit batch dims where the
+    other operand is a run-time value of at least its rank (MatMul broadcasts batch dims as
+    numpy.matmul, so they add nothing): a ``[1, K, N]`` weight read as the ``[K, N]``
+    matrix that onnxruntime's MatMul + Add -> Gemm fusion matches."""
+    data = ctx.live_data(value)
+    if data is None or np.ndim(data) <= 2 or ctx.live_data(other) is not None or \
+            len(ctx.dims(other)) < np.ndim(data):
+        return value
+    arr = without_leading_units(np.asarray(data), 2)
+    return value if arr.ndim == np.ndim(data) else ctx.data_ref(value, arr, None, True)
 
 
 @to_ir("linear")

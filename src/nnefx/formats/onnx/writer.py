@@ -38,6 +38,7 @@ from ...diagnostics import Location, NNEFXError
 from ...graph import Graph, Model, Operation
 from ...runtime.dtypes import DEFAULT_STORAGE
 from ..export import context as _export
+from ..export.lowering import first_input
 from ..export.registry import table as writers
 from . import deferred as _deferred  # noqa: F401 - registers the writer of deferred ONNX nodes
 
@@ -220,6 +221,10 @@ class ExportContext(_export.ExportContextBase[str]):
 
     FORMAT = "ONNX"
     LITERALS = (bool, int, float, np.ndarray, np.generic)
+    #: load-time operands of broadcasting operations lose leading unit dims
+    #: (:func:`~nnefx.formats.export.lowering.operands`): onnxruntime's fusions match 1-D
+    #: scales and biases only
+    TRIMS_LEADING_UNITS = True
 
     def __init__(self, graph: Graph, emitter: Emitter, *, top: bool = True):
         super().__init__(graph)
@@ -227,6 +232,8 @@ class ExportContext(_export.ExportContextBase[str]):
         self.top = top
         #: how deep inside bodies (:func:`body_graph`) this graph is
         self.depth = 0
+        #: initializers written from ``consts``, by (address, shape, strides, type) of the data
+        self._data_refs: dict[tuple, str] = {}
 
     def fallback(self, message: str) -> Fallback:
         return Fallback(message)
@@ -278,8 +285,14 @@ class ExportContext(_export.ExportContextBase[str]):
             if value in self.refs:
                 return self.refs[value]
             if value in self.consts:
-                name = value if (self.top and value not in self.graph.outputs) else None
-                ref = self.e.initializer(self.consts[value], name=name, hint="const")
+                arr = self.consts[value]
+                # the same data under the same shape (a folded ``copy``, a variable read
+                # twice) is one initializer
+                key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
+                ref = self._data_refs.get(key)
+                if ref is None:
+                    name = value if (self.top and value not in self.graph.outputs) else None
+                    ref = self._data_refs[key] = self.e.initializer(arr, name=name, hint="const")
                 self.refs[value] = ref
                 return ref
             if value in self.e.meta and value not in self.graph.tensors:
@@ -543,8 +556,21 @@ def element_dtype(tensor: Any) -> np.dtype:
     return NUMPY.get(tensor.dtype, NUMPY["scalar"])
 
 
+#: Operations that only relabel the dimensions of their one input (NNEF operators §4.4:
+#: the values keep their row-major order): over load-time data their result is load-time
+#: data too, folded while writing rather than written as a node.
+RELABELLING = frozenset({"copy", "reshape", "squeeze", "unsqueeze"})
+
+
 def _write_operations(ctx: ExportContext, graph: Graph) -> None:
-    """Every operation an output needs: data as initializers on first use, the rest exported."""
+    """Every operation an output needs: data as initializers on first use, the rest exported.
+
+    Chains that do not depend on the inputs — a ``copy``/``reshape``/``squeeze``/``unsqueeze``
+    of a variable, as nnef-tools writes for every bias and layer-norm scale — are folded
+    into load-time data (:data:`RELABELLING`), so that the operation reading them sees data
+    and can take it in its own form: a convolution's bias as ``Conv``'s ``B`` instead of an
+    ``Unsqueeze`` and an ``Add`` per layer, a product's weight as a matrix.
+    """
     for op in _export.operations_to_write(graph):
         ctx.op = op
         if op.op in ("variable", "constant"):
@@ -554,8 +580,26 @@ def _write_operations(ctx: ExportContext, graph: Graph) -> None:
             else:
                 ctx.consts[name] = _constant_data(ctx, op, name, graph)
             continue
+        if op.op in RELABELLING and _fold_relabelling(ctx, op):
+            continue
         export_operation(ctx, op)
     ctx.op = None
+
+
+def _fold_relabelling(ctx: ExportContext, op: Operation) -> bool:
+    """Fold ``op`` (one of :data:`RELABELLING`) when its input is load-time data not yet
+    written and its output's shape is static: the data itself, under the shape the
+    registry's shape rule gave the output (a view, no copy)."""
+    source = first_input(op, "input", "x")
+    outputs = op.output_names()
+    if not isinstance(source, str) or source not in ctx.consts or source in ctx.refs or len(outputs) != 1:
+        return False
+    shape = ctx.graph.tensors[outputs[0]].shape
+    data = ctx.consts[source]
+    if shape is None or any(not isinstance(d, int) for d in shape) or int(np.prod(shape, dtype=np.int64)) != data.size:
+        return False
+    ctx.consts[outputs[0]] = data.reshape(tuple(shape))
+    return True
 
 
 def body_graph(ctx: ExportContext, name: str, captured: Sequence[str]) -> Any:
