@@ -284,6 +284,35 @@ def test_compile_then_load_without_the_source(tmp_path, engine):
     assert refused.returncode == 1 and (tmp_path / "taken" / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.skipif("onnxruntime" not in INSTALLED, reason="onnxruntime is not installed")
+def test_compiled_onnxruntime_weights_are_external_data_checked_like_the_graph(tmp_path, monkeypatch):
+    from nnefx.engines import compiled as compiled_module
+
+    b = GraphBuilder("dense")
+    x = b.external("x", shape=(2, 64))
+    b.output(b.op("relu", b.op("linear", x, b.variable("w", np.random.default_rng(1).standard_normal(
+        (32, 64)).astype(np.float32)), b.variable("bias", np.ones((1, 32), np.float32)))), name="y")
+    source = tmp_path / "dense"
+    nnefx.save(b.build(), str(source))
+    out = tmp_path / "dense.compiled"
+    done = _nnefx("compile", str(source), "-o", str(out), "--backend", "onnxruntime")
+    assert done.returncode == 0, done.stderr
+    assert sorted(json_load(out / "nnefx-compiled.json")["artifact"]) == ["model.data", "model.onnx"]
+    feeds = {"x": np.random.default_rng(2).standard_normal((2, 64)).astype(np.float32)}
+    want = Session(nnefx.load(str(source)), "formal").run(feeds)["y"]
+    np.testing.assert_allclose(nnefx.load(str(out)).run(feeds)["y"], want, rtol=1e-5, atol=1e-5)
+    # a file replaced between its check and the engine's opening it is refused
+    real = compiled_module._same_file
+    monkeypatch.setattr(compiled_module, "_same_file", lambda f, path: not path.endswith("model.data") and real(f, path))
+    with pytest.raises(NNEFXError, match="replaced while it was loaded"):
+        nnefx.load(str(out))
+    monkeypatch.setattr(compiled_module, "_same_file", real)
+    data = (out / "model.data").read_bytes()
+    (out / "model.data").write_bytes(data[:-4] + bytes(4))   # the weights edited: the digest says so
+    with pytest.raises(NNEFXError, match="truncated or edited"):
+        nnefx.load(str(out))
+
+
 def json_load(path):
     import json
 
