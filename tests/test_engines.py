@@ -308,9 +308,10 @@ def test_compiled_onnxruntime_weights_are_external_data_checked_like_the_graph(t
         nnefx.load(str(out))
     monkeypatch.setattr(compiled_module, "_same_file", real)
     data = (out / "model.data").read_bytes()
-    (out / "model.data").write_bytes(data[:-4] + bytes(4))   # the weights edited: the digest says so
-    with pytest.raises(NNEFXError, match="truncated or edited"):
-        nnefx.load(str(out))
+    for broken in (data[:-4] + bytes(4), data[: len(data) // 2]):   # edited, truncated: the digest says so
+        (out / "model.data").write_bytes(broken)
+        with pytest.raises(NNEFXError, match="truncated or edited"):
+            nnefx.load(str(out))
 
 
 def json_load(path):

@@ -109,6 +109,24 @@ def _close(opened: dict[str, tuple[Any, mmap.mmap]]) -> None:
         f.close()
 
 
+def _engine_runner(engine: Any, path: str, manifest: dict[str, Any], opened: dict[str, tuple[Any, mmap.mmap]],
+                   names: list[str]) -> Any:
+    """The engine's model from its verified artifact."""
+    main = ARTIFACTS[engine.name][0]
+    threads = int(manifest.get("threads", 1))
+    if engine.name == "openvino":
+        from .openvino import OvImported
+
+        # The compiled model may keep pointing into the mapping: it lives as long as the runner.
+        return OvImported(engine.module(), opened[main][1], [i["name"] for i in manifest["inputs"]], names, threads,
+                          str(manifest.get("precision", "f32")))
+    from .onnxruntime import OrtLoaded
+
+    # By name: onnxruntime maps the external data it finds beside the graph (a model handed
+    # over as bytes would have its weights copied out of it).
+    return OrtLoaded(engine.module(), os.path.join(path, main), names, threads)
+
+
 def _same_file(f: Any, path: str) -> bool:
     """Whether ``path`` still names the open file ``f``, unchanged (device, inode, size, time)."""
     try:
@@ -305,46 +323,43 @@ def load_compiled(path: str) -> CompiledModel:
             and _source_digest(source) != manifest.get("source_digest"):
         raise NNEFXError(f"the source {source} changed since it was compiled: compile it again", Location(file))
     # Hash the artifact while the engine is imported: hashlib releases the GIL, and the import
-    # (0.05-0.4 s of loading shared libraries) is paid anyway.  Nothing reaches the engine
-    # before the digests have been checked.
+    # (0.05-0.4 s of loading shared libraries) is paid anyway.  What the engine parses
+    # (OpenVINO's blob, onnxruntime's graph) is checked before the engine sees it;
+    # onnxruntime's weights (``model.data``: raw tensor bytes, nothing in them is parsed) are
+    # hashed on while onnxruntime creates its session, and checked before it is returned.
+    parsed = {name: files[name] for name in files if name == allowed[0]}
+    raw = {name: files[name] for name in files if name != allowed[0]}
+    names = [o["name"] for o in manifest["outputs"]]
     with ThreadPoolExecutor(1) as pool:
-        verified = pool.submit(_open_all_verified, path, files)
-        engine = get(engine_name)
+        first, rest = pool.submit(_open_all_verified, path, parsed), pool.submit(_open_all_verified, path, raw)
         try:
+            engine = get(engine_name)
             engine.module()  # the engine itself only: no exporter is needed to load its own file
             if engine.version() != manifest.get("engine_version"):
                 raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but "
                                  f"{engine.version()} is installed: compile it again "
                                  f"(nnefx compile {manifest.get('source')} -o {path})", Location(file))
+            opened = first.result()
+            try:
+                runner = _engine_runner(engine, path, manifest, opened, names)
+            except NNEFXError:
+                rest.result()  # damaged weights are the reason when they are: say that
+                raise
+            opened.update(rest.result())
+            if engine_name == "onnxruntime":
+                # it opened its files by name: they must still be the files verified
+                for name, (f, mapped) in opened.items():
+                    mapped.close()
+                    if not _same_file(f, os.path.join(path, name)):
+                        raise NNEFXError("the compiled artifact was replaced while it was loaded: load it again",
+                                         Location(os.path.join(path, name)))
         except BaseException:
-            with contextlib.suppress(NNEFXError):
-                _close(verified.result())
+            for future in (first, rest):
+                with contextlib.suppress(Exception):
+                    _close(future.result())
             raise
-        opened = verified.result()
-    names = [o["name"] for o in manifest["outputs"]]
-    try:
-        if engine_name == "openvino":
-            from .openvino import OvImported
-
-            # The compiled model may keep pointing into the mapping: it lives as long as the runner.
-            runner = OvImported(engine.module(), opened[allowed[0]][1], [i["name"] for i in manifest["inputs"]],
-                                names, int(manifest.get("threads", 1)), str(manifest.get("precision", "f32")))
-        else:
-            from .onnxruntime import OrtLoaded
-
-            # By name: onnxruntime maps the external data it finds beside the graph (a model
-            # handed over as bytes would have its weights copied).  The names must still be
-            # the files verified, once it has opened them.
-            runner = OrtLoaded(engine.module(), os.path.join(path, allowed[0]), names, int(manifest.get("threads", 1)))
-            for name, (f, _) in opened.items():
-                if not _same_file(f, os.path.join(path, name)):
-                    raise NNEFXError("the compiled artifact was replaced while it was loaded: load it again",
-                                     Location(os.path.join(path, name)))
-            for _, mapped in opened.values():
-                mapped.close()
-    finally:
-        for f, _ in opened.values():
-            f.close()
+    for f, _ in opened.values():
+        f.close()  # (OpenVINO's runner holds its mapping, which outlives the file)
     return CompiledModel(path, manifest, runner)
 
 
