@@ -21,8 +21,10 @@ median latency of ``--runs`` timed runs after two warm-ups, best round:
 Then ``nnefx compile`` for onnxruntime and OpenVINO, and the time to ``nnefx.load`` the
 compiled folder and run once, against loading the NNEF source, compiling for the engine and
 running once: each in a fresh process, the two alternated ``--load-repeats`` times (after one
-warm-up pair), medians of wall and CPU seconds.  The engine's own import is timed apart
-(both sides pay it alike) and the ratio is given without and with it.  ``--only-load`` runs
+warm-up pair), medians of wall and CPU seconds; also the load alone (ready to run, the first
+run not counted: for ResNet-50 at batch 8 that run is most of the compiled side's time).  The
+engine's own import is timed apart (both sides pay it alike) and the ratio is given without
+and with it.  ``--only-load`` runs
 just these rows.  ``--overhead`` measures only what ``Session.run`` adds around an engine's
 call (input checks, the shape-variant lookup, output conversion), with the call stubbed.
 ``--ort-export`` runs onnxruntime on torch's export and on nnefx's export of the NNEF folder:
@@ -185,11 +187,14 @@ def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]
     t, c = time.perf_counter(), cpu()
     if kind == "compiled":
         model = nnefx.load(path)
+        loaded, loaded_cpu = time.perf_counter() - t, cpu() - c
         model.run({model.inputs[0]["name"]: x})
     else:
-        session = nnefx.Session(nnefx.load(path), backend=engine, threads=threads)
+        session = nnefx.Session(nnefx.load(path), backend=engine, threads=threads)  # compiles for the engine
+        loaded, loaded_cpu = time.perf_counter() - t, cpu() - c
         session.run({session.inputs[0].name: x})
-    return {"seconds": time.perf_counter() - t, "cpu": cpu() - c, "import": imported, "import_cpu": imported_cpu}
+    return {"seconds": time.perf_counter() - t, "cpu": cpu() - c, "import": imported, "import_cpu": imported_cpu,
+            "load": loaded, "load_cpu": loaded_cpu}
 
 
 def overhead_child(backend: str, nnef_path: str, shape: list[int], calls: int = 2000) -> dict:
@@ -277,8 +282,8 @@ def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threa
                     return
                 if r:
                     runs[kind].append(res)
-        med = {k: {m: statistics.median(x[m] for x in v) for m in ("seconds", "cpu", "import", "import_cpu")}
-               for k, v in runs.items()}
+        med = {k: {m: statistics.median(x[m] for x in v)
+                   for m in ("seconds", "cpu", "import", "import_cpu", "load", "load_cpu")} for k, v in runs.items()}
         fast, slow = med["compiled"], med["source"]
         imp = statistics.median(x["import"] for v in runs.values() for x in v)
         print(f"  load + first run, {engine}: compiled {fast['seconds']:.3f} s ({fast['cpu']:.3f} s CPU), "
@@ -286,6 +291,9 @@ def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threa
               f"{slow['seconds'] / fast['seconds']:.1f}x wall, {slow['cpu'] / fast['cpu']:.1f}x CPU; "
               f"engine import {imp:.3f} s apart (with it: "
               f"{(slow['seconds'] + imp) / (fast['seconds'] + imp):.1f}x wall)")
+        print(f"  load alone (ready to run, before the first run), {engine}: compiled {fast['load']:.3f} s "
+              f"({fast['load_cpu']:.3f} s CPU), source + compile {slow['load']:.3f} s ({slow['load_cpu']:.3f} s CPU): "
+              f"{slow['load'] / fast['load']:.1f}x wall, {slow['load_cpu'] / fast['load_cpu']:.1f}x CPU")
 
 
 def _spawn(*args: str) -> dict:
