@@ -312,7 +312,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--load-repeats", type=int, default=5, help="compiled/source load pairs per engine")
+    p.add_argument("--load-repeats", type=int, default=5, help="compiled/source load pairs per engine (0: none)")
     p.add_argument("--only-load", action="store_true", help="only the compiled-artifact rows")
     p.add_argument("--overhead", action="store_true",
                    help="only nnefx's own cost per run around each engine's call (engine call stubbed)")
@@ -372,7 +372,9 @@ def main() -> None:
                 print(f"  {row:24} {res['median_ms']:9.2f}   {res['median_ms'] / ort:5.2f}x standalone onnxruntime")
             if "reason" in best["nnefx auto"]:
                 print(f"  ({best['nnefx auto']['reason']})")
-            compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats)
+            if args.load_repeats > 0:
+                compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats)
+
 
 if __name__ == "__main__":
     main()
