@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +184,8 @@ def exporter_problems(graph: Graph, save: Any, suffix: str, fmt: str) -> list[Pr
     The whole graph is tried first (the common case: it exports, no problem); only when it
     fails is each operation exported in a one-operation graph of its own.
     """
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="nnefx-query-") as tmp:
         try:
             save(Model(graph), os.path.join(tmp, "model" + suffix))

@@ -33,11 +33,9 @@ import hashlib
 import json
 import mmap
 import os
-import shutil
 import stat
-import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +107,33 @@ def _close(opened: dict[str, tuple[Any, mmap.mmap]]) -> None:
         f.close()
 
 
+class _Jobs:
+    """Functions run one after another on a thread of their own, each result (or exception)
+    collected by its index: what the artifact checks need, without importing
+    ``concurrent.futures`` (a few milliseconds of a load that takes tens)."""
+
+    def __init__(self, *jobs: Any):
+        self._results: list[tuple[bool, Any]] = [(False, None)] * len(jobs)
+        self._done = [threading.Event() for _ in jobs]
+
+        def work() -> None:
+            for k, job in enumerate(jobs):
+                try:
+                    self._results[k] = (True, job())
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
+                    self._results[k] = (False, exc)
+                self._done[k].set()
+
+        threading.Thread(target=work, name="nnefx-artifact-check", daemon=True).start()
+
+    def result(self, k: int) -> Any:
+        self._done[k].wait()
+        ok, value = self._results[k]
+        if not ok:
+            raise value
+        return value
+
+
 def _engine_runner(engine: Any, path: str, manifest: dict[str, Any], opened: dict[str, tuple[Any, mmap.mmap]],
                    names: list[str]) -> Any:
     """The engine's model from its verified artifact."""
@@ -176,6 +201,9 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
     latency = (time.perf_counter() - t) / 3
     parent = os.path.dirname(os.path.abspath(out)) or "."
     os.makedirs(parent, exist_ok=True)
+    import shutil
+    import tempfile
+
     tmp = tempfile.mkdtemp(prefix=".nnefx-compile-", dir=parent)
     try:
         artifact = os.path.join(tmp, ARTIFACTS[chosen][0])
@@ -330,34 +358,40 @@ def load_compiled(path: str) -> CompiledModel:
     parsed = {name: files[name] for name in files if name == allowed[0]}
     raw = {name: files[name] for name in files if name != allowed[0]}
     names = [o["name"] for o in manifest["outputs"]]
-    with ThreadPoolExecutor(1) as pool:
-        first, rest = pool.submit(_open_all_verified, path, parsed), pool.submit(_open_all_verified, path, raw)
+    jobs = _Jobs(lambda: _open_all_verified(path, parsed), lambda: _open_all_verified(path, raw))
+
+    def first() -> dict[str, tuple[Any, mmap.mmap]]:
+        return jobs.result(0)
+
+    def rest() -> dict[str, tuple[Any, mmap.mmap]]:
+        return jobs.result(1)
+
+    try:
+        engine = get(engine_name)
+        engine.module()  # the engine itself only: no exporter is needed to load its own file
+        if engine.version() != manifest.get("engine_version"):
+            raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but "
+                             f"{engine.version()} is installed: compile it again "
+                             f"(nnefx compile {manifest.get('source')} -o {path})", Location(file))
+        opened = first()
         try:
-            engine = get(engine_name)
-            engine.module()  # the engine itself only: no exporter is needed to load its own file
-            if engine.version() != manifest.get("engine_version"):
-                raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but "
-                                 f"{engine.version()} is installed: compile it again "
-                                 f"(nnefx compile {manifest.get('source')} -o {path})", Location(file))
-            opened = first.result()
-            try:
-                runner = _engine_runner(engine, path, manifest, opened, names)
-            except NNEFXError:
-                rest.result()  # damaged weights are the reason when they are: say that
-                raise
-            opened.update(rest.result())
-            if engine_name == "onnxruntime":
-                # it opened its files by name: they must still be the files verified
-                for name, (f, mapped) in opened.items():
-                    mapped.close()
-                    if not _same_file(f, os.path.join(path, name)):
-                        raise NNEFXError("the compiled artifact was replaced while it was loaded: load it again",
-                                         Location(os.path.join(path, name)))
-        except BaseException:
-            for future in (first, rest):
-                with contextlib.suppress(Exception):
-                    _close(future.result())
+            runner = _engine_runner(engine, path, manifest, opened, names)
+        except NNEFXError:
+            rest()  # damaged weights are the reason when they are: say that
             raise
+        opened.update(rest())
+        if engine_name == "onnxruntime":
+            # it opened its files by name: they must still be the files verified
+            for name, (f, mapped) in opened.items():
+                mapped.close()
+                if not _same_file(f, os.path.join(path, name)):
+                    raise NNEFXError("the compiled artifact was replaced while it was loaded: load it again",
+                                     Location(os.path.join(path, name)))
+    except BaseException:
+        for result in (first, rest):
+            with contextlib.suppress(Exception):
+                _close(result())
+        raise
     for f, _ in opened.values():
         f.close()  # (OpenVINO's runner holds its mapping, which outlives the file)
     return CompiledModel(path, manifest, runner)
