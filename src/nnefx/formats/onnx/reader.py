@@ -18,7 +18,6 @@ importer creates is bounded by the IR folds' item limit.
 from __future__ import annotations
 
 import dataclasses
-
 import mmap
 import os
 from typing import Any
