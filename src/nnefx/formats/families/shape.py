@@ -271,8 +271,6 @@ def _split(ctx: NodeContext):
         outs = []
         start = 0
         for n in ratios:
-            if n == 0:
-                raise ctx.error("zero-length split outputs are not supported")
             outs.append(ctx.emit1("slice", {"input": x}, {"axes": [axis], "begin": [start], "end": [start + n]},
                                   dtype=dt))
             start += n

@@ -231,10 +231,9 @@ def emit_index_plan(ctx: NodeContext, plan: IndexPlan, value: Value, x: str) -> 
             continue
         if extent is not None:
             start, stop, step = slice(b, e, s).indices(extent)
-            count = len(range(start, stop, step))
-            if count == 0:
-                raise ctx.error("empty slices are not supported")
-            if step < 0 and stop < 0:
+            if not len(range(start, stop, step)):  # empty: NNEF's slice [extent, extent) selects nothing
+                start, stop, step = extent, extent, 1
+            elif step < 0 and stop < 0:
                 stop = -(extent + 1)
             axes.append(d), begins.append(start), ends.append(stop), strides.append(step)
         else:
