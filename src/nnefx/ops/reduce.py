@@ -1,6 +1,10 @@
 """Reduce operations (NNEF 1.0.5 §4.4) and ``moments`` (§4.9.6).
 
 Reduced axes keep extent 1 (the rank never changes); ``axes = []`` is the identity.
+A reduction over an empty set (a reduced axis of extent 0) gives the operation's identity, as
+ONNX's Reduce* define it: 0 for ``sum_reduce``, -inf for ``max_reduce``, +inf for
+``min_reduce``, true for ``all_reduce``, false for ``any_reduce`` (``mean_reduce`` is 0/0, NaN);
+``argmax_reduce``/``argmin_reduce`` have no answer there and refuse.
 Arg-reductions over several axes return the row-major linear index inside the reduced
 sub-volume; ties go to the first index.
 """
@@ -67,7 +71,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ._common import check_axes, scalar  # noqa: E402
+from ._common import check_axes, op_error, scalar  # noqa: E402
 
 
 def reduced_shape(op: str, shape, axes) -> tuple:
@@ -105,6 +109,8 @@ def _formal_reduce(name, x, axes, fn, dtype):
 
 
 def _fmax(items):
+    if not items:
+        return -math.inf  # the empty set's maximum: the identity of max
     best = items[0]
     for v in items[1:]:
         if math.isnan(best):
@@ -115,6 +121,8 @@ def _fmax(items):
 
 
 def _fmin(items):
+    if not items:
+        return math.inf
     best = items[0]
     for v in items[1:]:
         if math.isnan(best):
@@ -160,29 +168,46 @@ max_reduce.formal(lambda input, axes=(): _formal_reduce("max_reduce", scalar(inp
 min_reduce.formal(lambda input, axes=(): _formal_reduce("min_reduce", scalar(input), axes, _fmin, np.float32))
 
 
-def _extreme_fast(name, fn):
+def _extreme_fast(name, fn, identity):
     def fast(input, axes=()):
         x = scalar(input)
-        reduced_shape(name, x.shape, axes)
-        if not axes or x.size == 0:
+        out_shape = reduced_shape(name, x.shape, axes)
+        if not axes:
             return x.copy()
+        if x.size == 0:  # every reduced set is empty (or there is no output item at all)
+            return np.full(out_shape, identity, np.float32)
         return fn(x, axis=tuple(axes), keepdims=True)
     return fast
 
 
-max_reduce.fast(_extreme_fast("max_reduce", np.max))
-min_reduce.fast(_extreme_fast("min_reduce", np.min))
+max_reduce.fast(_extreme_fast("max_reduce", np.max, -np.inf))
+min_reduce.fast(_extreme_fast("min_reduce", np.min, np.inf))
 
-argmax_reduce.formal(lambda input, axes=(): _formal_reduce(
-    "argmax_reduce", scalar(input), axes, lambda items: _farg(items, lambda a, b: a > b), np.int64))
-argmin_reduce.formal(lambda input, axes=(): _formal_reduce(
-    "argmin_reduce", scalar(input), axes, lambda items: _farg(items, lambda a, b: a < b), np.int64))
+def _no_empty_arg(name, x, out_shape):
+    """An arg-reduction has no index to give for an empty reduced set."""
+    if x.size == 0 and math.prod(out_shape):
+        raise op_error(name, f"the reduced axes of an input of shape {list(x.shape)} are empty: no index to give")
+
+
+def _arg_formal(name, better):
+    def formal(input, axes=()):
+        x = scalar(input)
+        _no_empty_arg(name, x, reduced_shape(name, x.shape, axes))
+        return _formal_reduce(name, x, axes, lambda items: _farg(items, better), np.int64)
+    return formal
+
+
+argmax_reduce.formal(_arg_formal("argmax_reduce", lambda a, b: a > b))
+argmin_reduce.formal(_arg_formal("argmin_reduce", lambda a, b: a < b))
 
 
 def _arg_fast(name, fn):
     def fast(input, axes=()):
         x = scalar(input)
         out_shape = reduced_shape(name, x.shape, axes)
+        _no_empty_arg(name, x, out_shape)
+        if x.size == 0:
+            return np.zeros(out_shape, np.int64)
         axes_ = sorted(axes)
         kept = [k for k in range(x.ndim) if k not in axes_]
         moved = np.transpose(x, kept + axes_).reshape([x.shape[k] for k in kept] + [-1])

@@ -91,6 +91,9 @@ def _reduce(ctx: NodeContext):
     x = ctx.tensor(0)
     op = _REDUCE[ctx.type]
     logical = ctx.type in ("ReduceLogicalAnd", "ReduceLogicalOr")
+    if ctx.type in ("ReduceMax", "ReduceMin") and dtype_of(ctx.input(0)) == "logical":
+        # on booleans (false < true) the maximum is "any" and the minimum "all", empty sets included
+        op, logical = ("any_reduce" if ctx.type == "ReduceMax" else "all_reduce"), True
     if not logical and dtype_of(ctx.input(0)) != "scalar":
         raise ctx.error(f"{ctx.type} of integer tensors at run time is not supported")
     if not axes:
