@@ -444,19 +444,35 @@ def _onnx_range(r, attrs, ins):
     return r.apply1("Range", {"output_type": vals[0].etype}, vals, version="opset4")
 
 
-def _onnx_pad_wrap(r, x, before: list[int], after: list[int]):
-    """Pad mode 'wrap' (circular): along each padded axis of extent n, output item j is input item
-    (j - before) mod n, a Gather of load-time indices (negative pads crop)."""
+def _pad_source(mode: str, k: np.ndarray, m: int) -> np.ndarray:
+    """The item of an extent-``m`` axis that padded position ``k`` (0 = its first item) reads."""
+    if mode == "wrap":
+        return k % m
+    if mode == "edge":
+        return np.clip(k, 0, m - 1)
+    if m == 1:  # reflect: the mirror of a single item is itself
+        return np.zeros_like(k)
+    k = k % (2 * (m - 1))  # reflect about the end items, repeatedly where a pad exceeds the extent
+    return np.where(k < m, k, 2 * (m - 1) - k)
+
+
+def _onnx_pad_indexed(r, x, before: list[int], after: list[int], mode: str):
+    """Pad modes 'wrap', 'edge' and 'reflect' as a Gather of load-time indices per padded axis: output
+    item j of an axis reads input item lo + source(j - max(before, 0)), where [lo, lo + m) is what
+    negative pads leave (they crop first, as ONNX says).  Only values move, so every element type
+    is kept exactly."""
     onnx_carried(r, x)
     for axis, (b, e) in enumerate(zip(before, after, strict=True)):
         if not b and not e:
             continue
         n = x.shape[axis]
-        if n is None or n < 1 or n + b + e < 1:
-            raise r.error(f"Pad mode 'wrap' needs a known, non-empty extent and result along axis {axis} "
+        lo = max(-b, 0)
+        m = n - lo - max(-e, 0) if n is not None else None
+        if n is None or m < 1 or n + b + e < 1:
+            raise r.error(f"Pad mode '{mode}' needs a known, non-empty extent and result along axis {axis} "
                           f"(extent {n}, pads {b} and {e})")
-        idx = (np.arange(n + b + e, dtype=np.int64) - b) % n
-        x = r.apply1("Gather", {"batch_dims": 0}, [x, const(idx), const(np.int64(axis))])
+        idx = lo + _pad_source(mode, np.arange(n + b + e, dtype=np.int64) - max(b, 0), m)
+        x = r.apply1("Gather", {"batch_dims": 0}, [x, const(idx.astype(np.int64)), const(np.int64(axis))])
     return x
 
 
@@ -483,8 +499,8 @@ def _onnx_pad(r, attrs, ins):
     pb, pe = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         pb[a], pe[a] = pads[i], pads[len(axes) + i]
-    if mode == "wrap":
-        return _onnx_pad_wrap(r, x, pb, pe)
+    if mode == "wrap" or (mode != "constant" and x.etype not in ("f32", "f64", "f16", "bf16")):
+        return _onnx_pad_indexed(r, x, pb, pe, mode)
     dt = x.const.dtype if x.is_const else (np.float32 if x.etype == "f32" else np.int64)
     return r.apply1("Pad", {"pad_mode": mode}, [x, const(np.array(pb, np.int64)), const(np.array(pe, np.int64)),
                                              const(np.asarray(value).astype(dt))], version="opset1")
