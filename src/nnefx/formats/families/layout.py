@@ -457,21 +457,19 @@ def _pad_source(mode: str, k: np.ndarray, m: int) -> np.ndarray:
 
 
 def _onnx_pad_indexed(r, x, before: list[int], after: list[int], mode: str):
-    """Pad modes 'wrap', 'edge' and 'reflect' as a Gather of load-time indices per padded axis: output
-    item j of an axis reads input item lo + source(j - max(before, 0)), where [lo, lo + m) is what
-    negative pads leave (they crop first, as ONNX says).  Only values move, so every element type
-    is kept exactly."""
+    """Pad modes 'wrap', 'edge' and 'reflect' as a Gather of load-time indices per padded axis:
+    output item j of an axis of extent n reads input item source(j - before) — the positive pads
+    extend the whole input and the negative ones then crop the result, as ONNX's reference does.
+    Only values move, so every element type is kept exactly."""
     onnx_carried(r, x)
     for axis, (b, e) in enumerate(zip(before, after, strict=True)):
         if not b and not e:
             continue
         n = x.shape[axis]
-        lo = max(-b, 0)
-        m = n - lo - max(-e, 0) if n is not None else None
-        if n is None or m < 1 or n + b + e < 1:
+        if n is None or n < 1 or n + b + e < 1:
             raise r.error(f"Pad mode '{mode}' needs a known, non-empty extent and result along axis {axis} "
                           f"(extent {n}, pads {b} and {e})")
-        idx = lo + _pad_source(mode, np.arange(n + b + e, dtype=np.int64) - max(b, 0), m)
+        idx = _pad_source(mode, np.arange(n + b + e, dtype=np.int64) - b, n)
         x = r.apply1("Gather", {"batch_dims": 0}, [x, const(idx.astype(np.int64)), const(np.int64(axis))])
     return x
 

@@ -269,10 +269,11 @@ def _split(ctx: NodeContext):
         outs = ctx.emit("split", {"value": x}, {"axis": axis, "ratios": ratios}, outputs=[len(ratios)], dtype=dt)
     else:  # zero-length pieces: slices
         outs = []
-        start = 0
+        start, total = 0, sum(ratios)  # the lengths add up to the axis extent
         for n in ratios:
-            outs.append(ctx.emit1("slice", {"input": x}, {"axes": [axis], "begin": [start], "end": [start + n]},
-                                  dtype=dt))
+            # an empty piece is [extent, extent): NNEF's slice reads an end of 0 as "to the end"
+            b, e = (start, start + n) if n else (total, total)
+            outs.append(ctx.emit1("slice", {"input": x}, {"axes": [axis], "begin": [b], "end": [e]}, dtype=dt))
             start += n
     return [ctx.result(o, ctx.in_etype(0), port=i) for i, o in enumerate(outs)]
 
