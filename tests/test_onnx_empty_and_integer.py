@@ -27,6 +27,8 @@ causal_conv_with_state_kernel_size_one_expanded
 reduce_max_empty_set reduce_min_empty_set reduce_log_sum_exp_empty_set
 reduce_max_bool_inputs reduce_min_bool_inputs reduce_max_empty_set_bool
 edge_pad reflect_pad
+top_k_uint64 top_k_same_values top_k_same_values_largest top_k_same_values_2d
+cumsum_2d_int32 cumsum_1d_int32_exclusive
 """.split()
 
 
@@ -134,3 +136,54 @@ def test_arg_reductions_of_empty_sets_are_refused():
             with pytest.raises(NNEFXError, match="empty"):
                 kernel(x, axes=[1])
         assert op.fast_kernel(np.zeros((0, 3), np.float32), axes=[1]).shape == (0, 1)
+
+
+def _saved_back(model, tmp_path, name):
+    """The model read by nnefx and written back as ONNX (its path)."""
+    path, back = os.path.join(tmp_path, name + ".onnx"), os.path.join(tmp_path, name + "_back.onnx")
+    onnx.save(model, path)
+    nnefx.save(nnefx.load(path), back)
+    return back
+
+
+@pytest.mark.parametrize("elem", [TensorProto.INT32, TensorProto.UINT64, TensorProto.INT8, TensorProto.BOOL])
+def test_integer_top_k_matches_the_reference_and_writes_back(elem, tmp_path):
+    dt = helper.tensor_dtype_to_np_dtype(elem)
+    rng = np.random.default_rng(int(elem))
+    x = rng.integers(0, 5, (3, 6)).astype(dt)
+    if dt == np.uint64:
+        x = x + np.uint64(2**63)  # beyond float64 and int64: ordered exactly
+    for k, largest, axis in ((3, 1, 1), (2, 0, 0), (0, 1, -1), (6, 0, -1)):
+        node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)
+        model = _model([node], [_vi("x", elem, x.shape), _vi("k", TensorProto.INT64, [1])],
+                       [_vi("v", elem), _vi("i", TensorProto.INT64)])
+        feeds = {"x": x, "k": np.array([k], np.int64)}
+        _run_both(model, feeds, tmp_path, "top_k")
+    # K known while loading: written back as an ONNX TopK that onnx.reference runs alike
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)
+    model = _model([node], [_vi("x", elem, x.shape)], [_vi("v", elem), _vi("i", TensorProto.INT64)],
+                   [onnx.numpy_helper.from_array(np.array([4], np.int64), "k")])
+    back = onnx.load(_saved_back(model, tmp_path, "top_k_const"))
+    assert [n.op_type for n in back.graph.node].count("TopK") == 1
+    for g, w in zip(ReferenceEvaluator(back).run(None, {"x": x}), ReferenceEvaluator(model).run(None, {"x": x}),
+                    strict=True):
+        _check(g, w)
+
+
+@pytest.mark.parametrize("elem", [TensorProto.INT32, TensorProto.INT8, TensorProto.UINT64])
+def test_integer_cum_sum_wraps_like_the_reference_and_writes_back(elem, tmp_path):
+    dt = helper.tensor_dtype_to_np_dtype(elem)
+    info = np.iinfo(dt)
+    x = np.random.default_rng(3).integers(info.max // 4, info.max // 2, (3, 5), dtype=dt)  # sums overflow
+    for exclusive, reverse in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)
+        model = _model([node], [_vi("x", elem, x.shape), _vi("axis", TensorProto.INT32, [])], [_vi("y", elem)])
+        with np.errstate(over="ignore"):
+            _run_both(model, {"x": x, "axis": np.array(1, np.int32)}, tmp_path, "cum_sum")
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=1)
+    model = _model([node], [_vi("x", elem, x.shape)], [_vi("y", elem)],
+                   [onnx.numpy_helper.from_array(np.array(0, np.int64), "axis")])
+    back = onnx.load(_saved_back(model, tmp_path, "cum_sum_const"))
+    assert [n.op_type for n in back.graph.node].count("CumSum") == 1
+    with np.errstate(over="ignore"):
+        _check(ReferenceEvaluator(back).run(None, {"x": x})[0], ReferenceEvaluator(model).run(None, {"x": x})[0])

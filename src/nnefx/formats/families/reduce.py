@@ -117,10 +117,20 @@ def _reduce(ctx: NodeContext):
 
 # --- ONNX nodes -----------------------------------------------------------------------------------
 
+_ORDERED = ("f32", "f64", "f16", "bf16")  # data the float top_k / cumulative_sum hold (narrower floats widened)
+
+
 @onnx_node("CumSum")
 def _onnx_cumsum(r, attrs, ins):
-    return r.apply1("CumSum", {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))},
-                 [onnx_need(r, ins, 0, "x"), onnx_need(r, ins, 1, "axis")], version="opset3")
+    x, axis = onnx_need(r, ins, 0, "x"), onnx_need(r, ins, 1, "axis")
+    flags = {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))}
+    if x.etype not in _ORDERED and not x.is_const:  # integers: summed exactly in their own width
+        onnx_kept_etypes(r, [x], narrow=False)
+        if axis.etype != "i64":
+            axis = r.apply1("Convert", {"destination_type": "i64"}, [axis])
+        return onnx_emit(r, "onnx_cum_sum", {"x": x, "axis": axis}, flags, results=[x.etype],
+                         dtype=nnef_dtype(x.etype))[0]
+    return r.apply1("CumSum", flags, [x, axis], version="opset3")
 
 _onnx_RED = {"ReduceMean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin",
         "ReduceL2": "ReduceL2", "ReduceL1": "ReduceL1", "ReduceProd": "ReduceProd"}
@@ -210,6 +220,13 @@ def _onnx_top_k(r, attrs, ins):
     k = [int(attrs["k"])] if r.opset < 10 else onnx_ints(r, onnx_need(r, ins, 1, "K"), "K")
     if len(k) != 1 or k[0] < 0:
         raise r.error(f"K {k} must be one value of at least 0")
+    if (x.etype not in _ORDERED or k[0] == 0) and not x.is_const:
+        # integer and boolean data ordered exactly in their own type; K = 0: empty results
+        if x.etype not in _ORDERED:
+            onnx_kept_etypes(r, [x])
+        return onnx_emit(r, "onnx_top_k", {"input": x},
+                         {"k": k[0], "axis": int(attrs.get("axis", -1)), "largest": bool(attrs.get("largest", 1))},
+                         results=[x.etype, "i64"], dtype=nnef_dtype(x.etype))
     if k[0] == 0:
         raise r.error("TopK with K = 0 (empty outputs) is not supported")
     mode = "max" if attrs.get("largest", 1) else "min"
@@ -460,6 +477,19 @@ def ir_reduce_prod_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 def cum_prod_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     onnx_write(ctx, op, "CumProd", [op.inputs["x"], op.inputs["axis"]], 26,
                exclusive=int(bool(op.attribs.get("exclusive", False))), reverse=int(bool(op.attribs.get("reverse", False))))
+
+
+@to_onnx("onnx_cum_sum")
+def cum_sum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "CumSum", [op.inputs["x"], op.inputs["axis"]], 14, exclusive=int(bool(op.attribs.get("exclusive", False))),
+               reverse=int(bool(op.attribs.get("reverse", False))))
+
+
+@to_onnx("onnx_top_k")
+def top_k_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "TopK", [op.inputs["input"], np.array([int(op.attribs["k"])], np.int64)], 11,
+               keep=("axis", "largest"), axis=int(op.attribs.get("axis", -1)),
+               largest=int(bool(op.attribs.get("largest", True))))
 
 
 @to_onnx("onnx_hardmax")

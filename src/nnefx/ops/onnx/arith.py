@@ -7,7 +7,8 @@ maximum along an axis and no determinant.
 * ``onnx_cum_prod`` multiplies along ``axis`` (a rank-0 tensor, as ONNX gives it), optionally
   excluding each item itself (``exclusive``: the first product is 1) and from the end
   (``reverse``); integers wrap in their width, floats accumulate in their own type as the
-  product runs.
+  product runs.  ``onnx_cum_sum`` is the same running sum (the first exclusive sum is 0): the
+  ONNX CumSum of integer data, which the float ``cumulative_sum`` cannot hold exactly.
 * ``onnx_hardmax`` is 1 at the first maximum along ``axis`` and 0 elsewhere.
 * ``onnx_det`` is the determinant of each square matrix in the last two axes.
 """
@@ -95,52 +96,75 @@ fragment onnx_cum_prod<?>( x: tensor<?>, axis: tensor<integer>, exclusive: logic
 -> ( y: tensor<?> );
 """, domain="onnx", generic=True, doc="ONNX CumProd: running product along `axis` (exclusive, reverse).")
 
+onnx_cum_sum = define("onnx_cum_sum", FAMILY, """
+fragment onnx_cum_sum<?>( x: tensor<?>, axis: tensor<integer>, exclusive: logical = false, reverse: logical = false )
+-> ( y: tensor<?> );
+""", domain="onnx", generic=True, doc="ONNX CumSum of any numeric type: running sum along `axis` (exclusive, "
+                                      "reverse); integers wrap in their width.")
 
-@onnx_cum_prod.shape
-def _cum_prod_shape(x, axis, exclusive=False, reverse=False, dtype=None):
-    if len(axis) != 0:
-        raise op_error("onnx_cum_prod", f"axis must be a rank-0 tensor, got shape {list(axis)}")
-    return tuple(x)
+#: the running operations: (name, numpy's running form, identity, one step)
+_RUNNING = {"onnx_cum_prod": (np.cumprod, 1, lambda a, b: a * b), "onnx_cum_sum": (np.cumsum, 0, lambda a, b: a + b)}
 
 
-def _axis(x: np.ndarray, axis) -> int:
+def _running_shape(name):
+    def rule(x, axis, exclusive=False, reverse=False, dtype=None):
+        if len(axis) != 0:
+            raise op_error(name, f"axis must be a rank-0 tensor, got shape {list(axis)}")
+        return tuple(x)
+    return rule
+
+
+def _axis(name: str, x: np.ndarray, axis) -> int:
     axis = np.asarray(axis)
     if axis.ndim:
-        raise op_error("onnx_cum_prod", f"axis must be a rank-0 tensor, got shape {list(axis.shape)}")
-    return norm_axis("onnx_cum_prod", int(axis), x.ndim)
+        raise op_error(name, f"axis must be a rank-0 tensor, got shape {list(axis.shape)}")
+    return norm_axis(name, int(axis), x.ndim)
 
 
-@onnx_cum_prod.formal
-def _cum_prod_formal(x, axis, exclusive=False, reverse=False, dtype=None):
-    x = np.asarray(x)
-    a = _axis(x, axis)
-    out = np.empty_like(x)
-    n = x.shape[a]
-    order = range(n - 1, -1, -1) if reverse else range(n)
-    for rest in np.ndindex(x.shape[:a] + x.shape[a + 1:]):
-        running = x.dtype.type(1)
-        for i in order:
-            where = rest[:a] + (i,) + rest[a:]
-            if exclusive:
-                out[where] = running
-                running = (running * x[where]).astype(x.dtype) if x.dtype.kind in "iu" else running * x[where]
-            else:
-                running = (running * x[where]).astype(x.dtype) if x.dtype.kind in "iu" else running * x[where]
-                out[where] = running
-    return out
+def _running_formal(name):
+    """Item by item along the axis: integers wrap after every step, floats accumulate in their type."""
+    _, identity, step = _RUNNING[name]
+
+    def formal(x, axis, exclusive=False, reverse=False, dtype=None):
+        x = np.asarray(x)
+        a = _axis(name, x, axis)
+        out = np.empty_like(x)
+        n = x.shape[a]
+        order = range(n - 1, -1, -1) if reverse else range(n)
+        for rest in np.ndindex(x.shape[:a] + x.shape[a + 1:]):
+            running = x.dtype.type(identity)
+            for i in order:
+                where = rest[:a] + (i,) + rest[a:]
+                if exclusive:
+                    out[where] = running
+                with np.errstate(over="ignore"):
+                    running = np.asarray(step(running, x[where])).astype(x.dtype)[()]
+                if not exclusive:
+                    out[where] = running
+        return out
+    return formal
 
 
-@onnx_cum_prod.fast
-def _cum_prod_fast(x, axis, exclusive=False, reverse=False, dtype=None):
-    x = np.asarray(x)
-    a = _axis(x, axis)
-    y = np.flip(x, a) if reverse else x
-    if exclusive:
-        ones = np.ones_like(np.take(y, [0], axis=a))
-        y = np.concatenate([ones, np.take(y, range(y.shape[a] - 1), axis=a)], axis=a)
-    with np.errstate(over="ignore"):
-        out = np.cumprod(y, axis=a, dtype=x.dtype)
-    return np.flip(out, a) if reverse else out
+def _running_fast(name):
+    fn, identity, _ = _RUNNING[name]
+
+    def fast(x, axis, exclusive=False, reverse=False, dtype=None):
+        x = np.asarray(x)
+        a = _axis(name, x, axis)
+        n = x.shape[a]
+        with np.errstate(over="ignore"):
+            out = fn(np.flip(x, a) if reverse else x, axis=a, dtype=x.dtype)
+        if exclusive and n:  # each item's running value before it: shifted by one, the identity first
+            first = np.full_like(np.take(out, [0], axis=a), identity)
+            out = np.concatenate([first, np.take(out, np.arange(n - 1), axis=a)], axis=a)
+        return np.flip(out, a) if reverse else out
+    return fast
+
+
+for _op in (onnx_cum_prod, onnx_cum_sum):
+    _op.shape(_running_shape(_op.name))
+    _op.formal(_running_formal(_op.name))
+    _op.fast(_running_fast(_op.name))
 
 
 onnx_hardmax = define("onnx_hardmax", FAMILY, """
