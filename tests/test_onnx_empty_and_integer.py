@@ -29,6 +29,7 @@ reduce_max_bool_inputs reduce_min_bool_inputs reduce_max_empty_set_bool
 edge_pad reflect_pad
 top_k_uint64 top_k_same_values top_k_same_values_largest top_k_same_values_2d
 cumsum_2d_int32 cumsum_1d_int32_exclusive
+celu_bfloat16 onehot_with_bfloat16_values reversesequence_bfloat16 unique_bfloat16_sorted_without_axis
 """.split()
 
 
@@ -187,3 +188,25 @@ def test_integer_cum_sum_wraps_like_the_reference_and_writes_back(elem, tmp_path
     assert [n.op_type for n in back.graph.node].count("CumSum") == 1
     with np.errstate(over="ignore"):
         _check(ReferenceEvaluator(back).run(None, {"x": x})[0], ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+def test_bfloat16_celu_is_computed_wide_and_rounded_once(tmp_path):
+    # the composition max(0, x) + min(0, a * (exp(x / a) - 1)) rounded at every step in bfloat16
+    # loses most digits near 0 (exp(x / a) - 1 cancels); computed in float32 and rounded once it
+    # is the exact result rounded (within one bfloat16 step where the float32 result lies on a tie)
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    x = np.linspace(-4, 4, 401).astype(bf16)
+    node = helper.make_node("Celu", ["x"], ["y"], alpha=2.0)
+    model = _model([node], [_vi("x", TensorProto.BFLOAT16, x.shape)], [_vi("y", TensorProto.BFLOAT16)], opset=22)
+    path = os.path.join(tmp_path, "celu.onnx")
+    onnx.save(model, path)
+    wide = x.astype(np.float64)
+    exact = (np.maximum(wide, 0) + np.minimum(0, 2.0 * np.expm1(wide / 2.0))).astype(bf16)
+    for backend in ("fast", "formal"):
+        got = Session(nnefx.load(path), backend).run({"x": x})["y"]
+        assert got.dtype == bf16
+        np.testing.assert_allclose(got.astype(np.float32), exact.astype(np.float32), rtol=2.0**-8, atol=0,
+                                   err_msg=backend)
+        assert np.mean(got == exact) > 0.97, backend

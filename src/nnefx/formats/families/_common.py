@@ -184,19 +184,49 @@ def onnx_scalar_like(v: Value, number: float) -> Value:
     return Value(const=np.asarray(number, dtype=numpy_dtype(et)), etype=v.etype, shape=())
 
 
-def onnx_carried(r: Any, *values: Value, floating: bool = False) -> None:
+def onnx_widened(r: Any, x: Value) -> tuple[Value, str | None]:
+    """``x`` as float32 when it is a float narrower than float16's exactness allows a composition
+    to keep (bfloat16, the float8 and float4 kinds), with the element type to round the result
+    back to (None: ``x`` as it is).
+
+    A reader that writes an operator as several registry operations would otherwise store, and
+    round, every intermediate result in the narrow type; widened, the composition computes in
+    float32 and :func:`onnx_narrowed` rounds its result once (the arithmetic contract of
+    :mod:`nnefx.etypes`).  Float32 holds every such value exactly, so the widening changes nothing.
+    """
+    if x.is_const or x.etype not in etypes.FLOATS or x.etype in ("f16", "f32", "f64") \
+            or not getattr(r.builder, "concrete", False):
+        return x, None
+    return _onnx_cast_to(r, x, "f32"), x.etype
+
+
+def onnx_narrowed(r: Any, y: Value, etype: str | None) -> Value:
+    """The result of a composition widened by :func:`onnx_widened`, rounded once to ``etype``."""
+    return y if etype is None else _onnx_cast_to(r, y, etype)
+
+
+def _onnx_cast_to(r: Any, x: Value, etype: str) -> Value:
+    c = r.ctx([x])
+    out = c.emit1("onnx_cast", {"input": c.tensor(0)}, {"to": etype, "saturate": True, "round_mode": "up"},
+                  dtype="scalar")
+    return c.result(out, etype)
+
+
+def onnx_carried(r: Any, *values: Value, floating: bool = False, moved: bool = False) -> None:
     """Refuse, located, data whose element type the readers' operations would not return as is.
 
     Readers built on the abstract NNEF types compute float16/float64/int32... data in their
     type's default element type (float32, int64), so their results would come back in another
     type than the ONNX model declares: refused, never returned in a silently different type.
-    ``floating``: only floating-point data (of the kept types: float32) is meant.
+    ``floating``: only floating-point data (of the kept types: float32) is meant.  ``moved``: the
+    reader's operations only move or select these values (a gather, a one-hot), so a widened
+    bfloat16/float8/2-4-bit item comes back exactly as it was: every stored type is kept.
     """
     for v in values:
         if v is None:
             continue
         is_float = v.etype in ("f16", "bf16", "f32", "f64") or v.etype.startswith("f8")
-        if (floating and not is_float) or not _kept(r, v.etype, False):
+        if (floating and not is_float) or not _kept(r, v.etype, moved):
             kept = ("f32",) if floating else KEPT_ETYPES
             raise r.error(f"{r.node.op_type} of {v.etype} data is not supported (supported element types: "
                           f"{', '.join(kept)})")

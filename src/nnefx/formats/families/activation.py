@@ -27,7 +27,7 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, onnx_node, operator
 from ..reading.values import const
-from ._common import onnx_carried, onnx_need, onnx_scalar_like
+from ._common import onnx_carried, onnx_narrowed, onnx_need, onnx_scalar_like, onnx_widened
 
 # ================================================================================================
 # Reading
@@ -190,12 +190,14 @@ def _np_op(r, kind: str, *values):
 @onnx_node("Celu")
 def _onnx_celu(r, attrs, ins):
     # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
-    x = onnx_need(r, ins, 0, "X")
+    # (bfloat16 and float8 data computed in float32 and rounded once)
+    x, narrow = onnx_widened(r, onnx_need(r, ins, 0, "X"))
     onnx_carried(r, x)
     alpha = onnx_scalar_like(x, float(attrs.get("alpha", 1.0)))
     zero, one = onnx_scalar_like(x, 0.0), onnx_scalar_like(x, 1.0)
     e = _np_op(r, "Subtract", r.apply1("Exp", {}, [_np_op(r, "Divide", x, alpha)]), one)
-    return _np_op(r, "Add", _np_op(r, "Maximum", x, zero), _np_op(r, "Minimum", zero, _np_op(r, "Multiply", alpha, e)))
+    y = _np_op(r, "Add", _np_op(r, "Maximum", x, zero), _np_op(r, "Minimum", zero, _np_op(r, "Multiply", alpha, e)))
+    return onnx_narrowed(r, y, narrow)
 
 
 @onnx_node("ThresholdedRelu")

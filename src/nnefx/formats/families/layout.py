@@ -597,7 +597,7 @@ def _onnx_reverse_sequence(r, attrs, ins):
     # out[.., t, .., b, ..] = x[.., L[b] - 1 - t, .., b, ..] for t < L[b], else x itself: a
     # GatherElements along the time axis with those indices
     x, lens = onnx_need(r, ins, 0, "input"), onnx_need(r, ins, 1, "sequence_lens")
-    onnx_carried(r, x)
+    onnx_carried(r, x, moved=True)
     rank = onnx_rank(r, x)
     ta, ba = int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1))
     if rank < 2 or sorted((ta, ba)) != [0, 1]:

@@ -308,7 +308,7 @@ def _onnx_tensor_scatter(r, attrs, ins):
 def _onnx_one_hot(r, attrs, ins):
     # indices in [-depth, depth) count from the end below 0; others (and non-integral ones) hit nothing
     idx, values = onnx_need(r, ins, 0, "indices"), onnx_need(r, ins, 2, "values")
-    onnx_carried(r, values)
+    onnx_carried(r, values, moved=True)
     depth_v = np.asarray(onnx_const(r, onnx_need(r, ins, 1, "depth"), "depth")).reshape(-1)
     if depth_v.size != 1 or not depth_v[0] >= 1:
         raise r.error(f"depth {depth_v.tolist()} must be one value of at least 1")
@@ -369,6 +369,7 @@ def _onnx_unique(r, attrs, ins):
                   dtype=dtype_of(x))
     for name in outs[1:]:
         r.builder.graph.tensors[name].dtype = "integer"
+        r.builder.graph.tensors[name].etype = None  # int64 (the default), whatever the data's type
     return [c.result(outs[0], x.etype)] + [c.result(name, "i64", port=k + 1) for k, name in enumerate(outs[1:])]
 
 
