@@ -29,7 +29,7 @@ reduce_max_bool_inputs reduce_min_bool_inputs reduce_max_empty_set_bool
 edge_pad reflect_pad
 top_k_uint64 top_k_same_values top_k_same_values_largest top_k_same_values_2d
 cumsum_2d_int32 cumsum_1d_int32_exclusive
-celu_bfloat16 onehot_with_bfloat16_values reversesequence_bfloat16 unique_bfloat16_sorted_without_axis
+shape_start_greater_than_end celu_bfloat16 onehot_with_bfloat16_values reversesequence_bfloat16 unique_bfloat16_sorted_without_axis
 """.split()
 
 

@@ -66,6 +66,8 @@ def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], wha
     target = storage[nnef_dtype] if etype is None else etypes.numpy_dtype(etype)
     if array.dtype == target:
         return array
+    if array.size == 0:  # no item of a wrong kind: an empty list ([]) reads as float64 in numpy
+        return np.empty(array.shape, target)
     if not etypes.kind_fits(array.dtype, nnef_dtype):
         want = f"{nnef_dtype} ({_KIND_WORDS[nnef_dtype]})" if etype is None else f"{etype} ({nnef_dtype})"
         raise NNEFXError(f"{what} must be {want} data, got {array.dtype}", location)
