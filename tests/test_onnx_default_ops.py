@@ -62,7 +62,6 @@ melweightmatrix
 
 #: cases refused with a located error naming the node, and a word of the reason
 REFUSED = {
-    "causal_conv_with_state_kernel_size_one": "k = 1 is empty",
     "bernoulli": "draws random numbers",
 }
 

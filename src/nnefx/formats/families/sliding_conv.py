@@ -250,10 +250,9 @@ def _onnx_causal_conv_with_state(r, attrs, ins):
                           "groups": x.shape[1]}))
     if act != "none":
         y = r.apply1("Swish", {}, [y], version="opset4")
-    if k == 1:
-        return [y, Value(unsupported="the present_state of CausalConvWithState with k = 1 is empty; empty "
-                                      "tensors are not supported")]
-    state = r.apply1("Slice", {}, [padded, const(np.array([-(k - 1)], np.int64)), const(np.array([2**62], np.int64)),
+    # the last k - 1 positions: with k = 1 none, the empty slice [end, end)
+    first = -(k - 1) if k > 1 else 2**62
+    state = r.apply1("Slice", {}, [padded, const(np.array([first], np.int64)), const(np.array([2**62], np.int64)),
                                    const(np.array([1], np.int64)), const(np.array([2], np.int64))])
     return [y, state]
 
