@@ -210,3 +210,17 @@ def test_bfloat16_celu_is_computed_wide_and_rounded_once(tmp_path):
         np.testing.assert_allclose(got.astype(np.float32), exact.astype(np.float32), rtol=2.0**-8, atol=0,
                                    err_msg=backend)
         assert np.mean(got == exact) > 0.97, backend
+
+
+def test_top_k_and_cum_sum_of_constant_integers(tmp_path):
+    # inputs known while loading (initializers) take the same operations, computed once by the plan
+    x = np.array([[5, -2, 7, 7], [0, 3, -9, 3]], np.int32)
+    nodes = [helper.make_node("TopK", ["c", "k"], ["v", "i"]), helper.make_node("CumSum", ["c", "axis"], ["s"]),
+             helper.make_node("TopK", ["f", "k0"], ["fv", "fi"])]
+    inits = [onnx.numpy_helper.from_array(x, "c"), onnx.numpy_helper.from_array(np.array([2], np.int64), "k"),
+             onnx.numpy_helper.from_array(np.array([0], np.int64), "k0"),
+             onnx.numpy_helper.from_array(np.array(1, np.int64), "axis")]
+    outs = [_vi("v", TensorProto.INT32), _vi("i", TensorProto.INT64), _vi("s", TensorProto.INT32),
+            _vi("fv", TensorProto.FLOAT), _vi("fi", TensorProto.INT64)]
+    model = _model(nodes, [_vi("f", TensorProto.FLOAT, [2, 3])], outs, inits)
+    _run_both(model, {"f": np.ones((2, 3), np.float32)}, tmp_path, "const_int")

@@ -124,7 +124,7 @@ _ORDERED = ("f32", "f64", "f16", "bf16")  # data the float top_k / cumulative_su
 def _onnx_cumsum(r, attrs, ins):
     x, axis = onnx_need(r, ins, 0, "x"), onnx_need(r, ins, 1, "axis")
     flags = {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))}
-    if x.etype not in _ORDERED and not x.is_const:  # integers: summed exactly in their own width
+    if x.etype not in _ORDERED:  # integers: summed exactly in their own width
         onnx_kept_etypes(r, [x], narrow=False)
         if axis.etype != "i64":
             axis = r.apply1("Convert", {"destination_type": "i64"}, [axis])
@@ -220,15 +220,13 @@ def _onnx_top_k(r, attrs, ins):
     k = [int(attrs["k"])] if r.opset < 10 else onnx_ints(r, onnx_need(r, ins, 1, "K"), "K")
     if len(k) != 1 or k[0] < 0:
         raise r.error(f"K {k} must be one value of at least 0")
-    if (x.etype not in _ORDERED or k[0] == 0) and not x.is_const:
+    if x.etype not in _ORDERED or k[0] == 0:
         # integer and boolean data ordered exactly in their own type; K = 0: empty results
         if x.etype not in _ORDERED:
             onnx_kept_etypes(r, [x])
         return onnx_emit(r, "onnx_top_k", {"input": x},
                          {"k": k[0], "axis": int(attrs.get("axis", -1)), "largest": bool(attrs.get("largest", 1))},
                          results=[x.etype, "i64"], dtype=nnef_dtype(x.etype))
-    if k[0] == 0:
-        raise r.error("TopK with K = 0 (empty outputs) is not supported")
     mode = "max" if attrs.get("largest", 1) else "min"
     return r.apply("TopK", {"axis": int(attrs.get("axis", -1)), "mode": mode, "sort": "value",
                             "index_element_type": "i64"}, [x, const(np.int64(k[0]))], n_out=2, version="opset11")
