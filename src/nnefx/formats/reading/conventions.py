@@ -243,6 +243,10 @@ def emit_index_plan(ctx: NodeContext, plan: IndexPlan, value: Value, x: str) -> 
             else:
                 bb = -1 if b is None else b
                 ee = -BIG if e is None or e <= -BIG else e
+            if (s > 0 and ee == 0) or ((bb >= 0) == (ee >= 0) and (ee <= bb if s > 0 else ee >= bb)):
+                # empty whatever the extent (bounds on one side the wrong way round, or a stop at 0):
+                # [extent, extent) — an end of 0 would be NNEF's "to the end"
+                bb, ee, s = BIG, BIG, 1
             axes.append(d), begins.append(bb), ends.append(ee), strides.append(s)
         d += 1
     y = x
