@@ -254,3 +254,32 @@ def test_slices_of_unknown_extent_are_right_or_refused(tmp_path):
             ran += 1
             _check(got, want, what=f"x[:, {b}:{e}:{s}] {backend}")
     assert ran >= 80
+
+
+@pytest.mark.parametrize("engine", ["onnxruntime", "openvino", "torch"])
+def test_engines_on_empty_reductions_agree_or_refuse(engine, tmp_path):
+    # the engines see the same empty sets: the identity where they give it, a located refusal
+    # where they would not (OpenVINO's ReduceMin of nothing is the largest finite float; an
+    # arg-reduction of nothing has no index anywhere)
+    from nnefx.diagnostics import NNEFXError
+    from nnefx.engines import get
+
+    pytest.importorskip(engine)
+    if not get(engine).available():
+        pytest.skip(f"engine {engine} not available")
+    x = np.zeros((2, 0, 3), np.float32)
+    node = helper.make_node("ReduceMin", ["x", "axes"], ["y"], keepdims=0)
+    model = _model([node], [_vi("x", TensorProto.FLOAT, x.shape)], [_vi("y", TensorProto.FLOAT)],
+                   [onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    path = os.path.join(tmp_path, "min.onnx")
+    onnx.save(model, path)
+    if engine == "openvino":
+        with pytest.raises(NNEFXError, match=r"\(ReduceMin\).*over an empty axis"):
+            Session(nnefx.load(path), engine).run({"x": x})
+    else:
+        _check(Session(nnefx.load(path), engine).run({"x": x})["y"], np.full((2, 3), np.inf, np.float32))
+    node = helper.make_node("ArgMax", ["x"], ["y"], axis=1)
+    model = _model([node], [_vi("x", TensorProto.FLOAT, x.shape)], [_vi("y", TensorProto.INT64)])
+    onnx.save(model, path)
+    with pytest.raises(NNEFXError, match=r"\(ArgMax\).*empty axis"):
+        Session(nnefx.load(path), engine).run({"x": x})

@@ -532,9 +532,15 @@ def _reduce(torch: Any, graph: Graph, op: Operation) -> Form:
     if op.op == "sum_reduce" and op.attribs.get("normalize", False):
         method = "mean"
 
+    identity = {"amax": float("-inf"), "amin": float("inf")}.get(method)
+
     def run(input: Any) -> Any:
         if not axes:
             return input.clone()
+        if identity is not None and any(input.shape[a] == 0 for a in axes):
+            # the empty set's maximum (minimum): torch.amax refuses an empty dimension
+            shape = [1 if k in axes else d for k, d in enumerate(input.shape)]
+            return torch.full(shape, identity, dtype=input.dtype, device=input.device)
         return getattr(torch, method)(input, dim=axes, keepdim=True)
     return run
 
@@ -636,6 +642,9 @@ def _arg_reduce(torch: Any, graph: Graph, op: Operation) -> Form | str:
     axes = [int(a) for a in op.attribs.get("axes", [])]
     if len(axes) != 1:
         return "an index over several axes"
+    shape = graph.tensors[op.inputs["input"]].shape if isinstance(op.inputs["input"], str) else None
+    if shape is not None and shape[axes[0]] == 0:
+        return "an index over an empty axis"
     fn = torch.argmax if op.op == "argmax_reduce" else torch.argmin
     return lambda input: fn(input, dim=axes[0], keepdim=True)
 

@@ -294,6 +294,11 @@ def reduce_to_ir(ctx: IRContext, op: Operation) -> None:
     if not axes:
         ctx.bind(out(op), ctx.ref(x))
         return
+    if kind in ("ReduceMax", "ReduceMin") and any(ctx.shape(x)[a] == 0 for a in axes):
+        # the empty set's maximum is -inf (minimum +inf); OpenVINO's CPU plugin answers the
+        # lowest (highest) finite value of the type instead
+        raise ctx.fallback(f"{kind} over an empty axis: IR has no layer giving its identity "
+                           f"({'-inf' if kind == 'ReduceMax' else '+inf'})")
     ctx.bind(out(op), ctx.layer(kind, [x, ctx.ints(axes)], out_shape(ctx, op), attrs={"keep_dims": True}))
 
 
@@ -377,6 +382,8 @@ def arg_reduce_to_ir(ctx: IRContext, op: Operation) -> None:
     name = op.op[:6]   # argmax / argmin
     if len(axes) != 1:
         raise ctx.fail(f"{name} over several axes {axes} (a flattened index) has no TopK form")
+    if xs[axes[0]] == 0:
+        raise ctx.fail(f"{name} over an empty axis has no index to give")
     ks = nnef_attrs.reduced_shape(xs, axes)
     # the first extreme wins, as TopK-11 with stable=true keeps it
     _, idx = ctx.layer("TopK", [x, ctx.const(np.asarray(1), "i64")], outputs=[(ks, ctx.etype(x)), (ks, "i64")],
@@ -394,6 +401,8 @@ def arg_reduce_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     r = len(dims)
     axes = sorted({int(a) % r for a in op.attribs["axes"]})
     kind = "ArgMax" if op.op == "argmax_reduce" else "ArgMin"
+    if any(dims[a] == 0 for a in axes):
+        raise ctx.fail(f"{kind} over an empty axis has no index to give")
     if not axes:
         ctx.bind(out(op), ctx.const(np.zeros([d for d in ctx.shape(x)], np.int64)))
         return
