@@ -283,3 +283,30 @@ def test_engines_on_empty_reductions_agree_or_refuse(engine, tmp_path):
     onnx.save(model, path)
     with pytest.raises(NNEFXError, match=r"\(ArgMax\).*empty axis"):
         Session(nnefx.load(path), engine).run({"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"])
+def test_integer_reductions_match_the_reference(op, tmp_path):
+    # in the data's own type (sums and products wrap in it), axes given at run time, empty sets
+    # giving the identity (the type's lowest value for a maximum, its highest for a minimum)
+    rng = np.random.default_rng(7)
+    for elem in (TensorProto.INT32, TensorProto.INT64, TensorProto.UINT64):
+        dt = helper.tensor_dtype_to_np_dtype(elem)
+        info = np.iinfo(dt)
+        for shape, axes, keep in (((3, 4, 5), [1], 1), ((3, 4, 5), [0, -1], 0), ((2, 0, 3), [1], 1),
+                                  ((3, 4), [0, 1], 0)):
+            x = rng.integers(info.min // 2, info.max // 2, shape, dtype=dt, endpoint=True)
+            node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keep)
+            model = _model([node], [_vi("x", elem, shape), _vi("axes", TensorProto.INT64, [len(axes)])],
+                           [_vi("y", elem)])
+            with np.errstate(over="ignore"):
+                _run_both(model, {"x": x, "axes": np.array(axes, np.int64)}, tmp_path, f"{op}_{dt}")
+    # axes known while loading: written back as the ONNX node, which onnx.reference runs alike
+    x = rng.integers(-1000, 1000, (3, 4), dtype=np.int64)
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)
+    model = _model([node], [_vi("x", TensorProto.INT64, x.shape)], [_vi("y", TensorProto.INT64)],
+                   [onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    back = onnx.load(_saved_back(model, tmp_path, "reduce_back"))
+    assert [n.op_type for n in back.graph.node].count(op) == 1
+    with np.errstate(over="ignore"):
+        _check(ReferenceEvaluator(back).run(None, {"x": x})[0], ReferenceEvaluator(model).run(None, {"x": x})[0])

@@ -152,7 +152,28 @@ def _onnx_reduce(r, attrs, ins, x=None, kind=None):
         if attrs.get("noop_with_empty_axes", 0):
             return x
         axes = list(range(rank))
+    if x.etype[:1] in "iu" and kind in _INT_REDUCE and not x.is_const:
+        return _onnx_reduce_integers(r, x, sorted(norm_axes(r, axes, rank)), _INT_REDUCE[kind],
+                                     bool(attrs.get("keepdims", 1)))
     return r.apply1(_onnx_RED[kind], {"keep_dims": bool(attrs.get("keepdims", 1))}, [x, const(np.array(axes, np.int64))])
+
+
+_INT_REDUCE = {"ReduceSum": "sum", "ReduceProd": "prod", "ReduceMax": "max", "ReduceMin": "min"}
+
+
+def _onnx_reduce_integers(r, x, axes: list[int], op: str, keep: bool):
+    """Integer data reduced in its own type (``onnx_reduce``: sums and products wrap, the
+    empty set gives the identity); the reduced axes squeezed unless ``keepdims``."""
+    onnx_kept_etypes(r, [x])
+    y = onnx_emit(r, "onnx_reduce", {"input": x}, {"axes": axes, "op": op}, results=[x.etype], dtype="integer")[0]
+    if keep:
+        return y
+    c = r.ctx([y])
+    if len(axes) == len(x.shape):
+        out = c.emit1("reshape", {"input": c.tensor(0)}, {"shape": []}, dtype="integer")
+    else:
+        out = c.emit1("squeeze", {"input": c.tensor(0)}, {"axes": axes}, dtype="integer")
+    return c.result(out, x.etype)
 
 
 @onnx_node("ArgMax", "ArgMin")
@@ -497,6 +518,12 @@ def top_k_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     onnx_write(ctx, op, "TopK", [op.inputs["input"], np.array([int(op.attribs["k"])], np.int64)], 11,
                keep=("axis", "largest"), axis=int(op.attribs.get("axis", -1)),
                largest=int(bool(op.attribs.get("largest", True))))
+
+
+@to_onnx("onnx_reduce")
+def onnx_reduce_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    kind = {"sum": "ReduceSum", "prod": "ReduceProd", "max": "ReduceMax", "min": "ReduceMin"}[op.attribs["op"]]
+    onnx_write(ctx, op, kind, [op.inputs["input"], np.array(op.attribs["axes"], np.int64)], 18, keepdims=1)
 
 
 @to_onnx("onnx_hardmax")
