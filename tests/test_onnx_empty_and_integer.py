@@ -310,3 +310,15 @@ def test_integer_reductions_match_the_reference(op, tmp_path):
     assert [n.op_type for n in back.graph.node].count(op) == 1
     with np.errstate(over="ignore"):
         _check(ReferenceEvaluator(back).run(None, {"x": x})[0], ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_integer_arg_reductions_match_the_reference(op, tmp_path):
+    # few distinct values, so ties decide: the first index, or the last with select_last_index
+    rng = np.random.default_rng(11)
+    for elem in (TensorProto.INT32, TensorProto.UINT64, TensorProto.UINT8):
+        x = rng.integers(0, 3, (3, 4, 5)).astype(helper.tensor_dtype_to_np_dtype(elem))
+        for axis, keep, last in ((1, 1, 0), (0, 0, 0), (-1, 1, 1), (1, 0, 1)):
+            node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keep, select_last_index=last)
+            model = _model([node], [_vi("x", elem, x.shape)], [_vi("y", TensorProto.INT64)], opset=13)
+            _run_both(model, {"x": x}, tmp_path, f"{op}_{elem}")

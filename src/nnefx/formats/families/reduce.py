@@ -182,13 +182,13 @@ def _onnx_arg(r, attrs, ins):
     rank = onnx_rank(r, x)
     axis = norm_axis(r, int(attrs.get("axis", 0)), rank)
     if x.etype not in ("f32", "f64", "f16"):
-        raise r.error("ArgMax/ArgMin of integer tensors is not supported")
+        onnx_kept_etypes(r, [x])  # integer and boolean data: the first of onnx_top_k's order
     c = r.ctx([x])
     op = "argmax_reduce" if r.node.op_type == "ArgMax" else "argmin_reduce"
     if attrs.get("select_last_index", 0):
         y = _arg_last(r, c, op, x, axis)
     else:
-        y = c.emit1(op, {"input": c.tensor(0)}, {"axes": [axis]}, out_dtype="integer")
+        y = _arg_first(c, op, x, c.tensor(0), axis)
     if not attrs.get("keepdims", 1):
         y = c.emit1("squeeze", {"input": y}, {"axes": [axis]}, dtype="integer")
     return c.result(y, "i64")
@@ -218,6 +218,19 @@ def _onnx_hardmax(r, attrs, ins):
     return onnx_emit(r, "onnx_hardmax", {"input": x}, {"axis": axis}, results=[x.etype])[0]
 
 
+def _arg_first(c, op: str, x, tensor: str, axis: int) -> str:
+    """The first index of the extreme along ``axis`` (kept with extent 1): ``argmax_reduce`` /
+    ``argmin_reduce`` of floats; of integer and boolean data (which those hold as float32) the
+    index ``onnx_top_k`` puts first with k = 1 — equal values by index, so the first."""
+    if x.etype in ("f32", "f64", "f16"):
+        return c.emit1(op, {"input": tensor}, {"axes": [axis]}, out_dtype="integer")
+    _, idx = c.emit("onnx_top_k", {"input": tensor}, {"k": 1, "axis": axis, "largest": op == "argmax_reduce"},
+                    outputs=2, dtype=dtype_of(x))
+    c.builder.graph.tensors[idx].dtype = "integer"
+    c.builder.graph.tensors[idx].etype = None  # int64
+    return idx
+
+
 def _arg_last(r, c, op: str, x, axis: int) -> str:
     """The last index of the extreme (``select_last_index``): extent - 1 - the first index in the
     input reversed along ``axis``."""
@@ -226,7 +239,7 @@ def _arg_last(r, c, op: str, x, axis: int) -> str:
         raise r.error("select_last_index=1 needs the extent of the reduced axis known while loading")
     plan = IndexPlan([("slice", None, None, 1)] * axis + [("slice", None, None, -1)])
     flipped = emit_index_plan(c, plan, x, c.tensor(0))
-    first = c.emit1(op, {"input": flipped}, {"axes": [axis]}, out_dtype="integer")
+    first = _arg_first(c, op, x, flipped, axis)
     last = r.apply1("Subtract", {"auto_broadcast": "numpy"},
                     [const(np.int64(n - 1)), c.result(first, "i64")])
     return c.tensor_of(last)
