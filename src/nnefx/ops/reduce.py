@@ -85,7 +85,7 @@ def _shape_for(name):
     return rule
 
 
-def _groups(x: np.ndarray, axes):
+def reduction_groups(x: np.ndarray, axes):
     """Yield (output index, list of the reduced elements in row-major order)."""
     axes = sorted(axes)
     out_shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
@@ -103,7 +103,7 @@ def _groups(x: np.ndarray, axes):
 def _formal_reduce(name, x, axes, fn, dtype):
     reduced_shape(name, x.shape, axes)
     out = np.empty(tuple(1 if k in axes else d for k, d in enumerate(x.shape)), dtype=dtype)
-    for index, items in _groups(x, axes):
+    for index, items in reduction_groups(x, axes):
         out[index] = fn(items)
     return out
 

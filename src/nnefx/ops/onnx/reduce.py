@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .._common import attr_error, check_axes
+from ..reduce import reduction_groups
 from ..registry import define
 
 FAMILY = "onnx_reduce"
@@ -60,14 +61,8 @@ def _reduce_formal(input, axes=(), op="sum", dtype=None):
     signed = x.dtype.kind == "i"
     fold = {"sum": sum, "prod": math.prod, "max": max, "min": min}[op]
     out = np.empty(out_shape, x.dtype)
-    reduced = sorted(axes)
-    for index in np.ndindex(*out_shape):
-        items = []
-        for sub in np.ndindex(*(x.shape[a] for a in reduced)):
-            full = list(index)
-            for a, i in zip(reduced, sub, strict=True):
-                full[a] = i
-            items.append(int(x[tuple(full)]))
+    for index, items in reduction_groups(x, axes):
+        items = [int(v) for v in items]
         value = fold(items) if items else _identity(op, x.dtype)
         value %= 1 << bits  # wrap-around: the value modulo 2^bits, read back as signed where the type is
         if signed and value >= 1 << (bits - 1):
