@@ -147,7 +147,9 @@ def abstract(etype: str) -> str | None:
 def of(tensor: Any) -> str:
     """A tensor's concrete element type, resolving ``etype=None`` to its abstract type's default."""
     etype = getattr(tensor, "etype", None)
-    return etype if etype is not None else DEFAULTS.get(tensor.dtype, "f32")
+    if etype is not None:
+        return etype
+    return "string" if tensor.dtype == "string" else DEFAULTS.get(tensor.dtype, "f32")
 
 
 def is_float(etype: str) -> bool:
@@ -205,7 +207,7 @@ def kind_fits(dtype: Any, nnef_dtype: str | None) -> bool:
     if dt.kind == "b":
         return nnef_dtype == "logical"
     if dt.kind in "OUS":
-        return nnef_dtype is None
+        return nnef_dtype in (None, "string")
     try:
         return abstract(from_numpy(dt)) == nnef_dtype
     except NNEFXError:

@@ -32,6 +32,10 @@ from .diagnostics import Location, NNEFXError
 #: The three NNEF tensor data types.  The provisional dialect spells ``integer`` as
 #: ``extent`` in source text but the model uses the final names throughout.
 DTYPES = ("scalar", "integer", "logical")
+#: Beside them the data model knows one type NNEF lacks: ``"string"``, tensors of text (ONNX
+#: ``STRING``, element type ``string``), stored as numpy object arrays of Python ``str``.  It
+#: reaches only operations that declare it; NNEF writers refuse it, located.
+STRING = "string"
 
 Shape = tuple  # tuple[int | None, ...]
 

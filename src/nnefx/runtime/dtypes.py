@@ -24,10 +24,12 @@ DEFAULT_STORAGE: dict[str, np.dtype] = {
     "scalar": np.dtype(np.float32),
     "integer": np.dtype(np.int64),
     "logical": np.dtype(np.bool_),
+    # not an NNEF tensor type: ONNX string tensors (nnefx.graph.DTYPES), Python str items
+    "string": np.dtype(object),
 }
 
-_KIND_OF = {"scalar": "f", "integer": "iu", "logical": "b"}
-_KIND_WORDS = {"scalar": "floating-point", "integer": "integer", "logical": "boolean"}
+_KIND_OF = {"scalar": "f", "integer": "iu", "logical": "b", "string": "OUS"}
+_KIND_WORDS = {"scalar": "floating-point", "integer": "integer", "logical": "boolean", "string": "string"}
 
 
 def storage_map(*overrides: Mapping[str, Any] | None) -> dict[str, np.dtype]:
@@ -63,6 +65,8 @@ def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], wha
     if nnef_dtype not in storage:
         raise NNEFXError(f"{what} has unknown data type '{nnef_dtype}' (expected scalar, integer or logical)",
                          location)
+    if nnef_dtype == "string":
+        return _string_storage(array, what, location)
     target = storage[nnef_dtype] if etype is None else etypes.numpy_dtype(etype)
     if array.dtype == target:
         return array
@@ -87,6 +91,15 @@ def to_storage(value: Any, nnef_dtype: str, storage: Mapping[str, np.dtype], wha
         array = array.astype(np.float64 if nnef_dtype == "scalar" else np.int64)  # ml_dtypes cast via wide
     with np.errstate(over="ignore", invalid="ignore"):  # float overflow is infinity, as the type defines
         return array.astype(target)
+
+
+def _string_storage(array: np.ndarray, what: str, location: Location | None) -> np.ndarray:
+    """A string tensor as stored: an object array of ``str`` (numpy ``str_`` arrays converted)."""
+    if array.dtype.kind == "U":
+        return array.astype(object)
+    if array.dtype == object and all(isinstance(v, str) for v in array.flat):
+        return array
+    raise NNEFXError(f"{what} must be string data (str items), got {array.dtype}", location)
 
 
 def ml_info(dtype: np.dtype) -> Any:

@@ -140,16 +140,16 @@ def check_container(value: Any, kind: str, what: str) -> Any:
 
 
 def numeric_array(value: Any, what: str) -> np.ndarray:
-    """``value`` as a numeric array, or an error naming ``what`` (a Session input, a body input,
-    a sequence element)."""
+    """``value`` as a numeric array (or an array of ``str``: a string tensor's), or an error naming
+    ``what`` (a Session input, a body input, a sequence element)."""
     if isinstance(value, np.ndarray) and value.dtype != object:
-        return value
+        return value  # numbers, bools, or numpy str_ items (turned into str by to_storage)
     if isinstance(value, TensorSequence) or value is None:
         raise NNEFXError(f"{what} must be a tensor, got {'a sequence' if value is not None else 'None'}")
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as exc:
         raise NNEFXError(f"{what} is not array-like ({exc})") from None
-    if array.dtype == object:
-        raise NNEFXError(f"{what} is not a numeric array")
+    if array.dtype == object and not all(isinstance(v, str) for v in array.flat):  # str items: a string tensor
+        raise NNEFXError(f"{what} is not a numeric or string array")
     return array

@@ -127,6 +127,10 @@ def _compare(ctx: NodeContext):
     check_broadcast(ctx)
     nnef_op, ir_op = _COMPARE[ctx.type]
     kinds = {dtype_of(ctx.input(0)), dtype_of(ctx.input(1))}
+    if "string" in kinds and (kinds != {"string"} or ctx.type != "Equal"):
+        # ONNX Equal-19 compares strings for equality; no ordering of strings is defined
+        raise ctx.error(f"{ctx.type} of {' and '.join(sorted(kinds))} tensors is not defined "
+                        "(strings compare only for equality, with strings)")
     if kinds != {"scalar"}:
         z = ctx.emit1("integer_compare", {"x": ctx.tensor(0), "y": ctx.tensor(1)}, {"op": ir_op},
                       dtype=dtype_of(ctx.input(0)), out_dtype="logical")

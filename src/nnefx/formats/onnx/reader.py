@@ -523,11 +523,11 @@ def _etype(arr: np.ndarray) -> str:
     return etype_of_array(arr)
 
 
-#: ``TensorProto.DataType`` codes -> element types (8 STRING, 14/15 COMPLEX64/128 are refused).
-_ELEM = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "boolean", 10: "f16", 11: "f64",
+#: ``TensorProto.DataType`` codes -> element types (14/15 COMPLEX64/128 are refused).
+_ELEM = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 8: "string", 9: "boolean", 10: "f16", 11: "f64",
          12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz",
          21: "u4", 22: "i4", 23: "f4e2m1", 24: "f8e8m0", 25: "u2", 26: "i2"}
-_NAMES = {8: "string", 14: "complex64", 15: "complex128"}
+_NAMES = {14: "complex64", 15: "complex128"}
 
 
 def _etype_code(code: int, loc: Location) -> str:
@@ -581,7 +581,7 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
     """A TensorProto's data; external data is read from inside the model's folder only."""
     _, _, numpy_helper = _onnx()
     loc = Location(model_file, None, None, f"initializer '{t.name}'")
-    _etype_code(int(t.data_type), loc)  # string, complex and unknown codes: refused by name
+    _etype_code(int(t.data_type), loc)  # complex and unknown codes: refused by name
     n = 1
     for d in t.dims:
         if d < 0:
@@ -589,6 +589,8 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
         n *= int(d)
     if n > (1 << 31):
         raise NNEFXError(f"tensor of shape {list(t.dims)} is too large", loc)
+    if t.data_type == 8:  # STRING: string_data items (UTF-8), never raw or external (ONNX IR "Tensor")
+        return _string_array(t, n, loc)
     if t.data_location == 1:  # EXTERNAL
         info = {e.key: e.value for e in t.external_data}
         rel = info.get("location", "")
@@ -645,6 +647,21 @@ def _tensor_array(t: Any, model_file: str) -> np.ndarray:
     if arr.dtype != want:  # numpy_helper's storage differs from ours (never a value change)
         arr = arr.astype(want)
     return arr
+
+
+def _string_array(t: Any, n: int, loc: Location) -> np.ndarray:
+    """A STRING tensor's items as an object array of ``str`` (UTF-8, as ONNX IR requires)."""
+    if t.data_location == 1 or t.HasField("raw_data"):
+        raise NNEFXError("a string tensor must hold its items in string_data (not raw or external data)", loc)
+    if len(t.string_data) != n:
+        raise NNEFXError(f"string_data holds {len(t.string_data)} items, but a {list(t.dims)} tensor needs {n}", loc)
+    out = np.empty(n, dtype=object)
+    for k, item in enumerate(t.string_data):
+        try:
+            out[k] = item.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NNEFXError(f"string item {k} is not valid UTF-8", loc) from None
+    return out.reshape(tuple(int(d) for d in t.dims))
 
 
 def _parse(proto: Any, path: str) -> None:

@@ -101,6 +101,8 @@ def nnef_dtype(etype: str) -> str:
         return "scalar"
     if etype in ("boolean", "bool"):
         return "logical"
+    if etype == "string":  # no NNEF tensor type: the data model's fourth kind (nnefx.graph.DTYPES)
+        return "string"
     return "integer"
 
 
@@ -110,7 +112,7 @@ def dtype_of(v: Value) -> str:
 
 def etype_for(dtype: str) -> str:
     """The default element type of an abstract NNEF data type."""
-    return {"scalar": "f32", "integer": "i64", "logical": "boolean"}.get(dtype, "f32")
+    return {"scalar": "f32", "integer": "i64", "logical": "boolean", "string": "string"}.get(dtype, "f32")
 
 
 def storage_array(arr: np.ndarray, etype: str) -> np.ndarray:
