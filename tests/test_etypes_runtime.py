@@ -199,11 +199,20 @@ def test_initializers_of_narrow_types_are_read_as_values(tmp_path, code, values)
     assert numpy_helper.to_array(init).shape == (3,)
 
 
-def test_string_initializer_is_refused_with_its_location(tmp_path):
-    init = helper.make_tensor("w", TensorProto.STRING, [1], [b"a"])
+def test_string_initializer_is_read_as_str_items(tmp_path):
+    init = helper.make_tensor("w", TensorProto.STRING, [2], [b"a", "é".encode()])
     node = helper.make_node("Identity", ["w"], ["y"])
-    path, _ = _model(tmp_path, [node], [], [_vi("y", TensorProto.STRING, [1])], initializers=[init])
-    with pytest.raises(NNEFXError, match="initializer 'w'.*string"):
+    path, _ = _model(tmp_path, [node], [], [_vi("y", TensorProto.STRING, [2])], initializers=[init])
+    for backend in BACKENDS:
+        y = _run(path, {}, backend)["y"]
+        assert y.dtype == object and y.tolist() == ["a", "é"]
+
+
+def test_string_initializer_that_lies_about_its_size_is_refused_located(tmp_path):
+    init = TensorProto(name="w", data_type=TensorProto.STRING, dims=[3], string_data=[b"a"])
+    node = helper.make_node("Identity", ["w"], ["y"])
+    path, _ = _model(tmp_path, [node], [], [_vi("y", TensorProto.STRING, [3])], initializers=[init])
+    with pytest.raises(NNEFXError, match="initializer 'w'.*string_data holds 1 items"):
         nnefx.load(path)
 
 

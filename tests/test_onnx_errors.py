@@ -162,7 +162,7 @@ def test_cli_convert_check_run(tmp_path, capsys):
     (helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1], name="c"), "strides"),
     (helper.make_node("MaxPool", ["x"], ["y"], name="c"), "kernel_shape"),
     (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 0, 1, 2], name="c"), "c"),
-    (helper.make_node("Cast", ["x"], ["y"], to=8, name="c"), "element type"),
+    (helper.make_node("Cast", ["x"], ["y"], to=14, name="c"), "element type"),
 ])
 def test_hostile_attributes_are_located(tmp_path, node, message):
     w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")

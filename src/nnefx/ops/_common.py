@@ -24,7 +24,7 @@ import numpy as np
 from ..diagnostics import NNEFXError
 from ..dims import Dim
 
-DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_}
+DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_, "string": np.dtype(object)}
 
 # --- errors ---------------------------------------------------------------------------------
 

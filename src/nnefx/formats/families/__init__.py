@@ -51,4 +51,5 @@ from . import (  # noqa: F401 - imported for their registrations
     slicing,
     sliding_conv,
     sliding_pool,
+    strings,
 )

@@ -493,7 +493,7 @@ def _onnx_cast(r, attrs, ins):
     to = concrete(et) or "bool"
     saturate = bool(int(attrs.get("saturate", 1)))
     round_mode = str(attrs.get("round_mode", "up"))
-    if x.sym is not None or (x.is_const and x.const.dtype == object):
+    if x.sym is not None or (x.is_const and x.const.dtype == object and x.etype != "string"):
         return r.apply1("Convert", {"destination_type": et}, [x])  # a symbolic shape through a Cast
     if x.is_const:
         arr = onnx_cast_kernel(x.const, numpy_dtype(to), saturate, round_mode)

@@ -131,7 +131,7 @@ class Emitter:
         if not arr.flags.c_contiguous:   # (not ascontiguousarray: it makes 0-d arrays 1-d)
             arr = np.array(arr, order="C")
         key = None
-        if name is None and arr.size <= 64:
+        if name is None and arr.size <= 64 and arr.dtype != object:  # (str items: no bytes to compare)
             key = (arr.dtype.str, arr.shape, arr.tobytes())
             if key in self._const_cache:
                 return self._const_cache[key]
@@ -407,7 +407,8 @@ class ExportContext(_export.ExportContextBase[str]):
 
 
 #: Element types an opset-18 model can hold (float8 needs opset 19, int4 21, float4/int2/e8m0 23+).
-WRITABLE_ETYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
+WRITABLE_ETYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool",
+                   "string")
 
 
 def tensor_dtype(t: Any, dtype: str | None = None, location: Location | None = None) -> np.dtype:

@@ -95,7 +95,9 @@ class ImportGraph:
         hint = value.label or hint
         dtype = nnef_dtype(value.etype)
         etype = tensor_etype(value.etype) if self.concrete else None
-        if etype is not None:
+        if etype == "string":  # str items, held as data (an NNEF constant's value list holds numbers)
+            arr = np.asarray(value.const, dtype=object)
+        elif etype is not None:
             arr = cast(np.asarray(value.const), etypes.numpy_dtype(etype))
             if arr.ndim and not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
@@ -104,7 +106,7 @@ class ImportGraph:
         shape = tuple(int(d) for d in arr.shape)
         # NNEF text has no literal for inf/nan; checked on small constants only (a pass over
         # large weights would read every page of a memory-mapped file while loading)
-        if arr.size <= self.SMALL_CONSTANT and (arr.dtype.kind not in "fV" or bool(np.all(np.isfinite(arr.astype(np.float64))))):
+        if arr.size <= self.SMALL_CONSTANT and arr.dtype != object and (arr.dtype.kind not in "fV" or bool(np.all(np.isfinite(arr.astype(np.float64))))):
             name = self.add_tensor(f"{hint}", dtype, shape, etype=etype)
             value_list = [v.item() for v in (arr.astype(np.float64 if dtype == "scalar" else np.int64) if arr.dtype.kind == "V" else arr).reshape(-1)]
             op = Operation("constant", {}, {"output": name}, {"shape": list(shape), "value": value_list},

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ... import etypes
@@ -186,12 +188,19 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
     * integer → integer: the low bits, reinterpreted (200 int16 → -56 int8);
     * anything → bool: ``x != 0``; bool → numbers: 0 and 1.
 
-    Strings are not cast (a located error names the case).
+    Strings (object arrays of ``str``; :func:`to_strings`, :func:`from_strings`): numbers are
+    written as ``%.8g`` (``NaN``, ``INF``, ``-INF``; bool ``1``/``0``, integers in decimal), and
+    strings read as numeric literals, plain or scientific (``INF``, ``+INF``, ``-INF``, ``NaN``
+    in any case); what is no number is refused, naming the item.
     """
     x = np.asarray(x)
     to = np.dtype(to)
-    if x.dtype.kind in "OUS" or to.kind in "OUS":
-        raise _common.op_error("onnx_cast", "casting string tensors is not supported")
+    if to.kind in "OUS":
+        return to_strings(x)
+    if x.dtype.kind in "OUS":
+        x = from_strings(x, to)
+        if x.dtype == to:
+            return x
     if x.dtype.kind == "b":
         x = x.astype(np.uint8)
     src_float = _is_float(x.dtype)
@@ -231,6 +240,66 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
     return ints.astype(to)
 
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
+_SPECIAL = {"inf": np.inf, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan}
+
+
+def to_strings(x: np.ndarray) -> np.ndarray:
+    """Numbers written as ONNX Cast writes them: "plain floating-point representation", which
+    onnxruntime spells ``%.8g`` (``NaN``, ``INF``, ``-INF``); integers in decimal, bool 1/0."""
+    if x.dtype.kind in "OUS":
+        return np.asarray(x, dtype=object)
+    if x.dtype.kind == "V" and _is_float(x.dtype) or x.dtype.kind == "f":
+        def spell(v: float) -> str:
+            return "NaN" if v != v else "INF" if v == np.inf else "-INF" if v == -np.inf else format(v, ".8g")
+    elif x.dtype.kind == "b":
+        def spell(v: bool) -> str:
+            return "1" if v else "0"
+    else:
+        spell = str
+    wide = x.astype(np.float64) if x.dtype.kind == "V" and _is_float(x.dtype) else \
+        x.astype(np.int64) if x.dtype.kind == "V" else x
+    out = np.empty(x.shape, dtype=object)
+    for i in np.ndindex(*x.shape):
+        out[i] = spell(wide[i].item())
+    return out
+
+
+def from_strings(x: np.ndarray, to: np.dtype) -> np.ndarray:
+    """Strings read as numbers for a Cast to ``to``: exact integers where the target is an
+    integer type and the text an integer literal (the caller wraps them), else float64 values
+    (the caller converts them by the numeric rules)."""
+    integer_target = to.kind in "iu" or (to.kind == "V" and not _is_float(to))
+    ints = np.empty(x.shape, dtype=object) if integer_target else None
+    values = np.empty(x.shape, np.float64)
+    all_ints = integer_target
+    for i in np.ndindex(*x.shape):
+        s = x[i]
+        if not isinstance(s, str):
+            raise _common.op_error("onnx_cast", f"item {list(i)} of the string input is {type(s).__name__}, not str")
+        text = s.strip()
+        low = text.lower()
+        if integer_target and _INTEGER.fullmatch(text):
+            ints[i] = int(text)
+            values[i] = float(ints[i])  # used only if another item is no integer literal
+            continue
+        all_ints = False
+        if low in _SPECIAL:
+            values[i] = _SPECIAL[low]
+        elif _NUMBER.fullmatch(text):
+            values[i] = float(text)
+        else:
+            raise _common.op_error("onnx_cast", f"item {list(i)} of the string input, {s[:40]!r}, is not a number")
+    if all_ints:
+        bits = to.itemsize * 8 if to.kind in "iu" else int(to.name[-1])
+        mask = (1 << bits) - 1
+        wrapped = [(v & mask) - ((1 << bits) if (to.kind == "i" or to.name.startswith("int"))
+                                 and (v & mask) >> (bits - 1) else 0) for v in ints.reshape(-1).tolist()]
+        return np.asarray(wrapped, np.int64).reshape(x.shape).astype(to)
+    return values  # (an integer target with some non-integer literals: every item by the float rule)
+
+
 onnx_cast = define("onnx_cast", FAMILY, """
 fragment onnx_cast<?>( input: tensor<>, to: string, saturate: logical = true, round_mode: string = 'up' )
     -> ( output: tensor<?> );
@@ -240,8 +309,8 @@ fragment onnx_cast<?>( input: tensor<>, to: string, saturate: logical = true, ro
 
 
 def _target(to: str) -> np.dtype:
-    if to not in etypes.ETYPES or to == "string":
-        raise _common.attr_error("onnx_cast", "to", to, "is not a numeric element type")
+    if to not in etypes.ETYPES:
+        raise _common.attr_error("onnx_cast", "to", to, "is not an element type")
     return etypes.numpy_dtype(to)
 
 
