@@ -120,6 +120,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from ..etypes import kind_fits  # noqa: E402
 from ._common import (  # noqa: E402
     as_dtype,
     broadcast_index,
@@ -226,15 +227,24 @@ for _name in UNARY:
 copy.shape(lambda x, dtype=None: _unary_shape(x))  # generic: takes the resolved dtype
 
 
+def _copy_source(x, dtype):
+    """``copy``'s operand in its own storage where that holds ``dtype`` data (a float64, uint64
+    or string tensor stays what it is: the result is stored in its own element type anyway),
+    else converted (literals)."""
+    if isinstance(x, (np.ndarray, np.generic)) and dtype is not None and kind_fits(x.dtype, dtype):
+        return np.asarray(x)
+    return as_dtype(x, dtype)
+
+
 @copy.formal
 def _copy_formal(x, dtype=None):
-    x = as_dtype(x, dtype)
+    x = _copy_source(x, dtype)
     return formal_map("copy", lambda v: v, x.dtype, x)
 
 
 @copy.fast
 def _copy_fast(x, dtype=None):
-    return as_dtype(x, dtype).copy()
+    return _copy_source(x, dtype).copy()
 
 
 not_.shape(_unary_shape)

@@ -263,6 +263,10 @@ def check_element_types(graph: Graph, where: str | None = None, fmt: str = "NNEF
             continue
         op = producers.get(name)
         loc = (op.location if op is not None and op.location is not None else None) or Location(where)
+        if t.dtype == "string":
+            raise NNEFXError(f"cannot write tensor '{name}' as {fmt}: it holds strings, which {fmt} as nnefx writes "
+                             "it cannot hold (NNEF's tensor data types are scalar, integer and logical); write ONNX",
+                             loc)
         if name in variables:
             try:
                 item_type_of(etypes.numpy_dtype(t.etype))
