@@ -686,7 +686,7 @@ def ir_arith_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     if op.op == "integer_compare":
         if kind not in _IR_COMPARE_onnx:
             raise ctx.fallback(f"comparison '{kind}' has no ONNX node")
-        if ctx.dtype(a) == object:  # strings: Equal-19 compares them; nothing orders them
+        if np.dtype(ctx.dtype(a)).kind == "O":  # strings: Equal-19 compares them; nothing orders them
             if kind != "equal":
                 raise ctx.fail(f"comparison '{kind}' of strings has no ONNX node (Equal-19 compares strings)")
             ctx.e.need_opset(19)
