@@ -261,3 +261,71 @@ def test_regex_refuses_what_re2_would(pattern, why):
     for kernel in _kernels("onnx_regex_full_match"):
         with pytest.raises(NNEFXError, match=why):
             kernel(_strs("a"), pattern=pattern)
+
+
+# --- ImageDecoder: Pillow's pixels, hostile bytes refused -------------------------------------------
+
+@pytest.fixture(scope="module")
+def image_cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return collect_testcases("ImageDecoder")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_image_decoder_cases_match_the_suite_pixels(image_cases, backend, tmp_path):
+    pytest.importorskip("PIL")
+    assert len(image_cases) >= 9
+    for case in image_cases:
+        path = os.path.join(tmp_path, case.name + ".onnx")
+        onnx.save(case.model, path)
+        inputs, outputs = case.data_sets[0]
+        (got,) = _run(path, inputs, backend)
+        assert _same(got, outputs[0]), case.name
+
+
+def _decoder(tmp_path, fmt="RGB"):
+    return _model(tmp_path, [helper.make_node("ImageDecoder", ["x"], ["y"], pixel_format=fmt)],
+                  [helper.make_tensor_value_info("x", TensorProto.UINT8, [None])],
+                  [helper.make_tensor_value_info("y", TensorProto.UINT8, [None, None, None])])
+
+
+@pytest.mark.parametrize("data,why", [
+    (b"not an image at all", "no image of a format ImageDecoder reads"),
+    (b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 1 1\n", "no image of a format"),  # EPS: never opened
+    (b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", "no image of a format"),               # not a listed format
+    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, "cannot be decoded|no image"),            # truncated PNG
+])
+def test_image_decoder_refuses_hostile_bytes_located(tmp_path, data, why):
+    pytest.importorskip("PIL")
+    session = Session(nnefx.load(_decoder(tmp_path)))
+    with pytest.raises(NNEFXError, match=why) as info:
+        session.run({"x": np.frombuffer(data, np.uint8)})
+    assert "ImageDecoder" in str(info.value) or "onnx_image_decoder" in str(info.value)
+
+
+def test_image_decoder_refuses_huge_images_before_decoding(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    import io
+    import zlib
+
+    from nnefx.ops.onnx import image
+
+    buf = io.BytesIO()
+    PIL.new("L", (1, 1)).save(buf, "PNG")
+    png = bytearray(buf.getvalue())
+    png[16:24] = (1 << 14).to_bytes(4, "big") * 2  # IHDR claims 16384 x 16384 (2^28 pixels)
+    png[29:33] = zlib.crc32(bytes(png[12:29])).to_bytes(4, "big")  # with a valid checksum
+    with pytest.raises(NNEFXError, match="more than|cannot be decoded"):
+        image._decoder(np.frombuffer(bytes(png), np.uint8))
+
+
+def test_image_decoder_without_pillow_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    session = Session(nnefx.load(_decoder(tmp_path)))
+    with pytest.raises(NNEFXError, match=r"pip install nnefx\[images\]"):
+        session.run({"x": np.zeros(4, np.uint8)})

@@ -37,6 +37,7 @@ from . import (  # noqa: F401 - imported for their registrations
     control,
     detection,
     elementwise,
+    image,
     layout,
     losses,
     matmul,
