@@ -316,9 +316,9 @@ def test_image_decoder_refuses_huge_images_before_decoding(tmp_path):
     buf = io.BytesIO()
     PIL.new("L", (1, 1)).save(buf, "PNG")
     png = bytearray(buf.getvalue())
-    png[16:24] = (1 << 14).to_bytes(4, "big") * 2  # IHDR claims 16384 x 16384 (2^28 pixels)
+    png[16:24] = (10000).to_bytes(4, "big") * 2  # IHDR claims 10000 x 10000 pixels
     png[29:33] = zlib.crc32(bytes(png[12:29])).to_bytes(4, "big")  # with a valid checksum
-    with pytest.raises(NNEFXError, match="more than|cannot be decoded"):
+    with pytest.raises(NNEFXError, match="10000 x 10000 pixels .more than"):
         image._decoder(np.frombuffer(bytes(png), np.uint8))
 
 

@@ -17,6 +17,7 @@ Specification: ONNX operator docs, ImageDecoder-20.
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 
@@ -71,7 +72,10 @@ def _decoder(x, pixel_format="RGB"):
         raise op_error(OP, f"the encoded stream must be a 1-D uint8 tensor, not {data.dtype}{list(data.shape)}")
     Image = pillow()
     try:
-        with Image.open(io.BytesIO(data.tobytes()), formats=list(FORMATS)) as img:
+        with warnings.catch_warnings():  # Pillow's bomb warning: the size is checked here instead
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data.tobytes()), formats=list(FORMATS))
+        with img:
             width, height = img.size
             if width * height > MAX_PIXELS:
                 raise op_error(OP, f"the image has {width} x {height} pixels (more than {MAX_PIXELS})")
