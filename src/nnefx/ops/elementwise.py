@@ -120,7 +120,6 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ..etypes import kind_fits  # noqa: E402
 from ._common import (  # noqa: E402
     as_dtype,
     broadcast_index,
@@ -228,12 +227,13 @@ copy.shape(lambda x, dtype=None: _unary_shape(x))  # generic: takes the resolved
 
 
 def _copy_source(x, dtype):
-    """``copy``'s operand in its own storage where that holds ``dtype`` data (a float64, uint64
-    or string tensor stays what it is: the result is stored in its own element type anyway),
-    else converted (literals)."""
-    if isinstance(x, (np.ndarray, np.generic)) and dtype is not None and kind_fits(x.dtype, dtype):
-        return np.asarray(x)
-    return as_dtype(x, dtype)
+    """``x`` in its own storage where that already holds the data type (an f64 or int8 tensor of
+    a graph with concrete element types stays so: the step stores it in its tensor's type, and
+    narrowing it to float32 here would round it twice); a literal in the data type's storage."""
+    from .. import etypes
+
+    a = np.asarray(x)
+    return a if dtype is None or (a.ndim and etypes.kind_fits(a.dtype, dtype)) else as_dtype(a, dtype)
 
 
 @copy.formal
