@@ -375,7 +375,8 @@ class _VersionAction(argparse.Action):
 #: Optional packages, by the extra that installs them (pyproject.toml).
 _OPTIONAL = (("onnx", "onnx", "ONNX read/write"), ("onnxruntime", "onnx", "ONNX peer"),
              ("openvino", "openvino", "IR peer"), ("torch", "torch", "exporters"),
-             ("tqdm", "progress", "progress bars"), ("graphviz", "viz", "graph pictures"))
+             ("tqdm", "progress", "progress bars"), ("graphviz", "viz", "graph pictures"),
+             ("pillow", "images", "ONNX ImageDecoder"))
 
 
 def version_text() -> str:
