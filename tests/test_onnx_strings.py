@@ -239,7 +239,7 @@ def test_tfidf_agrees_with_the_onnx_reference(strings, mode):
 
 # --- RegexFullMatch: RE2's meaning, or a refusal -------------------------------------------------
 
-@pytest.mark.parametrize("pattern,text,matches", [
+REGEX_CASES = [
     (r"\d+", "123", True), (r"\d+", "١٢٣", False),            # RE2's \d is ASCII
     (r"a\sb", "a\vb", False), (r"a\sb", "a\tb", True),          # RE2's \s lacks \v
     (r"\w+", "héllo", False), (r"[\w.]+@x\.com", "a.b_c@x.com", True),
@@ -250,7 +250,11 @@ def test_tfidf_agrees_with_the_onnx_reference(strings, mode):
     (r"\x{e9}t\x41", "étA", True), (r"a.c", "a\nc", False), (r"(?s)a.c", "a\nc", True),
     (r"abc$", "abc", True), (r"a\z", "a", True), (r".*\bword\b.*", "a word here", True),
     (r"x*?y", "xxy", True), (r"[^a-c]", "d", True), (r"[]a]", "]", True), (r"", "", True),
-])
+    (r"(?i)straße", "STRASSE", False), (r"a$\n", "a\n", False), (r"(?m)a$\n", "a\n", True), (r"\W", "é", True),
+]
+
+
+@pytest.mark.parametrize("pattern,text,matches", REGEX_CASES)
 def test_regex_keeps_re2_meaning(pattern, text, matches):
     for kernel in _kernels("onnx_regex_full_match"):
         assert bool(kernel(_strs(text), pattern=pattern)[0]) is matches, (pattern, text)
@@ -330,3 +334,14 @@ def test_image_decoder_without_pillow_names_the_extra(tmp_path, monkeypatch):
     session = Session(nnefx.load(_decoder(tmp_path)))
     with pytest.raises(NNEFXError, match=r"pip install nnefx\[images\]"):
         session.run({"x": np.zeros(4, np.uint8)})
+
+
+def test_regex_agrees_with_onnxruntimes_re2(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    for pattern, text, _ in REGEX_CASES:
+        path = _model(tmp_path, [helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern)],
+                      [helper.make_tensor_value_info("x", TensorProto.STRING, [1])],
+                      [helper.make_tensor_value_info("y", TensorProto.BOOL, [1])])
+        x = _strs(text)
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        assert _run(path, [x])[0].tolist() == want.tolist(), (pattern, text)

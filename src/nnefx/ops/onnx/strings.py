@@ -76,9 +76,12 @@ fragment onnx_string_split<?>( x: tensor<?>, delimiter: string = '', maxsplit: i
 
 
 def _split_one(s: str, delimiter: str, maxsplit: int) -> list[str]:
-    # Python's str.split is the operator's definition: a given delimiter separates every
-    # occurrence (consecutive ones delimit empty strings); none (or '') splits at runs of
-    # whitespace and drops the leading and trailing whitespace
+    # Python's str.split is the operator's definition (onnx's reference implementation, from
+    # which the node suite's expected data come): a given delimiter separates every occurrence
+    # (consecutive ones delimit empty strings); none (or '') splits at runs of whitespace and
+    # drops the leading and trailing whitespace.  onnxruntime differs at the edges the operator
+    # doc leaves open: only ' ' is whitespace to it, an empty string has no substrings, and the
+    # remainder after `maxsplit` splits loses its trailing whitespace.
     return s.split(delimiter or None, maxsplit)
 
 
@@ -109,7 +112,8 @@ def _split_formal(x, delimiter="", maxsplit=-1, dtype=None):
 @onnx_string_split.fast
 def _split_fast(x, delimiter="", maxsplit=-1, dtype=None):
     x = _strings("onnx_string_split", x)
-    return _split_result([s.split(delimiter or None, maxsplit) for s in x.reshape(-1).tolist()], x.shape)
+    sep = delimiter or None
+    return _split_result([s.split(sep, maxsplit) for s in x.reshape(-1).tolist()], x.shape)
 
 
 # --- StringNormalizer ------------------------------------------------------------------------------
