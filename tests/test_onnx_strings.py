@@ -345,3 +345,40 @@ def test_regex_agrees_with_onnxruntimes_re2(tmp_path):
         x = _strs(text)
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
         assert _run(path, [x])[0].tolist() == want.tolist(), (pattern, text)
+
+
+# --- string graphs on the engines and at the command line ---------------------------------------
+
+def _concat_regex(tmp_path):
+    return _model(tmp_path, [helper.make_node("StringConcat", ["x", "x"], ["y"]),
+                             helper.make_node("RegexFullMatch", ["y"], ["m"], pattern="[a-z]+")],
+                  [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+                  [helper.make_tensor_value_info("y", TensorProto.STRING, [2]),
+                   helper.make_tensor_value_info("m", TensorProto.BOOL, [2])])
+
+
+def test_engines_run_or_refuse_string_graphs_located(tmp_path):
+    pytest.importorskip("onnxruntime")
+    model = nnefx.load(_concat_regex(tmp_path))
+    x = _strs("ab", "é")
+    for backend in ("onnxruntime", "auto"):
+        out = Session(model, backend).run({"x": x})
+        assert out["y"].tolist() == ["abab", "éé"] and out["m"].tolist() == [True, False]
+    pytest.importorskip("torch")
+    with pytest.raises(NNEFXError, match="holds strings, which torch tensors cannot") as info:
+        Session(model, "torch")
+    assert info.value.location is not None
+
+
+def test_nnefx_run_makes_and_saves_string_tensors(tmp_path, capsys):
+    from nnefx.cli import main
+
+    path = _concat_regex(tmp_path)
+    given = os.path.join(tmp_path, "x.npy")
+    np.save(given, np.array(["hi", "wörld"]))
+    out = os.path.join(tmp_path, "outs")
+    assert main(["run", path, "--input", f"x={given}", "-o", out]) == 0
+    assert np.load(os.path.join(out, "y.npy")).tolist() == ["hihi", "wörldwörld"]
+    assert np.load(os.path.join(out, "m.npy")).tolist() == [True, False]
+    assert main(["run", path, "--seed", "0"]) == 0
+    assert "input  x: string [2] <- random" in capsys.readouterr().out

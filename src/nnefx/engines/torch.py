@@ -51,6 +51,10 @@ class TorchEngine(Engine):
         torch = self.module() if self.available() else None
         found = []
         for op in graph.operations:
+            text = _strings(graph, op)
+            if text:
+                found.append(Problem(op.op, op.location, text))
+                continue
             if op.op in ("external", "variable", "constant"):
                 continue
             built = _build(torch, graph, op) if torch is not None else \
@@ -61,12 +65,26 @@ class TorchEngine(Engine):
 
     def compile(self, graph: Graph, *, threads: int, precision: str, device: str) -> Any:
         torch = self.module()
+        for op in graph.operations:
+            text = _strings(graph, op)
+            if text:
+                raise NNEFXError(text, op.location)
         if precision not in ("f32", "f16", "bf16"):
             raise NNEFXError(f"backend 'torch' knows precisions f32, f16, bf16, not '{precision}'")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise NNEFXError("backend 'torch' was asked for device 'cuda', but torch sees no CUDA device")
         torch.set_num_threads(threads)
         return TorchModel(torch, graph, precision, device)
+
+
+def _strings(graph: Graph, op: Any) -> str | None:
+    """Why ``op`` cannot run on torch when one of its results holds strings (torch has no
+    tensors of text), else None."""
+    for name in op.output_names():
+        t = graph.tensors.get(name)
+        if t is not None and t.dtype == "string":
+            return f"tensor '{name}' holds strings, which torch tensors cannot"
+    return None
 
 
 class TorchModel:

@@ -56,7 +56,7 @@ def load_npy(path: str) -> np.ndarray:
     except ValueError as exc:
         if "pickle" in str(exc):
             raise NNEFXError("the array holds Python objects (dtype object), which nnefx never unpickles; "
-                             "save a numeric or boolean array", Location(path)) from None
+                             "save a numeric, boolean or str_ array", Location(path)) from None
         raise NNEFXError(f"not a readable .npy array ({exc})", Location(path)) from None
     except (OSError, EOFError) as exc:
         raise NNEFXError(f"not a readable .npy array ({exc})", Location(path)) from None
@@ -78,6 +78,10 @@ def random_input(info: TensorInfo, rng: np.random.Generator) -> np.ndarray:
         return rng.integers(0, 10, size=shape)
     if info.dtype == "logical":
         return rng.random(shape) < 0.5
+    if info.dtype == "string":  # words of 1 to 8 lower-case letters
+        letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+        words = ["".join(rng.choice(letters, int(rng.integers(1, 9)))) for _ in range(volume)]
+        return np.array(words, dtype=object).reshape(shape)
     return rng.standard_normal(shape).astype(np.float32)
 
 
@@ -88,6 +92,8 @@ def safe_file_name(name: str) -> str:
 
 
 def save_npy_atomic(path: str, array: np.ndarray) -> None:
+    if array.dtype == object:  # a string tensor: numpy's own str_ items (an object array needs pickle)
+        array = array.astype(np.str_)
     with replacing(path) as f:
         np.save(f, array, allow_pickle=False)
 
@@ -106,6 +112,8 @@ def describe_array(array: np.ndarray) -> str:
         return "values " + np.array2string(array.reshape(-1), precision=5, separator=", ")
     if array.dtype == np.bool_:
         return f"{int(array.sum())} of {array.size} true"
+    if array.dtype.kind in "OUS":
+        return "strings " + ", ".join(repr(str(v))[:24] for v in array.reshape(-1)[:4]) + ", ..."
     finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
     text = "no finite values" if finite.size == 0 else \
         f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean(dtype=np.float64):.6g}"
