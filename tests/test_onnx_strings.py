@@ -188,6 +188,16 @@ def test_string_split_is_pythons_split_padded(delimiter, maxsplit):
         assert y.shape == (len(x), max(z))
 
 
+def test_string_split_refuses_a_result_padded_past_its_bound(monkeypatch):
+    from nnefx.ops.onnx import strings
+
+    monkeypatch.setattr(strings, "MAX_SPLIT_ITEMS", 1000)
+    x = _strs(*(["a"] * 99 + [" ".join(["w"] * 20)]))  # 100 strings, the longest split 20 wide
+    for kernel in _kernels("onnx_string_split"):
+        with pytest.raises(NNEFXError, match="100 x 20 items"):
+            kernel(x, delimiter="", maxsplit=-1)
+
+
 def test_string_normalizer_rules():
     x = _strs("Monday", "tuesday", "MONDAY", "Wednesday")
     for kernel in _kernels("onnx_string_normalizer"):
@@ -250,7 +260,7 @@ REGEX_CASES = [
     (r"\x{e9}t\x41", "étA", True), (r"a.c", "a\nc", False), (r"(?s)a.c", "a\nc", True),
     (r"abc$", "abc", True), (r"a\z", "a", True), (r".*\bword\b.*", "a word here", True),
     (r"x*?y", "xxy", True), (r"[^a-c]", "d", True), (r"[]a]", "]", True), (r"", "", True),
-    (r"(?i)straße", "STRASSE", False), (r"a$\n", "a\n", False), (r"(?m)a$\n", "a\n", True), (r"\W", "é", True),
+    (r"(?i)straße", "STRASSE", False), (r"(?i)(?s)a.B", "A\nb", True), (r"a$\n", "a\n", False), (r"(?m)a$\n", "a\n", True), (r"\W", "é", True),
 ]
 
 

@@ -67,14 +67,13 @@ class _Translator:
     def run(self) -> tuple[str, int]:
         p = self.p
         flags = 0
-        m = re.match(r"\(\?([imsU]+)\)", p)
-        if m:  # leading flags apply to the whole pattern
+        while m := re.match(r"\(\?([imsU]+)\)", p[self.i:]):  # leading flags apply to the whole pattern
             if "U" in m.group(1):
                 raise self.fail("the ungreedy flag (?U) is not supported")
             for f in m.group(1):
                 flags |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}[f]
-            self.multiline = "m" in m.group(1)
-            self.i = m.end()
+            self.multiline = self.multiline or "m" in m.group(1)
+            self.i += m.end()
         while self.i < len(p):
             c = p[self.i]
             if c == "\\":

@@ -92,8 +92,16 @@ def _split_shape(x, delimiter="", maxsplit=-1, dtype=None):
     return tuple(x) + (None,), tuple(x)
 
 
+#: Most items a StringSplit result may have: its width is the longest split, so one long
+#: string among many would otherwise pad every row to it (a small input, a huge result).
+MAX_SPLIT_ITEMS = 1 << 26
+
+
 def _split_result(parts: list[list[str]], shape: tuple) -> tuple[np.ndarray, np.ndarray]:
     width = max((len(p) for p in parts), default=0)
+    if len(parts) * width > MAX_SPLIT_ITEMS:
+        raise op_error("onnx_string_split", f"the result would have {len(parts)} x {width} items (more than "
+                                            f"{MAX_SPLIT_ITEMS}: every string is padded to the longest split)")
     y = np.empty((len(parts), width), dtype=object)
     y[...] = ""
     for k, p in enumerate(parts):
