@@ -392,3 +392,23 @@ def test_nnefx_run_makes_and_saves_string_tensors(tmp_path, capsys):
     assert np.load(os.path.join(out, "m.npy")).tolist() == [True, False]
     assert main(["run", path, "--seed", "0"]) == 0
     assert "input  x: string [2] <- random" in capsys.readouterr().out
+
+
+def test_data_movement_and_sequences_carry_strings(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    sh = helper.make_tensor("sh", TensorProto.INT64, [2], [2, 1])
+    nodes = [helper.make_node("Gather", ["x", "i"], ["g"], axis=0), helper.make_node("Reshape", ["g", "sh"], ["r"]),
+             helper.make_node("Concat", ["r", "r"], ["c"], axis=0), helper.make_node("Transpose", ["c"], ["t"]),
+             helper.make_node("SplitToSequence", ["x"], ["s"], keepdims=0),
+             helper.make_node("SequenceAt", ["s", "k"], ["e"])]
+    path = _model(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.STRING, [3]),
+                                    helper.make_tensor_value_info("i", TensorProto.INT64, [2]),
+                                    helper.make_tensor_value_info("k", TensorProto.INT64, [])],
+                  [helper.make_tensor_value_info("t", TensorProto.STRING, [1, 4]),
+                   helper.make_tensor_value_info("e", TensorProto.STRING, [])], opset=18, initializers=[sh])
+    feeds = {"x": _strs("a", "bé", "c"), "i": np.array([2, 0]), "k": np.array(-2)}
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for backend in BACKENDS:
+        got = Session(nnefx.load(path), backend).run(feeds)
+        assert [g.tolist() for g in got.values()] == [w.tolist() for w in want]
+        assert all(g.dtype == object for g in got.values())

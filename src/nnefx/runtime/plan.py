@@ -153,7 +153,7 @@ def _volume(shape: tuple) -> int:
     return n
 
 
-_KIND_OF_DTYPE = {"scalar": "f", "integer": "iu", "logical": "b"}
+_KIND_OF_DTYPE = {"scalar": "f", "integer": "iu", "logical": "b", "string": "O"}
 
 
 def _check_container(op: Operation, name: str, result: Any, kind: str, nnef_dtype: str, where: Location) -> Any:

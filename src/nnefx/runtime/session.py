@@ -454,7 +454,7 @@ class Session:
             from .. import etypes
 
             dtype = etypes.numpy_dtype(etypes.parse(etype))
-            kinds = {"scalar": "fV", "integer": "iu", "logical": "b"}[spec.dtype]
+            kinds = {"scalar": "fV", "integer": "iu", "logical": "b", "string": "OU"}[spec.dtype]
             if value.dtype.kind not in kinds:
                 raise NNEFXError(f"{what} must be {spec.dtype} data, got {value.dtype}")
             array = value.astype(dtype, copy=False)
