@@ -412,3 +412,12 @@ def test_data_movement_and_sequences_carry_strings(tmp_path):
         got = Session(nnefx.load(path), backend).run(feeds)
         assert [g.tolist() for g in got.values()] == [w.tolist() for w in want]
         assert all(g.dtype == object for g in got.values())
+
+
+def test_text_given_to_a_numeric_operator_is_refused_at_its_node(tmp_path):
+    path = _model(tmp_path, [helper.make_node("Identity", ["x"], ["i"]), helper.make_node("Relu", ["i"], ["y"], name="r")],
+                  [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+                  [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    with pytest.raises(NNEFXError, match=r"node 1 'r' \(Relu\).*input 0 \('i'\) is a string tensor, which Relu does "
+                                         r"not take \(it takes tensor\(bfloat16\)"):
+        nnefx.load(path)

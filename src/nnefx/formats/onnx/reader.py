@@ -141,6 +141,7 @@ class OnnxReader:
                                      "tensors", self.loc(where))
                 ins.append(value)
             _check_attribute_types(node, self.opset, self.loc(where))
+            _check_string_inputs(node, self.opset, ins, self.loc(where))
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
             checkpoint = self.builder.checkpoint(ins)
@@ -554,6 +555,31 @@ def _check_attribute_types(node: Any, opset: int, loc: Location) -> None:
         if a.type != want and not (a.type == AttributeProto.UNDEFINED and a.ref_attr_name):
             names = AttributeProto.AttributeType.Name
             raise NNEFXError(f"attribute '{a.name}' must be of type {names(want)}, not {names(a.type)}", loc)
+
+
+def _check_string_inputs(node: Any, opset: int, ins: list, loc: Location) -> None:
+    """A string tensor reaches only an input whose schema type admits strings (ONNX operator
+    docs' type constraints): a model that hands text to ``Relu`` is refused here, at its node,
+    instead of failing inside a kernel."""
+    if not any(v is not None and v.etype == "string" for v in ins):
+        return
+    from onnx import defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:  # noqa: BLE001 - no schema: the operator's reader decides
+        return
+    if not schema.inputs:
+        return
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for k, v in enumerate(ins):
+        if v is None or v.etype != "string":
+            continue
+        formal = schema.inputs[min(k, len(schema.inputs) - 1)]  # the last one may be variadic
+        types = allowed.get(formal.type_str, {formal.type_str})
+        if not any("string" in t for t in types):
+            raise NNEFXError(f"input {k} ('{node.input[k]}') is a string tensor, which {node.op_type} does not take "
+                             f"(it takes {', '.join(sorted(types))})", loc)
 
 
 def _attr_value(helper: Any, a: Any) -> Any:
