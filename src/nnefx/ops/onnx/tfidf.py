@@ -115,39 +115,29 @@ def _key(v):
     return v if isinstance(v, str) else int(v)
 
 
-@onnx_tfidf_vectorizer.formal
-def _tfidf_formal(x, max_gram_length=1, min_gram_length=1, max_skip_count=0, mode="TF", ngram_counts=(),
-                  ngram_indexes=(), pool_int64s=(), pool_strings=(), weights=(), dtype=None):
-    table, columns = _pool(max_gram_length, min_gram_length, max_skip_count, mode, ngram_counts, ngram_indexes,
-                           pool_int64s, pool_strings, weights)
-    x = np.asarray(x)
-    rows = _rows(x, bool(pool_strings))
+def _count_formal(rows: np.ndarray, table: dict, columns: int, lengths: range, skips: int) -> np.ndarray:
+    """The definition: every row, size, distance and start looked up one n-gram at a time."""
     counts = np.zeros((rows.shape[0], columns), np.int64)
     for r in range(rows.shape[0]):
         row = [_key(v) for v in rows[r]]
-        for n in range(min_gram_length, max_gram_length + 1):
-            for d in range(1, (max_skip_count if n > 1 else 0) + 2):
+        for n in lengths:
+            for d in range(1, (skips if n > 1 else 0) + 2):
                 for i in range(len(row) - (n - 1) * d):
                     column = table.get(tuple(row[i + k * d] for k in range(n)))
                     if column is not None:
                         counts[r, column] += 1
-    return _weigh(counts, mode, weights, x.ndim < 2)
+    return counts
 
 
-@onnx_tfidf_vectorizer.fast
-def _tfidf_fast(x, max_gram_length=1, min_gram_length=1, max_skip_count=0, mode="TF", ngram_counts=(),
-                ngram_indexes=(), pool_int64s=(), pool_strings=(), weights=(), dtype=None):
-    table, columns = _pool(max_gram_length, min_gram_length, max_skip_count, mode, ngram_counts, ngram_indexes,
-                           pool_int64s, pool_strings, weights)
-    x = np.asarray(x)
-    rows = _rows(x, bool(pool_strings))
-    if not pool_strings:
+def _count_fast(rows: np.ndarray, table: dict, columns: int, lengths: range, skips: int) -> np.ndarray:
+    """The same counts, each size and distance's n-grams of all rows cut out at once."""
+    if rows.dtype != object:
         rows = rows.astype(np.int64)
     counts = np.zeros((rows.shape[0], columns), np.int64)
     width = rows.shape[1]
     get = table.get
-    for n in range(min_gram_length, max_gram_length + 1):
-        for d in range(1, (max_skip_count if n > 1 else 0) + 2):
+    for n in lengths:
+        for d in range(1, (skips if n > 1 else 0) + 2):
             span = (n - 1) * d + 1
             if span > width:
                 break
@@ -158,5 +148,22 @@ def _tfidf_fast(x, max_gram_length=1, min_gram_length=1, max_skip_count=0, mode=
                     column = get(gram)
                     if column is not None:
                         counts[r, column] += 1
-    return _weigh(counts, mode, weights, x.ndim < 2)
+    return counts
+
+
+def _vectorizer(count):
+    """The kernel around one way of counting: the pool checked, rows counted, counts weighted."""
+    def kernel(x, max_gram_length=1, min_gram_length=1, max_skip_count=0, mode="TF", ngram_counts=(),
+               ngram_indexes=(), pool_int64s=(), pool_strings=(), weights=(), dtype=None):
+        table, columns = _pool(max_gram_length, min_gram_length, max_skip_count, mode, ngram_counts, ngram_indexes,
+                               pool_int64s, pool_strings, weights)
+        x = np.asarray(x)
+        counts = count(_rows(x, bool(pool_strings)), table, columns, range(min_gram_length, max_gram_length + 1),
+                       max_skip_count)
+        return _weigh(counts, mode, weights, x.ndim < 2)
+    return kernel
+
+
+onnx_tfidf_vectorizer.formal(_vectorizer(_count_formal))
+onnx_tfidf_vectorizer.fast(_vectorizer(_count_fast))
 onnx_tfidf_vectorizer.etypes(lambda x, **_: "f32")
