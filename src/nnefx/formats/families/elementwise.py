@@ -53,7 +53,15 @@ from ..reading.context import NodeContext
 from ..reading.conventions import aligned, binary, const_value, unary
 from ..reading.registry import ANY, OPSETS, fold, onnx_node, operator
 from ..reading.values import Dim, Value, concrete, const, dtype_of, element_type, nnef_dtype
-from ._common import onnx_carried, onnx_convert, onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
+from ._common import (
+    onnx_carried,
+    onnx_const,
+    onnx_convert,
+    onnx_emit,
+    onnx_kept_etypes,
+    onnx_need,
+    onnx_write,
+)
 
 # ================================================================================================
 # Reading
@@ -464,21 +472,22 @@ def _onnx_identity(r, attrs, ins):
 def _check_inference_dropout(r, attrs, ins) -> None:
     """Dropout is the identity only in inference (ONNX Dropout-12: ``training_mode`` false, or a
     ratio of 0; Dropout-1/6: ``is_test``); in training it drops random elements, which no exact
-    form can express, so it is refused rather than read as the identity."""
+    form can express, so it is refused rather than read as the identity.  A ``training_mode``
+    (and then a ``ratio``) computed at run time is asked for (:func:`onnx_const`): the node is
+    deferred and read again with the run's values — the identity when they say inference, the
+    same refusal, located and naming the values, when they ask for random draws."""
     if "is_test" in attrs and not int(attrs["is_test"]):
         raise r.error("Dropout with is_test=0 (training) drops random elements; only inference Dropout is read")
     training = ins[2] if len(ins) > 2 else None
     if training is None:
         return
-    if not training.is_const:
-        raise r.error("Dropout's training_mode is known only at run time; only inference Dropout is read")
-    if not bool(np.asarray(training.const).reshape(-1)[0]):
+    if not bool(np.asarray(onnx_const(r, training, "training_mode")).reshape(-1)[0]):
         return
     ratio = ins[1] if len(ins) > 1 else None
-    value = 0.5 if ratio is None else (float(np.asarray(ratio.const).reshape(-1)[0]) if ratio.is_const else None)
+    value = 0.5 if ratio is None else float(np.asarray(onnx_const(r, ratio, "ratio")).reshape(-1)[0])
     if value != 0.0:
-        raise r.error("training-mode Dropout drops random elements (ratio "
-                      f"{'unknown' if value is None else value}); only inference Dropout, or a ratio of 0, is read")
+        raise r.error(f"training-mode Dropout drops random elements (ratio {value}); only inference Dropout, "
+                      "or a ratio of 0, is read")
 
 
 @onnx_node("Cast", "CastLike")
