@@ -236,13 +236,58 @@ def _onnx_softmax(r, attrs, ins):
 
 @onnx_node("BatchNormalization")
 def _onnx_batch_norm(r, attrs, ins):
-    if attrs.get("training_mode", 0):
-        raise r.error("training_mode BatchNormalization is not supported")
     vals = [onnx_need(r, ins, i, "input") for i in range(5)]
+    # training: BatchNormalization-14/15's training_mode; before 14 the node is in training when
+    # it names more outputs than Y ("five outputs in training mode, one in test mode")
+    named = len([o for o in r.node.output if o])
+    if (int(attrs.get("training_mode", 0)) if r.opset >= 14 else named > 1 and not int(attrs.get("is_test", 0))):
+        return _onnx_batch_norm_training(r, attrs, vals)
     out = r.apply1("BatchNormInference", {"epsilon": float(attrs.get("epsilon", 1e-5))}, vals, version="opset5")
-    if len([o for o in r.node.output if o]) > 1:
-        return [out] + [Value(unsupported="BatchNormalization training outputs are not supported")] * 4
+    if named > 1:
+        return [out] + [Value(unsupported="BatchNormalization with is_test=1 has no statistics outputs")] * 4
     return out
+
+
+def _onnx_batch_norm_training(r, attrs, vals: list[Value]) -> list[Value]:
+    """BatchNormalization in training mode (ONNX BatchNormalization-15): Y normalised with the
+    statistics of this batch — the mean and the population variance over every axis but the
+    channels (1) — and the running statistics ``mean * momentum + batch * (1 - momentum)``.
+    Nothing random: the same inputs give the same outputs.  Before opset 14 the outputs are
+    Y, the running mean and variance, then the batch's (saved) mean and variance."""
+    x, scale, bias, mean_in, var_in = vals
+    onnx_carried(r, x, floating=True)
+    rank = onnx_rank(r, x)
+    if rank < 2:
+        raise r.error("BatchNormalization needs an input of rank 2 or more (channels on axis 1)")
+    eps = float(attrs.get("epsilon", 1e-5))
+    momentum = float(attrs.get("momentum", 0.9))
+    ftype = etypes.numpy_dtype(x.etype).type if x.etype in ("f16", "f32", "f64") else np.float32
+    axes = const(np.array([0] + list(range(2, rank)), np.int64))
+
+    def op(kind, a, b):
+        return r.apply1(kind, {"auto_broadcast": "numpy"}, [a, b])
+
+    def per_channel(v):  # a [C] tensor as [C, 1, ...], beside the kept axes of a [1, C, 1, ...] mean
+        return r.apply1("Reshape", {"special_zero": False}, [v, const(np.array([-1] + [1] * (rank - 2), np.int64))])
+
+    def flat(v):  # [1, C, 1, ...] -> [C]
+        return r.apply1("Reshape", {"special_zero": False}, [v, const(np.array([-1], np.int64))])
+
+    m = r.apply1("ReduceMean", {"keep_dims": True}, [x, axes])
+    d = op("Subtract", x, m)
+    v = r.apply1("ReduceMean", {"keep_dims": True}, [op("Multiply", d, d), axes])
+    y = op("Divide", d, r.apply1("Sqrt", {}, [op("Add", v, const(ftype(eps)))]))
+    y = op("Add", op("Multiply", y, per_channel(scale)), per_channel(bias))
+    bm, bv = flat(m), flat(v)
+
+    def running(old, batch):
+        return op("Add", op("Multiply", old, const(ftype(momentum))), op("Multiply", batch, const(ftype(1 - momentum))))
+
+    outs = [y, running(mean_in, bm), running(var_in, bv)]
+    if r.opset < 14:
+        outs += [bm, bv] if r.opset >= 9 else \
+            [Value(unsupported="the saved statistics of BatchNormalization before opset 9 are not supported")] * 2
+    return outs
 
 
 @onnx_node("LayerNormalization")
