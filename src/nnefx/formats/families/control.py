@@ -24,6 +24,7 @@ from ..onnx.writer import ExportContext as OnnxContext
 from ..onnx.writer import body_graph, element_dtype
 from ..reading.registry import onnx_node
 from ..reading.values import Value, nnef_dtype
+from ._common import _kept
 
 # --- helpers ----------------------------------------------------------------------------------
 
@@ -46,18 +47,15 @@ def _emit(r: Any, op: str, inputs: dict[str, Any], attribs: dict[str, Any], resu
     return values
 
 
-#: Element types a control-flow result keeps at run time: tensors travel in their NNEF type's
-#: storage (float32, int64, bool), so an f16 or i32 loop result would come out widened — refused
-#: at the node instead, until concrete element types flow through the runtime.  (Sequence
-#: elements keep their own type.)
-_CARRIED = ("f32", "i64", "boolean")
-
-
 def _check_carried(r: Any, op_type: str, results: list[tuple]) -> None:
+    """Control-flow values (carried, scanned, branch results) keep their element type: bodies
+    run on the concrete types (f16, i32, ...) and the kernels pass their arrays through, so
+    the rule is every operation's (``_common._kept``): what kernels see widened — bfloat16,
+    the float8/float4 kinds, 2/4-bit integers — is refused at the node."""
     for kind, etype, _ in results:
-        if kind in ("tensor", "optional") and etype not in _CARRIED:
-            raise r.error(f"{op_type} has a value of element type {etype}; control-flow values are carried as "
-                          "float32, int64 or bool only")
+        if kind in ("tensor", "optional") and not _kept(r, etype, False):
+            raise r.error(f"{op_type} has a value of element type {etype}, which control-flow values do not "
+                          "carry yet (bfloat16, float8 and 2/4-bit values would reach the body widened)")
 
 
 def _tensor(r: Any, value: Value) -> str:
