@@ -111,3 +111,17 @@ def test_a_bfloat16_loop_value_is_refused_at_the_node(tmp_path):
         vi.type.tensor_type.elem_type = TensorProto.BFLOAT16
     with pytest.raises(NNEFXError, match=r"\(Loop\).*bf16"):
         nnefx.load(_save(tmp_path, model))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float16])
+def test_written_back_to_onnx_the_loop_keeps_its_types(tmp_path, dtype):
+    path = _save(tmp_path, _loop(dtype))
+    out = str(tmp_path / "back.onnx")
+    nnefx.save(nnefx.load(path), out)
+    feeds = {"M": np.array(4, np.int64), "acc0": np.array([1, 2, 3], dtype), "x": np.array([7, 1, 2], dtype),
+             "k": np.array(3, dtype)}
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(g, w)

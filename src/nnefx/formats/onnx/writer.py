@@ -548,12 +548,12 @@ def _value_info(name: str, shape: tuple | None, dtype: np.dtype, symbolic: str |
 
 def element_dtype(tensor: Any) -> np.dtype:
     """The numpy type written for ``tensor``: its concrete element type where the graph names
-    one for a sequence or optional (ONNX sequences are typed by their elements), else the
-    storage of its NNEF type."""
+    one (a sequence or optional is typed by its elements; a body's f16 or i32 value keeps its
+    type), else the storage of its NNEF type."""
     if tensor.etype is not None and tensor.kind != "tensor":
-        from ... import etypes
-
         return etypes.numpy_dtype(etypes.parse(tensor.etype))
+    if tensor.etype is not None:
+        return tensor_dtype(tensor)
     return NUMPY.get(tensor.dtype, NUMPY["scalar"])
 
 
