@@ -19,8 +19,8 @@ import nnefx  # noqa: E402
 from nnefx.diagnostics import NNEFXError  # noqa: E402
 from nnefx.runtime.session import Session  # noqa: E402
 
-#: Node-suite cases of this family that nnefx runs (the others need run-time Slice bounds,
-#: Shape of unknown extents or element types that are other work).
+#: Node-suite cases of this family that nnefx runs (run-time Slice bounds inside a body, f16/i32
+#: values included).
 CASES = [
     "test_if", "test_if_seq", "test_if_opt", "test_scan_sum", "test_scan9_sum", "test_scan9_multi_state",
     "test_scan9_scalar", "test_identity_sequence", "test_identity_opt", "test_sequence_insert_at_back",
@@ -38,6 +38,8 @@ CASES = [
     "test_optional_has_element_empty_no_input_name_optional_input",
     "test_optional_has_element_empty_no_input_optional_input", "test_range_float_type_positive_delta_expanded",
     "test_linear_attention_linear_expanded", "test_linear_attention_gated_delta_gqa_expanded",
+    "test_loop11", "test_loop13_seq", "test_loop16_seq_none", "test_linear_attention_fp16_expanded",
+    "test_range_int32_type_negative_delta_expanded",
 ]
 
 
@@ -97,6 +99,7 @@ def test_node_suite_case_matches_its_expected_outputs(tmp_path, name, backend):
 
 
 @pytest.mark.parametrize("name", ["test_if_seq", "test_if_opt", "test_scan9_multi_state", "test_split_to_sequence_2",
+                                  "test_loop13_seq",
                                   "test_sequence_map_add_1_sequence_1_tensor_expanded",
                                   "test_optional_get_element_optional_sequence",
                                   "test_range_float_type_positive_delta_expanded"])

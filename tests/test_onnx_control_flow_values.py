@@ -125,3 +125,66 @@ def test_written_back_to_onnx_the_loop_keeps_its_types(tmp_path, dtype):
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(g, w)
+
+
+# --- run-time values inside bodies ------------------------------------------------------------
+
+def _window_loop(opset=18):
+    """Loop: each iteration i sums x[i : i + w] (Slice bounds computed in the body from the
+    iteration number and the outer input w) and reshapes it to the outer input 'shape'."""
+    i64 = TensorProto.INT64
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Unsqueeze", ["i", "zero"], ["start"]),
+         helper.make_node("Add", ["start", "w"], ["stop"]),
+         helper.make_node("Slice", ["x", "start", "stop"], ["win"]),
+         helper.make_node("ReduceSum", ["win"], ["s"], keepdims=1),
+         helper.make_node("Add", ["acc_in", "s"], ["acc_out"]),
+         helper.make_node("Reshape", ["win", "shape"], ["scan"])],
+        "body", [_vi("i", [], i64), _vi("cond_in", [], TensorProto.BOOL), _vi("acc_in", [1])],
+        [_vi("cond_out", [], TensorProto.BOOL), _vi("acc_out", [1]), _vi("scan", None)])
+    loop = helper.make_node("Loop", ["M", "", "acc0"], ["acc", "scans"], body=body)
+    inits = [helper.make_tensor("zero", i64, [1], [0])]
+    return _model([loop], [_vi("M", [], i64), _vi("acc0", [1]), _vi("x", [None]), _vi("w", [1], i64),
+                           _vi("shape", [2], i64)],
+                  [_vi("acc", [1]), _vi("scans", None)], inits, opset)
+
+
+@pytest.mark.parametrize("backend", ["fast", "formal"])
+def test_a_body_binds_its_run_time_values_per_iteration(tmp_path, backend):
+    path = _save(tmp_path, _window_loop())
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    mine = Session(nnefx.load(path), backend)
+    x = np.arange(40, dtype=np.float32)
+    for m, w, shape in ((30, 4, [2, 2]), (3, 6, [3, 2]), (30, 4, [1, 4])):  # more iterations than value sets kept
+        feeds = {"M": np.array(m, np.int64), "acc0": np.zeros(1, np.float32), "x": x,
+                 "w": np.array([w], np.int64), "shape": np.array(shape, np.int64)}
+        want = sess.run(None, feeds)
+        got = list(mine.run(feeds).values())
+        for g, wv in zip(got, want, strict=True):
+            assert g.shape == wv.shape
+            np.testing.assert_allclose(g, wv, rtol=1e-6)
+
+
+def test_a_run_time_value_a_body_node_rejects_is_located_in_the_body(tmp_path):
+    mine = Session(nnefx.load(_save(tmp_path, _window_loop())))
+    feeds = {"M": np.array(2, np.int64), "acc0": np.zeros(1, np.float32), "x": np.arange(8, dtype=np.float32),
+             "w": np.array([4], np.int64), "shape": np.array([3, 5], np.int64)}
+    with pytest.raises(NNEFXError, match=r"\(Loop\) body: node 6 '' \(Reshape\)\].*\[4\].*\[3, 5\]"):
+        mine.run(feeds)
+    feeds.update(shape=np.array([2, 2], np.int64), x=np.arange(2, dtype=np.float32), M=np.array(3, np.int64))
+    # the window of iteration 2 starts past x's end: empty, which Reshape to [2, 2] refuses
+    with pytest.raises(NNEFXError, match=r"\(Loop\) body: node [36] ''"):
+        mine.run(feeds)
+
+
+def test_a_body_with_run_time_values_is_written_back_to_onnx(tmp_path):
+    path = _save(tmp_path, _window_loop())
+    out = str(tmp_path / "back.onnx")
+    nnefx.save(nnefx.load(path), out)
+    feeds = {"M": np.array(5, np.int64), "acc0": np.zeros(1, np.float32), "x": np.arange(12, dtype=np.float32),
+             "w": np.array([3], np.int64), "shape": np.array([3, 1], np.int64)}
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -49,6 +49,7 @@ class SubgraphCaller:
         self.depth = depth
         self.where = where
         self._plans: dict[str, Any] = {}
+        self._bound: dict[str, _BoundBody] = {}
 
     def prepare(self, name: str, where: Any) -> None:
         """Compile body ``name`` now (load time), so its errors are reported before any run."""
@@ -65,8 +66,16 @@ class SubgraphCaller:
         if self.depth + 1 > MAX_DEPTH:
             raise NNEFXError(f"bodies nest more than {MAX_DEPTH} deep", where or self.where)
         from .planner import compile_plan
+        from .values import description_graph, has_deferred
 
-        plan = compile_plan(body, depth=self.depth + 1, check_shapes=True, **self.options)
+        if has_deferred(body):
+            # nodes whose parameters the body computes (a Slice bound by the iteration number):
+            # this plan only describes the body; each run binds the values (:class:`_BoundBody`)
+            plan = compile_plan(description_graph(body), depth=self.depth + 1, check_shapes=True,
+                                **dict(self.options, fold=False))
+            self._bound[name] = _BoundBody(body, self.options, self.depth + 1)
+        else:
+            plan = compile_plan(body, depth=self.depth + 1, check_shapes=True, **self.options)
         self._plans[name] = plan
         return plan
 
@@ -80,11 +89,14 @@ class SubgraphCaller:
         plan = self.plan(name)
         if len(args) != len(plan.inputs):
             raise NNEFXError(f"body '{name}' takes {len(plan.inputs)} inputs, got {len(args)}")
+        checked = {spec.name: _check_input(name, spec, value) for spec, value in zip(plan.inputs, args, strict=True)}
+        bound = self._bound.get(name)
+        if bound is not None:
+            plan = bound.plan(checked)
         regs = plan.template.copy()
-        for spec, value in zip(plan.inputs, args, strict=True):
-            checked = _check_input(name, spec, value)
+        for spec in plan.inputs:
             if spec.slot >= 0:
-                regs[spec.slot] = checked
+                regs[spec.slot] = checked[spec.name]
         from .session import _execute
 
         _execute(plan, regs, None, False)
@@ -98,6 +110,54 @@ class SubgraphCaller:
             raise NNEFXError(f"body '{name}' needs input{'s' if len(missing) > 1 else ''} "
                              f"{', '.join(repr(m) for m in missing)}")
         return dict(zip(outs, self.run(name, [inputs[n] for n in ins]), strict=True))
+
+
+class _BoundBody:
+    """A body with deferred operations (:mod:`nnefx.runtime.values`), as the session binds a
+    graph's: per call, the values its deferred operations need are read from the body's
+    inputs or computed by the part of the body that gives them, and the body specialised on
+    them is compiled once per value set (at most :data:`~nnefx.runtime.values.MAX_VALUE_SETS`
+    kept; a loop whose iterations bind other values compiles a plan per distinct value set)."""
+
+    def __init__(self, body: Graph, options: dict[str, Any], depth: int):
+        self.body, self.options, self.depth = body, options, depth
+        self._graphs: dict[tuple, Graph] = {}
+        self._plans: dict[tuple, Any] = {}
+        self._prefix_plans: dict[tuple, Any] = {}
+
+    def _compile(self, graph: Graph, cache: dict[tuple, Any], key: tuple, **extra: Any) -> Any:
+        from .planner import compile_plan
+        from .values import MAX_VALUE_SETS
+
+        plan = cache.get(key)
+        if plan is None:
+            plan = compile_plan(graph, depth=self.depth, **dict(self.options, **extra))
+            if len(cache) >= MAX_VALUE_SETS:
+                cache.clear()
+            cache[key] = plan
+        return plan
+
+    def plan(self, inputs: Mapping[str, Any]) -> Any:
+        """The plan of the body bound for these (checked) inputs."""
+        from .values import bind_values, prefix_graph
+
+        def evaluate(graph: Graph, names: list[str], key: tuple) -> dict[str, Any]:
+            plan = self._compile(prefix_graph(graph, names), self._prefix_plans, key, check_shapes=False)
+            return _run_plan(plan, inputs)
+
+        graph, key = bind_values(self.body, inputs.get, evaluate, self._graphs)
+        return self._compile(graph, self._plans, key, check_shapes=True)
+
+
+def _run_plan(plan: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    from .session import _execute
+
+    regs = plan.template.copy()
+    for spec in plan.inputs:
+        if spec.slot >= 0:
+            regs[spec.slot] = inputs[spec.name]
+    _execute(plan, regs, None, False)
+    return {name: regs[slot] for name, slot, _, _ in plan.outputs}
 
 
 def _check_input(body: str, spec: Any, value: Any) -> Any:

@@ -43,14 +43,14 @@ def defer_node(reader: Any, fn: Callable[..., Any], attrs: dict[str, Any], ins: 
             outs.append(None)
             results.append(Value(unsupported=f"output {k} of {where} is not given a name"))
             continue
-        etype = reader.inferred_etypes.get(out, default)
+        etype = reader.inferred_etypes.get(out) or default
         rank = reader.inferred_ranks.get(out)
         shape = None if rank is None else (None,) * rank
         name = builder.add_tensor(out, nnef_dtype(etype), shape)
         outs.append(name)
         results.append(Value(tensor=name, etype=etype, shape=shape))
     again = ReadAgain(fn, dict(attrs), _copy(node), reader.index, reader.opset, reader.file, names, etypes,
-                      outs, [v.etype for v in results])
+                      outs, [v.etype for v in results], prefix=reader._prefix)
     record = Deferred(kind=node.op_type, where=where, values=[names[k] for k in values], build=again,
                       format="onnx", source=node.SerializeToString(), shapes=[names[k] for k in shapes])
     builder.graph.operations.append(
@@ -70,9 +70,11 @@ class ReadAgain:
 
     def __init__(self, fn: Callable[..., Any], attrs: dict[str, Any], node: Any, index: int, opset: int,
                  file: str, inputs: list[str | None], etypes: list[str | None], outputs: list[str | None],
-                 out_etypes: list[str]):
+                 out_etypes: list[str], prefix: str = ""):
         self.fn, self.attrs, self.node, self.index, self.opset, self.file = fn, attrs, node, index, opset, file
         self.inputs, self.etypes, self.outputs, self.out_etypes = inputs, etypes, outputs, out_etypes
+        #: where the node's graph sits ("" for the main graph, "[node 0 '' (Loop) body: " in a body)
+        self.prefix = prefix
 
     def reader(self, builder: ImportGraph) -> Any:
         from .reader import OnnxReader
@@ -96,7 +98,7 @@ class ReadAgain:
         r.depth = 0
         r.captured = []
         r.captured_inner = []
-        r._prefix = ""
+        r._prefix = getattr(self, "prefix", "")
         return r
 
     def __call__(self, graph: Graph, values: Mapping[str, np.ndarray]) -> list[Operation]:

@@ -84,9 +84,12 @@ class OnnxReader:
         self.index = 0
         self.node: Any = None
         self.inferred: dict[str, tuple] = {}
-        #: element types and ranks ONNX's own inference gives (for deferred nodes' results)
-        self.inferred_etypes: dict[str, str] = {}
-        self.inferred_ranks: dict[str, int] = {}
+        #: element types and ranks ONNX's own inference gives (for deferred nodes' results);
+        #: a body shares its outermost reader's record of every body's values
+        self.inferred_etypes: dict[str, str] = {} if parent is None else parent.body_etypes
+        self.inferred_ranks: dict[str, int] = {} if parent is None else parent.body_ranks
+        self.body_etypes: dict[str, str] = {} if parent is None else parent.body_etypes
+        self.body_ranks: dict[str, int] = {} if parent is None else parent.body_ranks
         #: tensors computed from deferred nodes' results (their shapes are known only at run time)
         self.pending: set[str] = set()
 
@@ -261,6 +264,7 @@ class OnnxReader:
             inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception:  # noqa: BLE001 - inference is only a fallback; mapping errors are reported later
             return {}
+        self._body_types(inferred.graph, 0)
         shapes: dict[str, tuple] = {}
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
             tt = vi.type.tensor_type
@@ -276,6 +280,25 @@ class OnnxReader:
             if all(d is not None for d in dims):
                 shapes[vi.name] = tuple(dims)
         return shapes
+
+    def _body_types(self, graph: Any, depth: int) -> None:
+        """Element types and ranks ONNX's inference gives the values inside bodies (graph
+        attributes, nested at most :data:`MAX_SUBGRAPH_DEPTH`), for nodes of a body deferred
+        to run time; a name two bodies type differently is left out."""
+        if depth > MAX_SUBGRAPH_DEPTH:
+            return
+        for node in graph.node:
+            for a in node.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    for vi in list(g.value_info) + list(g.output):
+                        if not vi.type.HasField("tensor_type"):
+                            continue
+                        tt = vi.type.tensor_type
+                        if tt.elem_type in _ELEM:
+                            _agree(self.body_etypes, vi.name, _ELEM[tt.elem_type])
+                        if tt.HasField("shape"):
+                            _agree(self.body_ranks, vi.name, len(tt.shape.dim))
+                    self._body_types(g, depth + 1)
 
     def fill_shape(self, name: str, value: Value) -> Value:
         declared = self.inferred.get(name)
@@ -412,8 +435,6 @@ class OnnxReader:
         """The node as a deferred operation when it failed for want of what a run knows: the
         value of an input computed at run time (:class:`ValueNeeded`), or the shape of an
         input computed from a deferred node; None when it failed for another reason."""
-        if self.parent is not None:  # a body's plan is compiled once, at load: nothing binds values in it
-            return None
         waiting = [k for k, v in enumerate(ins) if v is not None and v.tensor in self.pending
                    and (v.shape is None or any(d is None for d in v.shape))]
         value = None
@@ -461,6 +482,14 @@ class OnnxReader:
     def value_kind(self, type_proto: Any) -> tuple[str | None, Any]:
         """What a ``TypeProto`` (an attribute's, e.g. ``Optional.type``) holds; see :func:`_value_kind`."""
         return _value_kind(type_proto)
+
+
+def _agree(table: dict[str, Any], name: str, value: Any) -> None:
+    """Record ``value`` for ``name`` unless another was recorded: then None (not known)."""
+    if name not in table:
+        table[name] = value
+    elif table[name] != value:
+        table[name] = None
 
 
 def _value_kind(t: Any) -> tuple[str | None, Any]:
