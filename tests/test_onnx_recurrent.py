@@ -31,7 +31,7 @@ def _rand(*shape):
 
 
 def _node_model(kind, *, n=3, t=5, i=4, h=3, direction="forward", layout=0, lens=None, runtime=(),
-                omit=(), attrs=None):
+                omit=(), attrs=None, peepholes=False):
     """One ``kind`` node; inputs named in ``runtime`` are graph inputs, the rest initializers."""
     d = 2 if direction == "bidirectional" else 1
     g = GATES[kind]
@@ -42,7 +42,8 @@ def _node_model(kind, *, n=3, t=5, i=4, h=3, direction="forward", layout=0, lens
               "initial_h": _rand(*state)}
     if kind == "LSTM":
         values["initial_c"] = _rand(*state)
-    order = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c"][: 7 if kind == "LSTM" else 6]
+        values["P"] = _rand(d, 3 * h) if peepholes else None
+    order = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"][: 8 if kind == "LSTM" else 6]
     names, inits, vis, feeds = [], [], [], {}
     for key in order:
         arr = values.get(key)
@@ -90,6 +91,10 @@ CASES = [
     ("LSTM", {"direction": "bidirectional", "attrs": {"clip": 0.8}}),
     ("LSTM", {"omit": ("B", "initial_h", "initial_c")}),
     ("LSTM", {"runtime": ("W", "R", "B", "initial_h"), "direction": "bidirectional"}),
+    ("LSTM", {"peepholes": True}),
+    ("LSTM", {"peepholes": True, "direction": "bidirectional", "lens": [5, 2, 4], "attrs": {"clip": 0.7}}),
+    ("LSTM", {"peepholes": True, "direction": "reverse", "runtime": ("P",)}),
+    ("LSTM", {"peepholes": True, "layout": 1}),
     ("GRU", {}),
     ("GRU", {"direction": "bidirectional", "attrs": {"linear_before_reset": 1}, "lens": [1, 5, 3]}),
     ("GRU", {"runtime": ("B",), "attrs": {"linear_before_reset": 1}, "layout": 1}),
@@ -123,6 +128,26 @@ def test_unsupported_lstm_forms_are_refused_at_the_node(tmp_path, attrs, message
         nnefx.load(path)
     assert message in info.value.message
     assert "the_lstm" in str(info.value.location)
+
+
+def test_lstm_peepholes_written_back(tmp_path):
+    """Peepholes are written back as ONNX LSTM's P (onnxruntime agrees) and as NNEF that
+    reads back identical; IR's LSTMSequence-5 has none: refused at the operation."""
+    model, feeds = _node_model("LSTM", peepholes=True, direction="bidirectional")
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    m = nnefx.load(path)
+    want = Session(m, "formal").run(feeds)
+    nnefx.save(m, str(tmp_path / "back.onnx"))
+    back = ort.InferenceSession(str(tmp_path / "back.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for w, b in zip(want.values(), back, strict=True):
+        np.testing.assert_allclose(b, w, rtol=1e-5, atol=1e-6)
+    nnefx.save(m, str(tmp_path / "folder"))
+    again = Session(nnefx.load(str(tmp_path / "folder")), "formal").run(feeds)
+    for k, v in want.items():
+        np.testing.assert_array_equal(again[k], v)
+    with pytest.raises(NNEFXError, match="peepholes"):
+        nnefx.save(m, str(tmp_path / "m.xml"))
 
 
 def test_torch_lstm_and_gru_exports(tmp_path):

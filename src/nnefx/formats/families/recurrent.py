@@ -268,8 +268,6 @@ def _onnx_sequence(r, attrs, ins):
     if kind == "LSTM":
         if attrs.get("input_forget", 0):
             raise r.error("input_forget=1 (coupled input and forget gates) is not supported")
-        if opt[7] is not None and not (opt[7].is_const and not np.any(np.asarray(opt[7].const))):
-            raise r.error("LSTM peepholes (input P) are not supported")
     c = r.ctx([v for v in ins if v is not None])
     xs = tuple(x.shape) if layout == 1 else (x.shape[1], x.shape[0], x.shape[2])
     n, t = xs[0], xs[1]
@@ -315,6 +313,9 @@ def _onnx_sequence(r, attrs, ins):
     if kind == "LSTM":
         inputs["initial_cell"] = state(opt[6], "initial_c")
     inputs.update({"sequence_lengths": lens, "W": W, "R": R, "B": B})
+    if kind == "LSTM" and opt[7] is not None and not (opt[7].is_const and not np.any(np.asarray(opt[7].const))):
+        # peepholes: ONNX P [D, 3H] in blocks i, o, f; the operation's are f, i, o
+        inputs["P"] = _onnx_gate_rows(c, opt[7], [2, 0, 1], hs, "P")
     attribs = {"direction": direction, "clip": float(attrs.get("clip", 0.0))}
     if kind == "GRU":
         attribs["linear_before_reset"] = lbr
@@ -409,9 +410,21 @@ def ir_ctc_greedy_decoder_to_ir(ctx: IRContext, op: Operation) -> None:
                                 attrs={"ctc_merge_repeated": bool(op.attribs.get("ctc_merge_repeated", True))}))
 
 
+def peepholes(op: Operation, data: Any) -> Any:
+    """The peepholes ``P`` of an ``lstm_sequence`` that has them, else None (left out, or all
+    zeros when known); ``data(value)`` gives a value's load-time data (None if not known)."""
+    p = op.inputs.get("P", 0.0)
+    if isinstance(p, (int, float)) and not p:
+        return None
+    known = data(p)
+    return None if known is not None and not np.any(np.asarray(known)) else p
+
+
 @to_ir("lstm_sequence")
 def ir_lstm_sequence_to_ir(ctx: IRContext, op: Operation) -> None:
     # the operation *is* LSTMSequence-5 (batch first, gates f,i,c,o, sigmoid/tanh/tanh)
+    if peepholes(op, ctx.data) is not None:
+        raise ctx.fail("LSTMSequence-5 has no peepholes (input P)")
     x = op.inputs["input"]
     n = ctx.shape(x)[0]
     hs = ctx.shape(op.inputs["initial_hidden"])[2]
@@ -476,6 +489,9 @@ def ir_sequence_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     if kind == "LSTM":
         inputs.append(_swap01(ctx, op.inputs["initial_cell"]))
         outs.append(((dirs, n, hs), F32))
+        p = peepholes(op, lambda v: None if (isinstance(v, str) and v in ctx.refs) else ctx.data(v))
+        if p is not None:  # the operation's blocks f, i, o -> ONNX's i, o, f
+            inputs.append(_gate_blocks(ctx, p, [1, 2, 0], hs))
     refs = ctx.node(kind, inputs, outputs=outs, **attrs)
     names = op.output_names()
     ctx.bind(names[0], ctx.node("Transpose", [refs[0]], (n, dirs, t, hs), perm=[2, 1, 0, 3]))

@@ -104,6 +104,9 @@ def _sequence(rw: Rewriter, op: Operation) -> None:
     if shape is None or len(shape) != 3 or not isinstance(shape[1], int):
         raise _refuse(op, f"the number of steps of '{x}' is not known when the model is written")
     n, t, _ = shape  # the batch may be symbolic
+    p = op.inputs.get("P", 0.0)
+    if kind == "lstm_sequence" and not (isinstance(p, (int, float)) and not p) and np.any(_known(rw, op, "P")):
+        raise _refuse(op, "LSTM peepholes (input P) have no tract form here")
     w, r, bias = (_known(rw, op, p).astype(np.float32) for p in ("W", "R", "B"))
     lens = _known(rw, op, "sequence_lengths").reshape(-1)
     if np.any(lens != t):

@@ -15,13 +15,14 @@ from ..registry import define
 lstm_sequence_op = define("lstm_sequence", "ext", """
 fragment lstm_sequence( input: tensor<scalar>, initial_hidden: tensor<scalar>, initial_cell: tensor<scalar>,
                            sequence_lengths: tensor<integer>, W: tensor<scalar>, R: tensor<scalar>, B: tensor<scalar>,
-                           direction: string = 'forward', clip: scalar = 0.0 )
+                           P: tensor<scalar> = 0.0, direction: string = 'forward', clip: scalar = 0.0 )
     -> ( output: tensor<scalar>, hidden: tensor<scalar>, cell: tensor<scalar> );
-""", domain="nnefx", doc="IR LSTMSequence (v5), batch-first [N,T,I]; gates f,i,c,o; sigmoid/tanh/tanh.")
+""", domain="nnefx", doc="IR LSTMSequence (v5), batch-first [N,T,I]; gates f,i,c,o; sigmoid/tanh/tanh; "
+                          "peepholes P [D, 3H] (blocks f,i,o; 0: none) as ONNX LSTM's.")
 
 
 @lstm_sequence_op.shape
-def _lstm_shape(x, h, c, lens, w, r, b, direction="forward", clip=0.0):
+def _lstm_shape(x, h, c, lens, w, r, b, p=(), direction="forward", clip=0.0):
     if len(x) != 3 or len(h) != 3 or len(w) != 3:
         raise NNEFXError("lstm_sequence: X, H, W must have rank 3")
     n, t, _ = x
@@ -29,6 +30,8 @@ def _lstm_shape(x, h, c, lens, w, r, b, direction="forward", clip=0.0):
     hs = h[2]
     if w[0] != dirs or w[1] != 4 * hs or r[2] != hs or b[1] != 4 * hs:
         raise NNEFXError("lstm_sequence: weight shapes do not match the hidden size")
+    if len(p) and tuple(p) != (dirs, 3 * hs):
+        raise NNEFXError(f"lstm_sequence: peepholes P of shape {list(p)} must be [{dirs}, {3 * hs}]")
     return (n, dirs, t, hs), (n, dirs, hs), (n, dirs, hs)
 
 
@@ -36,22 +39,32 @@ def _sig(v):
     return 1.0 / (1.0 + np.exp(-v))
 
 
-def lstm_sequence(x, h0, c0, lens, w, r, b, direction="forward", clip=0.0):
+def lstm_sequence(x, h0, c0, lens, w, r, b, direction="forward", clip=0.0, p=None):
+    """The LSTM recurrence (ONNX LSTM's equations in the IR's gate order f, i, c, o): with
+    peepholes ``p`` ([D, 3H], blocks f, i, o) the input and forget gates also see the previous
+    cell state and the output gate the new one, each before its clip and activation."""
+    peep = p is not None and np.ndim(p) == 2 and np.any(p)
+
+    def c(v):
+        return np.clip(v, -clip, clip) if clip else v
+
     def cell(d, xt, states):
-        h, c = states
-        gates = xt @ w[d].T + h @ r[d].T + b[d]
-        if clip:
-            gates = np.clip(gates, -clip, clip)
-        f, i, g, o = np.split(gates, 4, axis=1)
-        c_new = _sig(f) * c + _sig(i) * np.tanh(g)
-        return _sig(o) * np.tanh(c_new), c_new
+        h, cs = states
+        f, i, g, o = np.split(xt @ w[d].T + h @ r[d].T + b[d], 4, axis=1)
+        if peep:
+            pf, pi, po = np.split(p[d], 3)
+            f, i = f + pf * cs, i + pi * cs
+        c_new = _sig(c(f)) * cs + _sig(c(i)) * np.tanh(c(g))
+        if peep:
+            o = o + po * c_new
+        return _sig(c(o)) * np.tanh(c_new), c_new
 
     return _run_sequence(x, (h0, c0), lens, direction, cell)
 
 
 @lstm_sequence_op.formal
-def _lstm_formal(x, h, c, lens, w, r, b, direction="forward", clip=0.0):
-    return lstm_sequence(x, h, c, lens, w, r, b, direction, clip)
+def _lstm_formal(x, h, c, lens, w, r, b, p=0.0, direction="forward", clip=0.0):
+    return lstm_sequence(x, h, c, lens, w, r, b, direction, clip, p)
 
 
 # --- GRUSequence / RNNSequence ---------------------------------------------------------------------
