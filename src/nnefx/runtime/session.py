@@ -125,17 +125,15 @@ class Session:
         self._engine_options = dict(threads=threads, precision=precision, device=device)
         if precision != "f32" and backend in NUMPY_BACKENDS:
             raise NNEFXError(f"the {backend} backend computes in full precision only (asked for {precision})")
+        #: engine runners of a graph with run-time values, one per value set (``_engine_for_values``)
+        self._value_engines: dict[tuple, Any] = {}
+        self._bound_values: tuple = ((), None)
         if self._deferred and backend not in NUMPY_BACKENDS:
-            if backend != "auto":
-                from ..graph import deferred_operations
-
-                op = deferred_operations(self._symbolic)[0]
-                node = op.attribs["node"]
-                raise NNEFXError(f"the {backend} backend runs graphs whose operations are known when loading; "
-                                 f"{node.kind} takes the values of {', '.join(repr(v) for v in node.values)} "
-                                 "at run time (backends 'fast' and 'formal' bind them)", op.location)
-            self.backend_reason = "operations specialised on run-time values run on the fast backend"
-        if backend not in NUMPY_BACKENDS and backend != "auto":
+            if backend == "auto":
+                self.backend_reason = "operations specialised on run-time values run on the fast backend"
+            else:
+                self.backend_reason = "chosen by the caller; compiled once per set of run-time values"
+        if backend not in NUMPY_BACKENDS and backend != "auto" and not self._deferred:
             if self._symbolic.symbols:
                 raise NNEFXError(f"the {backend} backend runs graphs of fixed shapes; this one has symbolic extents "
                                  f"({', '.join(self._symbolic.symbols)}): give input_shapes when loading")
@@ -300,6 +298,8 @@ class Session:
             from ..engines.auto import choose
 
             self._engine, self.backend_reason = choose(self, checked)
+        if self._deferred and self.backend not in ("fast", "formal", "auto") and not fetch:
+            self._engine = self._engine_for_values(inputs)
         if self._engine is not None and not fetch:
             outputs, engine_state = self._engine(checked, self._state)
             values: dict[Any, np.ndarray] = dict(outputs)
@@ -382,6 +382,7 @@ class Session:
 
             graph, key = bind_values(graph, given, lambda g, names, k: self._evaluate(g, names, k, inputs),
                                      self._value_graphs, key)
+            self._bound_values = (key, graph)
         key = (key, tuple(fetch))
         plan = self._bound_plans.get(key)
         if plan is None:
@@ -397,6 +398,22 @@ class Session:
             return plan, self._input_shapes
         shapes = {spec.name: plan.graph.tensors[spec.name].shape for spec in plan.inputs}
         return plan, shapes
+
+    def _engine_for_values(self, inputs: Mapping[str, Any]) -> Any:
+        """The engine runner of the graph specialised on this run's values (bound by
+        :meth:`_plan_bound`): compiled once per value set, at most ``MAX_VALUE_SETS`` kept."""
+        from ..engines import EngineRunner, get
+        from .values import MAX_VALUE_SETS, engine_graph
+
+        key, graph = self._bound_values
+        runner = self._value_engines.get(key)
+        if runner is None:
+            shaped = engine_graph(graph, lambda g, names: self._evaluate(g, names, ("engine", key), inputs))
+            runner = EngineRunner(get(self.backend), shaped, **self._engine_options)
+            if len(self._value_engines) >= MAX_VALUE_SETS:
+                self._value_engines.clear()
+            self._value_engines[key] = runner
+        return runner
 
     def _evaluate(self, graph: Graph, names: list[str], key: tuple, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The values of tensors ``names`` of ``graph`` for these inputs: the part of the graph

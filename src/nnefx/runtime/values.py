@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -170,6 +171,81 @@ def bind_values(graph: Graph, given: Callable[[str], np.ndarray | None], evaluat
                 cache.clear()
             cache[round_key] = hit
         graph, key = hit, round_key
+
+
+def engine_graph(graph: Graph, evaluate: Callable[[Graph, list[str]], dict[str, np.ndarray]]) -> Graph:
+    """A graph bound on its run-time values as an engine takes it: what no input value changes
+    any more — constants, what is computed from them, and the shapes of tensors whose shape
+    the binding made known — written as constants (computed by ``evaluate``, which runs the
+    part of the graph that gives them), shapes inferred again.  Engines whose exporters need
+    load-time parameters (IR, torch) then see what a file with those values would have given.
+    Shapes are inferred from the declared input shapes, so nothing folded depends on an extent
+    a run could change."""
+    from ..graph import Tensor
+    from ..ops import registry
+    from ..semantics.shapes import infer_shapes
+
+    def reshaped(g: Graph) -> Graph:
+        keep = {n for op in g.operations if op.op in ("variable", "constant", "external") for n in op.output_names()}
+        g.tensors = {n: t if n in keep else Tensor(t.name, t.dtype, None, t.data, t.quant, t.etype, kind=t.kind)
+                     for n, t in g.tensors.items()}
+        return infer_shapes(g)
+
+    g = reshaped(dataclasses.replace(graph, tensors=dict(graph.tensors), operations=list(graph.operations)))
+    known: set[str] = set()
+    for op in g.operations:
+        if op.op in ("external", "variable", "update"):
+            continue
+        if op.op == "tensor_shape":
+            t = g.tensors[op.inputs["input"]]
+            if t.shape is not None and all(isinstance(d, int) for d in t.shape):
+                known.update(op.output_names())
+            continue
+        entry = registry.find(op.op)
+        if entry is None or entry.extra.get("stateful") or entry.extra.get("runtime_keywords"):
+            continue
+        if all(n in known for n in op.input_names()):
+            known.update(op.output_names())
+    wanted = [n for op in g.operations if op.op != "constant" and not set(op.output_names()) <= known
+              for n in op.input_names() if n in known]
+    wanted += [n for n in g.outputs if n in known]
+    wanted = [n for n in dict.fromkeys(wanted) if g.tensors[n].kind == "tensor" and not _large(g.tensors[n].shape)]
+    if not wanted:
+        return g
+    values = evaluate(g, wanted)
+    producers = {n: i for i, op in enumerate(g.operations) for n in op.output_names()}
+    ops = list(g.operations)
+    for name in wanted:
+        a = np.asarray(values[name])
+        if a.size > MAX_VALUE_ITEMS or len(ops[producers[name]].output_names()) != 1:
+            continue  # left to the engine
+        t = g.tensors[name]
+        ops[producers[name]] = Operation("constant", {}, {"output": name},
+                                         {"shape": list(a.shape), "value": a.reshape(-1).tolist()},
+                                         dtype=t.dtype, location=ops[producers[name]].location)
+        g.tensors[name] = Tensor(name, t.dtype, tuple(a.shape), a, t.quant, t.etype)
+    g.operations = _reachable(g, ops)
+    return reshaped(g)
+
+
+def _large(shape: Any) -> bool:
+    """Whether a tensor of ``shape`` is known to be too large to become a constant."""
+    return shape is not None and all(isinstance(d, int) for d in shape) and \
+        int(np.prod(shape, dtype=np.int64)) > MAX_VALUE_ITEMS
+
+
+def _reachable(graph: Graph, ops: list[Operation]) -> list[Operation]:
+    """``ops`` that the outputs and updates need (and every ``external``), in order."""
+    producers = {n: i for i, op in enumerate(ops) if op.op != "update" for n in op.output_names()}
+    keep = {i for i, op in enumerate(ops) if op.op in ("external", "update")}
+    todo = list(graph.outputs) + [n for i in keep for n in ops[i].input_names()]
+    while todo:
+        i = producers.get(todo.pop())
+        if i is None or i in keep:
+            continue
+        keep.add(i)
+        todo.extend(ops[i].input_names())
+    return [op for i, op in enumerate(ops) if i in keep]
 
 
 def _ask_for(need: ValueNeeded) -> None:
