@@ -20,6 +20,7 @@ from ... import etypes
 from ...diagnostics import Location, NNEFXError
 from ...graph import DEFERRED, Deferred, Graph, Operation, ValueNeeded
 from ..export.registry import to_onnx
+from ..reading.deferred import bind_results, describe_values
 from ..reading.graph import ImportGraph
 from ..reading.values import Value, nnef_dtype
 
@@ -119,35 +120,11 @@ class ReadAgain:
         except ValueNeeded:
             raise
         except NNEFXError as exc:
-            raise NNEFXError(f"{exc.message} (run-time values: {_describe(values)})", loc) from None
+            raise NNEFXError(f"{exc.message} (run-time values: {describe_values(values)})", loc) from None
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, AttributeError, KeyError) as exc:
-            raise NNEFXError(f"invalid node for the run-time values {_describe(values)}: {exc}", loc) from None
+            raise NNEFXError(f"invalid node for the run-time values {describe_values(values)}: {exc}", loc) from None
         outs = outs if isinstance(outs, list) else [outs]
-        ops = builder.graph.operations
-        produced = {n for op in ops for n in op.output_names()}
-        renamed: set[str] = set()
-        for k, name in enumerate(self.outputs):
-            if name is None:
-                continue
-            if k >= len(outs) or outs[k].unsupported:
-                why = outs[k].unsupported if k < len(outs) else None
-                raise NNEFXError(why or f"output {k} is not supported", loc)
-            v = outs[k]
-            want = graph.tensors[name].dtype
-            if v.tensor is not None and v.tensor in produced and v.tensor not in renamed:
-                src = graph.tensors.pop(v.tensor)
-                if src.dtype != want:
-                    raise NNEFXError(f"internal: output {k} is {src.dtype}, declared {want}", loc)
-                graph.tensors[name] = type(src)(name, src.dtype, src.shape, src.data, src.quant, src.etype)
-                _rename(ops, v.tensor, name)
-                renamed.add(name)
-                continue
-            src_name = builder.materialise(v, f"{name}_value", loc)
-            src = graph.tensors[src_name]
-            if src.dtype != want:
-                raise NNEFXError(f"internal: output {k} is {src.dtype}, declared {want}", loc)
-            graph.tensors[name].shape = src.shape
-            ops.append(Operation("copy", {"x": src_name}, {"y": name}, {}, dtype=src.dtype, location=loc))
+        ops = bind_results(builder, outs, self.outputs, loc)
         for k, name in enumerate(self.outputs):
             if name is None:
                 continue
@@ -174,30 +151,6 @@ def _as_etype(arr: np.ndarray, etype: str) -> np.ndarray:
     except NNEFXError:
         return arr
     return arr.astype(dtype, copy=False)
-
-
-def _rename(ops: list[Operation], old: str, new: str) -> None:
-    def sub(v: Any) -> Any:
-        if isinstance(v, str):
-            return new if v == old else v
-        if isinstance(v, list):
-            return [sub(x) for x in v]
-        if isinstance(v, tuple):
-            return tuple(sub(x) for x in v)
-        return v
-
-    for op in ops:
-        op.inputs = {k: sub(v) for k, v in op.inputs.items()}
-        op.outputs = {k: sub(v) for k, v in op.outputs.items()}
-
-
-def _describe(values: Mapping[str, np.ndarray]) -> str:
-    parts = []
-    for name, a in values.items():
-        a = np.asarray(a)
-        text = str(a.tolist()) if a.size <= 16 else np.array2string(a, threshold=16, separator=", ")
-        parts.append(f"'{name}' = {text}")
-    return ", ".join(parts)
 
 
 # --- writing: the node back as its file had it ------------------------------------------------
