@@ -20,8 +20,9 @@ from collections import deque
 from typing import Any
 
 from ...diagnostics import Location, NNEFXError
-from ...graph import Model, Operation
+from ...graph import Model, Operation, ValueNeeded
 from ..reading.context import fold_known
+from .deferred import defer_layer
 from .mapping import LayerContext, NetGraph, Value, find_fold, find_mapping
 from .weights import Weights, element_type, nnef_dtype
 from .xml import Layer, Net, Port
@@ -45,6 +46,8 @@ class NetReader:
         self.builder = NetGraph(net.name or "network", file, weights, net.version)
         self.values: dict[tuple[int, int], Value] = {}
         self.used_shapes: set[str] = set()
+        #: tensors computed from deferred layers' results (their extents are known only at run time)
+        self.pending: set[str] = set()
 
     # ------------------------------------------------------------------------------------
     def loc(self, lay: Layer, line: int | None = None) -> Location:
@@ -306,12 +309,40 @@ class NetReader:
         if folder is not None and all(v.is_const or v.sym is not None for v in values):
             outs = self.try_fold(ctx, fn, folder, values)
         if outs is None:
-            res = fn(ctx)
+            checkpoint = self.builder.checkpoint(values)
+            try:
+                res = fn(ctx)
+            except NNEFXError as exc:
+                # a parameter computed at run time, or an input whose extents a deferred layer
+                # gives: the layer is read again once a run knows them, else refused here
+                res = self.deferred(lay, fn, version, values, exc, checkpoint)
+                if res is None:
+                    raise
             outs = res if isinstance(res, list) else [res]
+        if any(v.tensor in self.pending for v in values):
+            self.pending.update(v.tensor for v in outs if v.tensor is not None)
         if len(outs) < len(lay.outputs):
             raise NNEFXError(f"the mapping produced {len(outs)} results for {len(lay.outputs)} output ports", loc)
         for i, port in enumerate(lay.outputs):
             outs[i] = self.finish_output(ctx, i, port, outs[i])
+        return outs
+
+    def deferred(self, lay: Layer, fn: Any, version: str, values: list[Value], exc: NNEFXError,
+                 checkpoint: tuple) -> list[Value] | None:
+        """The layer as a deferred operation (:mod:`.deferred`) when it failed for want of what a
+        run knows: an input's value computed at run time (:class:`ValueNeeded`), or the extents
+        of an input a deferred layer gives; None when it failed for another reason."""
+        waiting = [k for k, v in enumerate(values) if v.tensor in self.pending
+                   and (v.shape is None or any(d is None for d in v.shape))]
+        needed = []
+        if isinstance(exc, ValueNeeded):
+            needed = [k for k, v in enumerate(values) if not v.unsupported and (
+                v is exc.value or (v.tensor is not None and v.tensor == exc.tensor))][:1]
+        if not needed and not waiting:
+            return None
+        self.builder.restore(checkpoint)
+        outs = defer_layer(self, lay, fn, version, values, needed, waiting)
+        self.pending.update(v.tensor for v in outs if v.tensor is not None)
         return outs
 
     def fill_shape(self, value: Value, port: Port, lay: Layer | None = None) -> Value:
