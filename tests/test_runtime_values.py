@@ -199,3 +199,12 @@ def test_non_max_suppression_with_run_time_thresholds(tmp_path):
     for k, iou, th in ((3, 0.3, 0.2), (6, 0.0, 0.0), (0, 0.5, 0.5)):
         check(path, {"b": boxes, "s": scores, "k": np.array([k]), "iou": np.array([iou], np.float32),
                      "th": np.array([th], np.float32)})
+
+
+def test_compile_refuses_a_graph_with_run_time_values(tmp_path):
+    from nnefx.engines.compiled import compile_model
+
+    path = _slice_model(tmp_path)
+    with pytest.raises(NNEFXError, match=r"node 0 .*Slice takes the values of .* at run time"):
+        compile_model(path, str(tmp_path / "out"), backend="onnxruntime")
+    assert not (tmp_path / "out").exists()

@@ -181,6 +181,14 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
     if any(op.op == "update" for op in model.graph.operations):
         raise NNEFXError("nnefx compile supports stateless graphs only (this one updates variables); "
                          "run it with --backend instead", Location(source))
+    from ..graph import deferred_operations
+
+    deferred = deferred_operations(model.graph)
+    if deferred:  # an engine model per set of run-time values: no one artifact stands for the graph
+        node = deferred[0].attribs["node"]
+        raise NNEFXError(f"nnefx compile writes one engine model, and {node.kind} takes the values of "
+                         f"{', '.join(repr(v) for v in node.values)} at run time (the engines compile one model "
+                         "per set of values); run it with --backend instead", deferred[0].location)
     session = Session(model, "auto" if backend == "auto" else backend, threads=threads, precision=precision)
     rng = np.random.default_rng(0)
     inputs = {i.name: random_input(i, rng) for i in session.inputs}
