@@ -62,7 +62,7 @@ class ReadLayerAgain:
         self.inputs, self.etypes, self.outputs = inputs, etypes, outputs
 
     def __call__(self, graph: Graph, values: Mapping[str, np.ndarray]) -> list[Operation]:
-        builder = NetGraph.continuing(graph, self.file)
+        builder = NetGraph.continuing(graph, self.file, concrete=self.ir_version >= 10)  # as the reader's
         builder.weights, builder.ir_version = self.weights, self.ir_version
         ins = []
         for k, (name, etype) in enumerate(zip(self.inputs, self.etypes, strict=True)):
