@@ -53,4 +53,5 @@ from . import (  # noqa: F401 - imported for their registrations
     sliding_conv,
     sliding_pool,
     strings,
+    training,
 )

@@ -78,9 +78,12 @@ class OnnxReader:
         self.captured_inner: list[str] = []
         self._prefix = where
         self.opset = 1 if parent is None else parent.opset
+        #: the opset version each imported domain has ("" for the default domain)
+        self.opsets: dict[str, int] = {}
         for imp in model.opset_import:
             if imp.domain in ("", "ai.onnx"):
                 self.opset = int(imp.version)
+            self.opsets["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
         self.index = 0
         self.node: Any = None
         self.inferred: dict[str, tuple] = {}
@@ -125,12 +128,14 @@ class OnnxReader:
             self.index = i
             self.node = node
             where = self.where()
-            if node.domain not in ("", "ai.onnx"):
-                raise NNEFXError(f"unsupported operation '{node.op_type}' of domain '{node.domain}'",
-                                 self.loc(where))
-            fn = find_onnx_node(node.op_type)
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            if domain not in self.opsets and (domain or self.proto.ir_version >= 3):
+                raise NNEFXError(f"the model imports no opset of domain '{node.domain or 'ai.onnx'}', which "
+                                 f"operation '{node.op_type}' is of", self.loc(where))
+            fn = find_onnx_node(node.op_type, domain)
             if fn is None:
-                raise NNEFXError(f"unsupported ONNX operation '{node.op_type}'", self.loc(where))
+                raise NNEFXError(f"unsupported operation '{node.op_type}' of domain '{node.domain}'" if domain
+                                 else f"unsupported ONNX operation '{node.op_type}'", self.loc(where))
             ins: list[Value | None] = []
             for name in node.input:
                 if name == "":
@@ -143,8 +148,8 @@ class OnnxReader:
                     raise NNEFXError(f"input '{name}' is a {value.kind.replace('_', ' ')}; {node.op_type} takes "
                                      "tensors", self.loc(where))
                 ins.append(value)
-            _check_attribute_types(node, self.opset, self.loc(where))
-            _check_string_inputs(node, self.opset, ins, self.loc(where))
+            _check_attribute_types(node, self.opsets.get(domain, self.opset), self.loc(where))
+            _check_string_inputs(node, self.opsets.get(domain, self.opset), ins, self.loc(where))
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
             checkpoint = self.builder.checkpoint(ins)
@@ -237,13 +242,22 @@ class OnnxReader:
         onnx, _, _ = _onnx()
         newest = onnx.defs.onnx_opset_version()
         declared = [int(i.version) for i in self.proto.opset_import if i.domain in ("", "ai.onnx")]
-        if not declared and self.proto.ir_version >= 3:
+        if not declared and self.proto.ir_version >= 3 and (
+                not self.proto.opset_import or any(n.domain in ("", "ai.onnx") for n in self.proto.graph.node)):
+            # (a model of another domain's operators only, ai.onnx.ml say, needs no default opset)
             raise NNEFXError("the model imports no opset of the default domain ('' / 'ai.onnx')",
                              self.loc("opset_import"))
         for version in declared:
             if not 1 <= version <= newest:
                 raise NNEFXError(f"opset {version} of the default domain is not one this onnx package knows "
                                  f"(1 to {newest})", self.loc("opset_import"))
+        known = _domain_versions()
+        for imp in self.proto.opset_import:
+            if imp.domain in ("", "ai.onnx") or imp.domain not in known:
+                continue  # an unknown domain is refused at the first node that uses it
+            if not 1 <= int(imp.version) <= known[imp.domain]:
+                raise NNEFXError(f"opset {imp.version} of domain '{imp.domain}' is not one this onnx package "
+                                 f"knows (1 to {known[imp.domain]})", self.loc("opset_import"))
 
     def inferred_shapes(self) -> dict[str, tuple]:
         """Static shapes from ONNX's own shape inference (a pure function of the protobuf).
@@ -490,6 +504,18 @@ def _agree(table: dict[str, Any], name: str, value: Any) -> None:
         table[name] = value
     elif table[name] != value:
         table[name] = None
+_DOMAIN_VERSIONS: dict[str, int] = {}
+
+
+def _domain_versions() -> dict[str, int]:
+    """The newest opset version of each non-default domain the installed ``onnx`` defines
+    (``ai.onnx.ml``, ``ai.onnx.preview.training``, ``ai.onnx.preview``), from its schemas."""
+    if not _DOMAIN_VERSIONS:
+        onnx, _, _ = _onnx()
+        for schema in onnx.defs.get_all_schemas_with_history():
+            if schema.domain not in ("", "ai.onnx"):
+                _DOMAIN_VERSIONS[schema.domain] = max(_DOMAIN_VERSIONS.get(schema.domain, 1), schema.since_version)
+    return _DOMAIN_VERSIONS
 
 
 def _value_kind(t: Any) -> tuple[str | None, Any]:

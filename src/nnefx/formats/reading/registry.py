@@ -84,15 +84,22 @@ def fold(types: str | Iterable[str], versions: Iterable[str] | None = None) -> C
     return deco
 
 
-def onnx_node(*names: str) -> Callable[[ReadFn], ReadFn]:
-    """Register the reader ``fn(reader, attrs, inputs)`` of ONNX operation(s)."""
+def onnx_node(*names: str, domain: str = "") -> Callable[[ReadFn], ReadFn]:
+    """Register the reader ``fn(reader, attrs, inputs)`` of ONNX operation(s) of ``domain``
+    (``""``: the default domain, also spelled ``ai.onnx``; else e.g. ``ai.onnx.ml``)."""
     def deco(fn: ReadFn) -> ReadFn:
         for n in names:
-            if n in _ONNX and _ONNX[n].__qualname__ != fn.__qualname__:
-                raise ValueError(f"ONNX reader for {n!r} is registered twice")
-            _ONNX[n] = fn
+            key = _onnx_key(domain, n)
+            if key in _ONNX and _ONNX[key].__qualname__ != fn.__qualname__:
+                raise ValueError(f"ONNX reader for {key!r} is registered twice")
+            _ONNX[key] = fn
         return fn
     return deco
+
+
+def _onnx_key(domain: str, op_type: str) -> str:
+    """The table key of an ONNX operator: its name in the default domain, ``domain.name`` else."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}.{op_type}"
 
 
 _loaded = False
@@ -129,9 +136,9 @@ def find_fold(kind: str, version: str | None = None) -> ReadFn | None:
     return None
 
 
-def find_onnx_node(op_type: str) -> ReadFn | None:
+def find_onnx_node(op_type: str, domain: str = "") -> ReadFn | None:
     load_families()
-    return _ONNX.get(op_type)
+    return _ONNX.get(_onnx_key(domain, op_type))
 
 
 def ir_types() -> list[tuple[str, str | None]]:
@@ -141,5 +148,6 @@ def ir_types() -> list[tuple[str, str | None]]:
 
 
 def onnx_types() -> list[str]:
+    """Every ONNX operator with a reader: default-domain names, others as ``domain.name``."""
     load_families()
     return sorted(_ONNX)
