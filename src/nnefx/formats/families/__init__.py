@@ -41,6 +41,7 @@ from . import (  # noqa: F401 - imported for their registrations
     layout,
     losses,
     matmul,
+    ml,
     normalization,
     quantization,
     recurrent,
