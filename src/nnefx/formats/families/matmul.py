@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...diagnostics import NNEFXError
 from ...graph import Operation
 from ..export.lowering import (
     aligned as lowering_aligned,
@@ -222,6 +223,54 @@ def _onnx_attention(r, attrs, ins):
     given["k"], given["v"] = onnx_need(r, ins, 1, "K"), onnx_need(r, ins, 2, "V")
     data = {k: conv(attrs[k]) for k, conv in _ATTENTION_ATTRS.items() if k in attrs}
     return onnx_emit(r, "onnx_attention", given, data, results=[q.etype] * 4)
+
+
+@onnx_node("FlexAttention", domain="ai.onnx.preview")
+def _onnx_flex_attention(r, attrs, ins):
+    """FlexAttention-1 (``ops/onnx/flex_attention.py``): the modifier graphs are read as bodies,
+    their scores input fixed to ``[B, Hq, L, S]`` where Q's and K's shapes give it (so a body
+    that builds masks from its input's shape folds them at load)."""
+    from ...ops.onnx.flex_attention import softmax_etype
+    from .control import _align, _outputs_of
+
+    q, k, v = onnx_need(r, ins, 0, "Q"), onnx_need(r, ins, 1, "K"), onnx_need(r, ins, 2, "V")
+    onnx_kept_etypes(r, ins)
+    if len({q.etype, k.etype, v.etype}) != 1:
+        raise r.error(f"Q, K and V must have one element type, got {q.etype}, {k.etype}, {v.etype}")
+    precision = int(attrs.get("softmax_precision", 0))
+    try:
+        soft = softmax_etype(precision, q.etype)
+    except NNEFXError as exc:
+        raise r.error(exc.message) from None
+    scores = None
+    if q.shape is not None and k.shape is not None and len(q.shape) == 4 and len(k.shape) == 4:
+        scores = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    bodies, readers = {}, []
+    for attr in ("score_mod", "prob_mod"):
+        if attr not in attrs:
+            continue
+        proto = attrs[attr]
+        if len(proto.input) != 1 or len(proto.output) != 1:
+            raise r.error(f"{attr} must take one tensor and return one, it has {len(proto.input)} inputs and "
+                          f"{len(proto.output)} outputs")
+        fixed = {proto.input[0].name: scores} if scores is not None and None not in scores else None
+        child = r.subgraph(proto, attr, [Value(etype=soft, shape=scores)], input_shapes=fixed)
+        (kind, etype, _), = _outputs_of(child)
+        if kind != "tensor" or etype != soft:
+            raise r.error(f"{attr} must return a {soft} tensor (the softmax type), it returns a {kind} of {etype}")
+        graph = child.builder.graph
+        body_in = graph.tensors[graph.inputs[0]]
+        if (body_in.etype or {"scalar": "f32"}.get(body_in.dtype)) != soft:
+            raise r.error(f"{attr} must take a {soft} tensor (the softmax type), it takes {body_in.etype}")
+        bodies[attr] = child
+        readers.append(child)
+    captured = _align(readers) if readers else []
+    names = {attr: r.file_subgraph(child, attr) for attr, child in bodies.items()}
+    data: dict[str, Any] = {"scale": float(attrs.get("scale", 0.0)), "softmax_precision": precision, **names}
+    c = r.ctx([q, k, v])
+    y = c.emit1("onnx_flex_attention", {"q": c.tensor(0), "k": c.tensor(1), "v": c.tensor(2), "captured": captured},
+                data)
+    return c.result(y, q.etype)
 
 
 @onnx_node("RotaryEmbedding")

@@ -213,12 +213,15 @@ class OnnxReader:
         self.values[name] = value
         return value
 
-    def subgraph(self, proto: Any, attr: str, hints: list[Value | None]) -> OnnxReader:
+    def subgraph(self, proto: Any, attr: str, hints: list[Value | None],
+                 input_shapes: dict[str, Any] | None = None) -> OnnxReader:
         """Read graph attribute ``attr`` of the node being read as a body; the reader it used
-        (its graph, its :attr:`captured` outer tensors) is returned, the graph not yet filed."""
+        (its graph, its :attr:`captured` outer tensors) is returned, the graph not yet filed.
+        ``input_shapes``: extents of body inputs the operator fixes (FlexAttention's scores),
+        in place of the body's open ones, so what the body computes from them folds at load."""
         if self.depth + 1 > MAX_SUBGRAPH_DEPTH:
             raise self.error(f"subgraphs nest more than {MAX_SUBGRAPH_DEPTH} deep")
-        child = OnnxReader(self.proto, self.file, None, parent=self, graph_proto=proto,
+        child = OnnxReader(self.proto, self.file, input_shapes, parent=self, graph_proto=proto,
                            where=f"{self.where()} {attr}: ")
         child.read_graph(hints)
         child.builder.graph.validate_structure()
