@@ -322,3 +322,60 @@ def test_flex_attention_with_a_body_is_refused_by_the_nnef_writer(suite, tmp_pat
     with pytest.raises(NNEFXError, match=r"\(FlexAttention\)\]: error: cannot write operation 'onnx_flex_attention' "
                                          r"as NNEF: NNEF has no body graphs \(its score_mod\)"):
         nnefx.save(model, str(tmp_path / "out.nnef"))
+
+
+# --- writing back as ONNX ------------------------------------------------------------------------
+
+#: operators onnxruntime runs (the training and preview domains it does not implement)
+ORT_RUNS = ("Binarizer", "ArrayFeatureExtractor", "LabelEncoder", "TreeEnsemble")
+
+
+@pytest.mark.parametrize("name", [c for c in CASES if c.endswith(("_multiple", "momentum", "binarizer", "extractor",
+                                                                   "membership", "score_mod", "gqa", "causal_mask"))])
+def test_written_back_as_onnx_identically(suite, name, tmp_path):
+    case = suite[name]
+    model = nnefx.load(_save(case.model, tmp_path))
+    out = str(tmp_path / "out.onnx")
+    nnefx.save(model, out)
+    written = onnx.load(out)
+    # (one node per optimized tensor; graph outputs copied by Identity)
+    assert {(n.domain, n.op_type) for n in written.graph.node} - {("", "Identity")} == \
+        {(n.domain, n.op_type) for n in case.model.graph.node}
+    names = [i.name for i in case.model.graph.input]
+    feeds = dict(zip(names, case.data_sets[0][0], strict=False))
+    first = _run(_save(case.model, tmp_path), feeds, "fast")
+    again = _run(out, feeds, "fast")
+    for a, b in zip(first, again, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    if written.graph.node[0].op_type in ORT_RUNS:
+        import onnxruntime as ort
+
+        peer = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)
+        for a, b in zip(first, peer, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("post", [1, 2])
+def test_written_tree_ensemble_means_the_documented_post_transform_to_onnxruntime(tmp_path, post):
+    import onnxruntime as ort
+
+    model = nnefx.load(_save(_tree_model(3, post), tmp_path))
+    out = str(tmp_path / "out.onnx")
+    nnefx.save(model, out)
+    assert [n.op_type for n in onnx.load(out).graph.node][:2] == ["TreeEnsemble", "Softmax" if post == 1 else "Sigmoid"]
+    want = _run(out, {"X": TREE_X}, "formal")[0]
+    peer = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"X": TREE_X})[0]
+    np.testing.assert_allclose(peer, want, rtol=1e-6)
+
+
+def test_written_label_encoder_keeps_the_last_of_repeated_keys(tmp_path):
+    import onnxruntime as ort
+
+    m = _label_model(TensorProto.INT64, TensorProto.FLOAT, keys_int64s=[4, 2, 4], values_floats=[1.5, 2.5, 3.5],
+                     default_float=-1.0)
+    out = str(tmp_path / "out.onnx")
+    nnefx.save(nnefx.load(_save(m, tmp_path)), out)
+    x = np.array([4, 2, 0, 4, 2, 9], np.int64)
+    peer = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    assert peer.tolist() == [3.5, 2.5, -1.0, 3.5, 2.5, -1.0]

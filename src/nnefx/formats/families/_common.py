@@ -115,8 +115,9 @@ def onnx_emit(r: Any, op: str, inputs: dict[str, Value | None], attribs: dict[st
 
 
 def onnx_write(ctx: Any, op: Any, op_type: str, inputs: list, opset: int, *, keep: tuple[str, ...] = (),
-               **attrs: Any) -> None:
-    """Write an onnx-domain operation back as the ONNX node it stands for (opset ``opset``).
+               domain: str = "", **attrs: Any) -> None:
+    """Write an onnx-domain operation back as the ONNX node it stands for (opset ``opset`` of
+    ``domain``: the default one, or ``ai.onnx.ml`` ...).
 
     ``inputs`` are the operation's tensors in the node's input order (None: omitted, as is a
     literal equal to the declared default); every result of the operation becomes an output.
@@ -149,10 +150,10 @@ def onnx_write(ctx: Any, op: Any, op_type: str, inputs: list, opset: int, *, kee
     results = op.output_names()
     attrs = {k: v for k, v in attrs.items()
              if v is not None and (k in keep or not (k in op.attribs and _same(op.attribs[k], defaults.get(k))))}
-    outs = ctx.node(op_type, refs, outputs=[(ctx.dims(n), ctx.dtype(n)) for n in results], **attrs)
+    outs = ctx.node(op_type, refs, outputs=[(ctx.dims(n), ctx.dtype(n)) for n in results], domain=domain, **attrs)
     for name, ref in zip(results, outs, strict=True):
         ctx.bind(name, ref)
-    ctx.e.need_opset(opset)
+    ctx.e.need_opset(opset, domain)
 
 
 def _same(value: Any, default: Any) -> bool:

@@ -419,6 +419,18 @@ def attention_to_onnx(ctx: OnnxContext, op: Operation) -> None:
                **attrs)
 
 
+@to_onnx("onnx_flex_attention")
+def flex_attention_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    from ..onnx.writer import body_graph
+
+    captured = [ctx.ref(n) for n in op.inputs.get("captured", [])]
+    bodies = {k: body_graph(ctx, op.attribs[k], captured) for k in ("score_mod", "prob_mod") if op.attribs.get(k)}
+    scale, precision = float(op.attribs.get("scale", 0.0)), int(op.attribs.get("softmax_precision", 0))
+    onnx_write(ctx, op, "FlexAttention", [op.inputs[k] for k in ("q", "k", "v")], 1, domain="ai.onnx.preview",
+               scale=scale or None, softmax_precision=precision or None, **bodies)
+    ctx.e.need_opset(26)  # the preview domain's operators come with opset 26
+
+
 @to_onnx("onnx_rotary_embedding")
 def rotary_embedding_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     onnx_write(ctx, op, "RotaryEmbedding", [op.inputs.get(n) for n in ("input", "cos_cache", "sin_cache", "position_ids")],

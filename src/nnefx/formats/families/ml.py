@@ -8,7 +8,9 @@ their own element types, so float16/float64 thresholds and int16 labels keep eve
 attributes that hold structure (node ids, modes, feature ids) stay attributes.  String
 tensors (LabelEncoder's string keys or values, string features) are refused at the node.
 
-Writing: none yet — an ONNX or IR writer refuses these operations, located.
+Writing: ONNX writes each operation back as its ``ai.onnx.ml`` node (TreeEnsemble's softmax
+and logistic post transforms as default-domain Softmax / Sigmoid after it); IR has no
+counterpart and refuses them, located.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from ...graph import Operation
+from ..export.registry import to_onnx
+from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.registry import onnx_node
 from ..reading.values import Value, etype_of_array, nnef_dtype
-from ._common import onnx_emit, onnx_kept_etypes, onnx_need
+from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 _ML = "ai.onnx.ml"
 _STRING = 8  # TensorProto.STRING
@@ -136,3 +141,79 @@ def _tree_ensemble(r, attrs, ins):
     data["aggregate_function"] = int(attrs.get("aggregate_function", 1))
     data["post_transform"] = int(attrs.get("post_transform", 0))
     return onnx_emit(r, "onnx_tree_ensemble", given, data, results=[x.etype], dtype=nnef_dtype(x.etype))[0]
+
+
+# ================================================================================================
+# Writing
+# ================================================================================================
+
+def _data(ctx: OnnxContext, op: Operation, key: str) -> np.ndarray:
+    """The load-time data of tensor input ``key`` (an attribute in ONNX), in its element type."""
+    value = op.inputs[key]
+    arr = ctx.data(value)
+    if arr is None:
+        raise ctx.fail(f"its {key} are computed at run time; ONNX takes them as attributes")
+    return np.asarray(arr).astype(ctx.dtype(value), copy=False) if isinstance(value, str) else np.asarray(arr)
+
+
+@to_onnx("onnx_binarizer")
+def binarizer_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "Binarizer", [op.inputs["input"]], 1, domain=_ML,
+               threshold=float(op.attribs.get("threshold", 0.0)))
+
+
+@to_onnx("onnx_array_feature_extractor")
+def array_feature_extractor_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    onnx_write(ctx, op, "ArrayFeatureExtractor", [op.inputs["input"], op.inputs["indices"]], 1, domain=_ML)
+
+
+@to_onnx("onnx_label_encoder")
+def label_encoder_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    from onnx import numpy_helper
+
+    keys, values, default = (_data(ctx, op, k) for k in ("keys", "values", "default"))
+    keys, values = keys.reshape(-1), values.reshape(-1)
+    # one entry per key, the last of repeated ones (the docs' rule; onnxruntime keeps the first)
+    last: dict = {}
+    for i, k in enumerate(keys.tolist()):
+        last["nan" if k != k else k] = i
+    keep = sorted(last.values())
+    onnx_write(ctx, op, "LabelEncoder", [op.inputs["input"]], 4, domain=_ML,
+               keys_tensor=numpy_helper.from_array(keys[keep], "keys_tensor"),
+               values_tensor=numpy_helper.from_array(values[keep], "values_tensor"),
+               default_tensor=numpy_helper.from_array(default.reshape(1).astype(values.dtype), "default_tensor"))
+
+
+@to_onnx("onnx_tree_ensemble")
+def tree_ensemble_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    from onnx import numpy_helper
+
+    a = op.attribs
+    post = int(a.get("post_transform", 0))
+    attrs: dict[str, Any] = {
+        "nodes_splits": numpy_helper.from_array(_data(ctx, op, "splits").reshape(-1), "nodes_splits"),
+        "leaf_weights": numpy_helper.from_array(_data(ctx, op, "leaf_weights").reshape(-1), "leaf_weights"),
+        "nodes_modes": numpy_helper.from_array(np.asarray(a["modes"], np.uint8), "nodes_modes"),
+        "n_targets": int(a["n_targets"]), "aggregate_function": int(a.get("aggregate_function", 1)),
+        # softmax (1) and logistic (2) as default-domain nodes after the ensemble: onnxruntime
+        # reads those two codes the other way round from the operator docs
+        "post_transform": post if post in (0, 3) else 0}
+    for k, onnx_name in (("featureids", "nodes_featureids"), ("truenodeids", "nodes_truenodeids"),
+                         ("trueleafs", "nodes_trueleafs"), ("falsenodeids", "nodes_falsenodeids"),
+                         ("falseleafs", "nodes_falseleafs"), ("leaf_targetids", "leaf_targetids"),
+                         ("tree_roots", "tree_roots"), ("missing_tracks_true", "nodes_missing_value_tracks_true")):
+        if a.get(k):
+            attrs[onnx_name] = [int(v) for v in a[k]]
+    members = op.inputs.get("membership_values")
+    if isinstance(members, str):
+        attrs["membership_values"] = numpy_helper.from_array(_data(ctx, op, "membership_values").reshape(-1),
+                                                             "membership_values")
+    out = op.output_names()[0]
+    shape, dtype = ctx.dims(out), ctx.dtype(out)
+    y = ctx.node("TreeEnsemble", [op.inputs["input"]], shape, dtype=dtype, domain=_ML, **attrs)
+    ctx.e.need_opset(5, _ML)
+    if post == 1:
+        y = ctx.node("Softmax", [y], shape, dtype=dtype, axis=-1)
+    elif post == 2:
+        y = ctx.node("Sigmoid", [y], shape, dtype=dtype)
+    ctx.bind(out, y)

@@ -6,16 +6,20 @@ the states: ``H`` for Adagrad; ``V``, ``H`` for Adam; ``V`` for Momentum); outpu
 ``X`` followed by the n new states of each kind.  Each tensor is one ``onnx_<optimizer>``
 operation (the updates are independent: ONNX operator docs).
 
-Writing: none yet — an ONNX or IR writer refuses these operations, located.
+Writing: ONNX writes each operation back as its node (one tensor per node); IR has no
+counterpart and refuses them, located.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...graph import Operation
+from ..export.registry import to_onnx
+from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.registry import onnx_node
 from ..reading.values import Value
-from ._common import onnx_emit, onnx_kept_etypes, onnx_need
+from ._common import onnx_emit, onnx_kept_etypes, onnx_need, onnx_write
 
 _DOMAIN = "ai.onnx.preview.training"
 
@@ -60,3 +64,34 @@ def _momentum(r, attrs, ins):
     attribs = {k: float(attrs[k]) for k in ("alpha", "beta", "norm_coefficient")}
     attribs["mode"] = str(attrs["mode"])
     return _read(r, ins, "onnx_momentum", ("v",), attribs)
+
+
+# ================================================================================================
+# Writing
+# ================================================================================================
+
+def _write(ctx: OnnxContext, op: Operation, op_type: str, states: tuple[str, ...], keep: tuple[str, ...] = (),
+           **attrs: Any) -> None:
+    """One optimized tensor as the ONNX node (n = 1): inputs R, T, X, G, states; outputs X', states'."""
+    onnx_write(ctx, op, op_type, [op.inputs[k] for k in ("r", "t", "x", "g", *states)], 1, domain=_DOMAIN,
+               keep=keep, **attrs)
+
+
+@to_onnx("onnx_adagrad")
+def adagrad_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _write(ctx, op, "Adagrad", ("h",), **{k: float(op.attribs[k]) for k in ("decay_factor", "epsilon",
+                                                                           "norm_coefficient") if k in op.attribs})
+
+
+@to_onnx("onnx_adam")
+def adam_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    _write(ctx, op, "Adam", ("v", "h"), **{k: float(op.attribs[k]) for k in (
+        "alpha", "beta", "epsilon", "norm_coefficient", "norm_coefficient_post") if k in op.attribs})
+
+
+@to_onnx("onnx_momentum")
+def momentum_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    # every attribute of Momentum is required in ONNX: written even where it is the default here
+    _write(ctx, op, "Momentum", ("v",), keep=("alpha", "beta", "norm_coefficient", "mode"),
+           alpha=float(op.attribs["alpha"]), beta=float(op.attribs["beta"]),
+           norm_coefficient=float(op.attribs["norm_coefficient"]), mode=str(op.attribs.get("mode", "standard")))

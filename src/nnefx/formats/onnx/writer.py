@@ -101,10 +101,16 @@ class Emitter:
         #: the opset the model is written in: OPSET, or the newer one an operator needs
         #: (``need_opset``; opsets after 18 change no operator nnefx writes at 18)
         self.opset = OPSET
+        #: the opsets of other domains the model imports (``ai.onnx.ml``: 5, ...)
+        self.domains: dict[str, int] = {}
 
-    def need_opset(self, version: int) -> None:
-        """Write the model in opset ``version`` or later (an operator first defined there)."""
-        self._root.opset = max(self._root.opset, int(version))
+    def need_opset(self, version: int, domain: str = "") -> None:
+        """Write the model in opset ``version`` of ``domain`` or later (an operator first
+        defined there); a domain other than the default one is imported from then on."""
+        if domain:
+            self._root.domains[domain] = max(self._root.domains.get(domain, 1), int(version))
+        else:
+            self._root.opset = max(self._root.opset, int(version))
 
     def fresh(self, hint: str) -> str:
         """A value name used nowhere else (and never one of the graph's own tensor names)."""
@@ -161,12 +167,12 @@ class Emitter:
                              "protobuf (external data is not written by nnefx)")
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[tuple[tuple, np.dtype]], hint: str,
-             attrs: dict[str, Any] | None = None) -> list[str]:
+             attrs: dict[str, Any] | None = None, domain: str = "") -> list[str]:
         from onnx import helper
 
         names = [self.fresh(f"{hint}/{op_type}") for _ in outputs]
         node = helper.make_node(op_type, list(inputs), names, name=self.node_name(f"{hint}/{op_type}"),
-                                **(attrs or {}))
+                                domain=domain or None, **(attrs or {}))
         self.nodes.append(node)
         for n, (shape, dt) in zip(names, outputs, strict=True):
             self.meta[n] = (tuple(shape), np.dtype(dt))
@@ -314,12 +320,13 @@ class ExportContext(_export.ExportContextBase[str]):
         return self.e.initializer(np.asarray([int(v) for v in values], dtype=np.int64).reshape(-1))
 
     def node(self, op_type: str, inputs: Sequence[Any], shape: tuple | None = None, *, dtype: Any = None,
-             outputs: Sequence[tuple[tuple, Any]] | None = None, **attrs: Any) -> Any:
+             outputs: Sequence[tuple[tuple, Any]] | None = None, domain: str = "", **attrs: Any) -> Any:
         """Emit one node; returns its only output (or the list when ``outputs`` is given).
 
         Inputs are graph tensor names, value names or literals; ``""`` is an omitted
         optional input.  The output's shape defaults to ``shape``, its type to ``dtype`` or
-        that of the first input.
+        that of the first input.  ``domain``: the operator's, for one outside the default
+        domain (its opset is imported through ``need_opset``).
         """
         names = [v if isinstance(v, str) and v == "" else self.ref(v) for v in inputs]
         if outputs is None:
@@ -330,7 +337,7 @@ class ExportContext(_export.ExportContextBase[str]):
         hint = "n"
         if self.op is not None and self.op.output_names():
             hint = self.op.output_names()[0]
-        got = self.e.node(op_type, names, outs, hint, {k: v for k, v in attrs.items() if v is not None})
+        got = self.e.node(op_type, names, outs, hint, {k: v for k, v in attrs.items() if v is not None}, domain)
         return got if outputs is not None else got[0]
 
 
@@ -709,10 +716,10 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
                                    e.kinds.get(name, t.kind)))
     g = helper.make_graph(e.nodes, graph.name or "main", inputs, outputs, initializer=e.initializers)
     opset = max(opset, e.opset)
-    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="nnefx",
-                              producer_version=_version())
-    proto.ir_version = IR_VERSION if opset == OPSET else max(
-        IR_VERSION, helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(e.domains.items())]
+    proto = helper.make_model(g, opset_imports=imports, producer_name="nnefx", producer_version=_version())
+    proto.ir_version = IR_VERSION if opset == OPSET and not e.domains else max(
+        IR_VERSION, helper.find_min_ir_version_for(imports))
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:  # a bug in an exporter, never the user's input
