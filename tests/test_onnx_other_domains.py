@@ -177,7 +177,8 @@ def test_array_feature_extractor_rows_and_bad_index(tmp_path):
             _run(path, {"X": x, "I": np.array([[4, 0], [0, 2]], np.int64)}, backend)
 
 
-def _tree_model(aggregate, post, *, truenodeids=(0, 1, 2), n_targets=2, etype=TensorProto.FLOAT):
+def _tree_model(aggregate, post, *, truenodeids=(0, 1, 2), n_targets=2, etype=TensorProto.FLOAT,
+                weights=(1.0, 2.0, -3.0, 4.0)):
     dtype = nh.helper.tensor_dtype_to_np_dtype(etype)
     node = h.make_node(
         "TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=n_targets, aggregate_function=aggregate,
@@ -186,7 +187,7 @@ def _tree_model(aggregate, post, *, truenodeids=(0, 1, 2), n_targets=2, etype=Te
         nodes_splits=nh.from_array(np.array([0.5, 1.0, 2.0], dtype), "splits"),
         nodes_truenodeids=list(truenodeids), nodes_trueleafs=[1, 1, 1], nodes_falsenodeids=[1, 2, 3],
         nodes_falseleafs=[0, 1, 1], leaf_targetids=[0, 1, 0, 1],
-        leaf_weights=nh.from_array(np.array([1.0, 2.0, -3.0, 4.0], dtype), "weights"),
+        leaf_weights=nh.from_array(np.array(weights, dtype), "weights"),
         nodes_missing_value_tracks_true=[1, 0, 0])
     return _model(node, [h.make_tensor_value_info("X", etype, [4, 2])],
                   [h.make_tensor_value_info("Y", etype, [4, 2])], [("ai.onnx.ml", 5), ("", 21)])
@@ -229,8 +230,20 @@ def test_tree_ensemble_structure_is_checked_before_running(tmp_path):
             a.ints[:] = [0, 0, 1]
     with pytest.raises(NNEFXError, match=r"\(TreeEnsemble\)\]: error: .*cycle through node"):
         nnefx.load(_save(cyclic, tmp_path))
-    with pytest.raises(NNEFXError, match=r"\(TreeEnsemble\)\]: error: .*PROBIT\) is not supported"):
-        nnefx.load(_save(_tree_model(1, 4), tmp_path))
+    with pytest.raises(NNEFXError, match=r"\(TreeEnsemble\)\]: error: .*'post_transform' = 5 must be 0 to 4"):
+        nnefx.load(_save(_tree_model(1, 5), tmp_path))
+
+
+def test_tree_ensemble_probit_is_the_normal_quantile(tmp_path):
+    from statistics import NormalDist
+
+    path = _save(_tree_model(0, 4, etype=TensorProto.DOUBLE, weights=(0.1, 0.35, 0.6, 0.999)), tmp_path)
+    raw = _run(_save(_tree_model(0, 0, etype=TensorProto.DOUBLE, weights=(0.1, 0.35, 0.6, 0.999)), tmp_path, "r.onnx"),
+               {"X": TREE_X.astype(np.float64)}, "fast")[0]
+    want = np.vectorize(lambda p: NormalDist().inv_cdf(p) if 0 < p < 1 else (-np.inf if p == 0 else np.nan))(raw)
+    for backend in BACKENDS:
+        (y,) = _run(path, {"X": TREE_X.astype(np.float64)}, backend)
+        np.testing.assert_allclose(y, want, rtol=1e-12)
 
 
 # --- ai.onnx.preview.training ----------------------------------------------------------------------

@@ -12,8 +12,8 @@ The trees (ONNX operator docs, TreeEnsemble): interior node ``i`` compares featu
 
 Aggregation: 0 average, 1 sum, 2 minimum, 3 maximum of the weights reaching a target (a target
 no leaf reaches is 0, as in onnxruntime).  Post transform: 0 none, 1 softmax over the
-targets, 2 logistic, 3 softmax over the non-zero targets (zeros stay zero); 4 (probit) is
-refused.  Comparisons are exact (float64 holds every value of the input types); the
+targets, 2 logistic, 3 softmax over the non-zero targets (zeros stay zero), 4 probit
+(``sqrt(2) * erfinv(2 y - 1)``, the inverse error function solved in float64).  Comparisons are exact (float64 holds every value of the input types); the
 aggregation runs in float64 and is rounded once to the input's element type.
 
 The structure is checked before anything runs: equal attribute lengths, every id in range,
@@ -21,6 +21,8 @@ and no cycle (a walk never revisits a node), so a walk takes at most one step pe
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -69,9 +71,7 @@ def _check(featureids, modes, truenodeids, trueleafs, falsenodeids, falseleafs, 
     if aggregate_function not in (0, 1, 2, 3):
         raise attr_error(_NAME, "aggregate_function", aggregate_function, "must be 0 (average), 1 (sum), 2 (min) "
                                                                           "or 3 (max)")
-    if post_transform == 4:
-        raise op_error(_NAME, "post_transform 4 (PROBIT) is not supported")
-    if post_transform not in (0, 1, 2, 3):
+    if post_transform not in (0, 1, 2, 3, 4):
         raise attr_error(_NAME, "post_transform", post_transform, "must be 0 to 4")
     bad = next((m for m in modes if not 0 <= m <= MEMBER), None)
     if bad is not None:
@@ -167,6 +167,33 @@ def _aggregate(scores: np.ndarray, counts: np.ndarray, trees: int, aggregate_fun
     return np.where(counts > 0, scores, 0.0) if aggregate_function in (2, 3) else scores
 
 
+def erfinv(z: float) -> float:
+    """The inverse of ``math.erf`` in float64: Newton's method on ``erf(y) = z`` from a start
+    of Winitzki's approximation (a few steps reach the last bit); +-inf at +-1, NaN outside."""
+    if not -1.0 <= z <= 1.0:
+        return math.nan
+    if abs(z) == 1.0:
+        return math.copysign(math.inf, z)
+    a = 0.147
+    ln = math.log1p(-z * z)
+    first = 2 / (math.pi * a) + ln / 2
+    y = math.copysign(math.sqrt(math.sqrt(first * first - ln / a) - first), z)
+    for _ in range(50):
+        step = (math.erf(y) - z) / (2 / math.sqrt(math.pi) * math.exp(-y * y))
+        y -= step
+        if abs(step) <= 1e-17 * max(1.0, abs(y)):
+            break
+    return y
+
+
+def _probit(y: np.ndarray) -> np.ndarray:
+    """sqrt(2) * erfinv(2 y - 1): the standard normal quantile of each score."""
+    out = np.empty(y.shape)
+    for index in np.ndindex(y.shape):
+        out[index] = math.sqrt(2.0) * erfinv(2.0 * float(y[index]) - 1.0)
+    return out
+
+
 def _post(y: np.ndarray, post_transform: int) -> np.ndarray:
     if post_transform == 1:
         e = np.exp(y - y.max(axis=1, keepdims=True))
@@ -177,6 +204,8 @@ def _post(y: np.ndarray, post_transform: int) -> np.ndarray:
         e = np.where(y != 0, np.exp(y - y.max(axis=1, keepdims=True)), 0.0)
         total = e.sum(axis=1, keepdims=True)
         return e / np.where(total == 0, 1.0, total)
+    if post_transform == 4:
+        return _probit(y)
     return y
 
 
