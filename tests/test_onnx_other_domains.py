@@ -392,3 +392,13 @@ def test_written_label_encoder_keeps_the_last_of_repeated_keys(tmp_path):
     x = np.array([4, 2, 0, 4, 2, 9], np.int64)
     peer = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
     assert peer.tolist() == [3.5, 2.5, -1.0, 3.5, 2.5, -1.0]
+
+
+def test_binarizer_compares_large_integers_exactly(tmp_path):
+    node = h.make_node("Binarizer", ["X"], ["Y"], domain="ai.onnx.ml", threshold=2.0 ** 60)
+    m = _model(node, [h.make_tensor_value_info("X", TensorProto.INT64, [3])],
+               [h.make_tensor_value_info("Y", TensorProto.INT64, [3])], [("ai.onnx.ml", 1)])
+    path = _save(m, tmp_path)
+    x = np.array([2 ** 60, 2 ** 60 + 1, -(2 ** 62)], np.int64)  # 2^60 + 1 is not a float64
+    for backend in BACKENDS:
+        assert _run(path, {"X": x}, backend)[0].tolist() == [0, 1, 0]

@@ -42,7 +42,7 @@ def _binarizer_formal(x, threshold=0.0, dtype=None):
     x = np.asarray(x)
     out = np.empty(x.shape, x.dtype)
     for index in np.ndindex(x.shape):
-        out[index] = 1 if float(x[index]) > float(threshold) else 0
+        out[index] = 1 if x[index].item() > threshold else 0  # Python compares int and float exactly
     return out
 
 
