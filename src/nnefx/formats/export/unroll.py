@@ -11,8 +11,8 @@ printed, :func:`lower_control_flow` rewrites what can be said without them and r
 * ``onnx_scan`` (not Scan-8's batched form) over inputs of static extents becomes one copy of
   the body per step, fed ``slice`` + ``squeeze``\\ d items, its scan outputs ``stack``\\ ed along
   their axes (reversed where the direction says so);
-* anything else of the control-flow, sequence and optional operations, any other operation
-  that names a body (FlexAttention's ``score_mod``), and any graph input
+* anything else of the control-flow, sequence and optional operations, any other ``onnx_``
+  operation that names a body (FlexAttention's ``score_mod``), and any graph input
   or output that is a sequence or an optional, is a located error naming the operation:
   ``cannot write operation 'onnx_loop' as NNEF: ...``.
 
@@ -139,8 +139,10 @@ class _Lowering:
                 lowerings[op.op](op, depth)
             elif op.op in CONTROL or op.op in CONTAINERS:
                 raise self.fail(op, f"{self._lacks} sequences or optionals")
-            elif any(isinstance(v, str) and v in self.g.subgraphs for v in op.attribs.values()):
-                # a body the kernel applies (FlexAttention's score_mod): no form to inline it in
+            elif op.op.startswith("onnx_") and any(isinstance(v, str) and v in self.g.subgraphs
+                                                   for v in op.attribs.values()):
+                # an ONNX operation applying a body (FlexAttention's score_mod): no form to inline
+                # it in (tract's scan bodies, by contrast, are printed as fragments)
                 bodies = ", ".join(k for k, v in op.attribs.items() if isinstance(v, str) and v in self.g.subgraphs)
                 raise self.fail(op, f"{self._lacks} body graphs (its {bodies})")
             else:
