@@ -333,7 +333,7 @@ def test_flex_attention_refusals_are_located(tmp_path):
 def test_flex_attention_with_a_body_is_refused_by_the_nnef_writer(suite, tmp_path):
     model = nnefx.load(_save(suite["test_flexattention_score_mod"].model, tmp_path))
     with pytest.raises(NNEFXError, match=r"\(FlexAttention\)\]: error: cannot write operation 'onnx_flex_attention' "
-                                         r"as NNEF: NNEF has no body graphs \(its score_mod\)"):
+                                         r"as NNEF: NNEF has no operation that applies a body graph \(its score_mod\)"):
         nnefx.save(model, str(tmp_path / "out.nnef"))
 
 

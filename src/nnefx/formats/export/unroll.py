@@ -144,7 +144,7 @@ class _Lowering:
                 # an ONNX operation applying a body (FlexAttention's score_mod): no form to inline
                 # it in (tract's scan bodies, by contrast, are printed as fragments)
                 bodies = ", ".join(k for k, v in op.attribs.items() if isinstance(v, str) and v in self.g.subgraphs)
-                raise self.fail(op, f"{self._lacks} body graphs (its {bodies})")
+                raise self.fail(op, f"{self.fmt} has no operation that applies a body graph (its {bodies})")
             else:
                 self.emit(op)
 
