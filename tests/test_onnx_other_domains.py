@@ -27,8 +27,10 @@ from nnefx.diagnostics import NNEFXError  # noqa: E402
 
 BACKENDS = ("formal", "fast")
 
-#: node-suite cases of these domains the reader runs (LabelEncoder's cases are all of strings)
-CASES = ("test_adagrad", "test_adagrad_multiple", "test_adam", "test_adam_multiple", "test_momentum",
+#: node-suite cases of these domains the reader runs
+CASES = ("test_ai_onnx_ml_label_encoder_string_int", "test_ai_onnx_ml_label_encoder_string_int_no_default",
+         "test_ai_onnx_ml_label_encoder_tensor_mapping", "test_ai_onnx_ml_label_encoder_tensor_value_only_mapping",
+         "test_adagrad", "test_adagrad_multiple", "test_adam", "test_adam_multiple", "test_momentum",
          "test_momentum_multiple", "test_nesterov_momentum", "test_ai_onnx_ml_binarizer",
          "test_ai_onnx_ml_array_feature_extractor", "test_ai_onnx_ml_tree_ensemble_single_tree",
          "test_ai_onnx_ml_tree_ensemble_set_membership", "test_flexattention", "test_flexattention_scaled",
@@ -152,7 +154,7 @@ def test_label_encoder_tensor_keys_keep_their_element_types(tmp_path):
 
 
 @pytest.mark.parametrize("attrs, message", [
-    ({"keys_strings": ["a"], "values_int64s": [1]}, "with string keys or values is not supported"),
+    ({"keys_strings": ["a"], "values_int64s": [1]}, "keys are string but the input is i64"),
     ({"keys_int64s": [1, 2], "values_int64s": [1]}, "has 2 keys but 1 values"),
     ({"keys_int64s": [1], "keys_floats": [1.0], "values_int64s": [1]}, "exactly one keys_\\* and one values_\\*"),
     ({"keys_floats": [1.0], "values_int64s": [1]}, "keys are f32 but the input is i64"),
@@ -392,6 +394,27 @@ def test_written_label_encoder_keeps_the_last_of_repeated_keys(tmp_path):
     x = np.array([4, 2, 0, 4, 2, 9], np.int64)
     peer = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
     assert peer.tolist() == [3.5, 2.5, -1.0, 3.5, 2.5, -1.0]
+
+
+def test_label_encoder_of_strings_both_ways_and_written_back(tmp_path):
+    import onnxruntime as ort
+
+    m = _label_model(TensorProto.STRING, TensorProto.INT64, keys_strings=["a", "é", "a", ""],
+                     values_int64s=[1, 2, 3, 4], default_int64=-9)
+    path = _save(m, tmp_path)
+    x = np.array(["a", "é", "", "b", "A", "a"], object)
+    for backend in BACKENDS:
+        (y,) = _run(path, {"X": x}, backend)
+        assert y.dtype == np.int64 and y.tolist() == [3, 2, 4, -9, -9, 3]   # the last of repeated keys
+    back = _label_model(TensorProto.INT64, TensorProto.STRING, keys_int64s=[7, 8], values_strings=["x", "yz"])
+    xi = np.array([8, 7, 0, 8, 7, 1], np.int64)
+    for backend in BACKENDS:
+        (y,) = _run(_save(back, tmp_path, "back.onnx"), {"X": xi}, backend)
+        assert y.tolist() == ["yz", "x", "_Unused", "yz", "x", "_Unused"]   # the documented default
+    out = str(tmp_path / "out.onnx")
+    nnefx.save(nnefx.load(path), out)
+    peer = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    assert peer.tolist() == [3, 2, 4, -9, -9, 3]
 
 
 def test_binarizer_compares_large_integers_exactly(tmp_path):

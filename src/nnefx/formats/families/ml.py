@@ -5,8 +5,9 @@ Reading: ``Binarizer`` (opset 1), ``ArrayFeatureExtractor`` (1), ``LabelEncoder`
 ``TreeEnsemble`` (5) of numeric tensors.  Attribute lists and tensors that hold data (label
 keys and values, split thresholds, leaf weights, member sets) become constant tensors of
 their own element types, so float16/float64 thresholds and int16 labels keep every bit;
-attributes that hold structure (node ids, modes, feature ids) stay attributes.  String
-tensors (LabelEncoder's string keys or values, string features) are refused at the node.
+attributes that hold structure (node ids, modes, feature ids) stay attributes.  LabelEncoder
+maps strings too (keys, values and default as string tensors); other operations' string
+tensors (string features) are refused at the node.
 
 Writing: ONNX writes each operation back as its ``ai.onnx.ml`` node (TreeEnsemble's softmax
 and logistic post transforms as default-domain Softmax / Sigmoid after it); IR has no
@@ -35,12 +36,13 @@ def _const(arr: Any, etype: str | None = None) -> Value:
     return Value(const=arr, etype=etype or etype_of_array(arr), shape=tuple(arr.shape))
 
 
-def _tensor_attr(r: Any, attrs: dict, name: str) -> np.ndarray | None:
-    """A TENSOR attribute's data (None when absent); string tensors refused at the node."""
+def _tensor_attr(r: Any, attrs: dict, name: str, strings: bool = False) -> np.ndarray | None:
+    """A TENSOR attribute's data (None when absent); string tensors refused at the node unless
+    ``strings`` (then an object array of ``str``)."""
     t = attrs.get(name)
     if t is None:
         return None
-    if int(t.data_type) == _STRING:
+    if int(t.data_type) == _STRING and not strings:
         raise r.error(f"{r.node.op_type} with string tensors ({name}) is not supported")
     return r.tensor_array(t)
 
@@ -65,15 +67,14 @@ def _array_feature_extractor(r, attrs, ins):
 # --- LabelEncoder -------------------------------------------------------------------------------
 
 #: LabelEncoder's list attributes and the element type each holds (ONNX operator docs).
-_KEYS = {"keys_int64s": "i64", "keys_floats": "f32"}
-_VALUES = {"values_int64s": ("i64", "default_int64", -1), "values_floats": ("f32", "default_float", -0.0)}
+_KEYS = {"keys_int64s": "i64", "keys_floats": "f32", "keys_strings": "string"}
+_VALUES = {"values_int64s": ("i64", "default_int64", -1), "values_floats": ("f32", "default_float", -0.0),
+           "values_strings": ("string", "default_string", "_Unused")}
 
 
 @onnx_node("LabelEncoder", domain=_ML)
 def _label_encoder(r, attrs, ins):
     x = onnx_need(r, ins, 0, "X")
-    if any(k in attrs for k in ("keys_strings", "values_strings", "default_string")):
-        raise r.error("LabelEncoder with string keys or values is not supported")
     onnx_kept_etypes(r, ins)
     keys = [k for k in (*_KEYS, "keys_tensor") if k in attrs]
     values = [k for k in (*_VALUES, "values_tensor") if k in attrs]
@@ -81,15 +82,16 @@ def _label_encoder(r, attrs, ins):
         raise r.error(f"LabelEncoder needs exactly one keys_* and one values_* attribute, got "
                       f"{', '.join(keys + values) or 'none'}")
     if keys[0] == "keys_tensor":
-        key_arr = _tensor_attr(r, attrs, "keys_tensor")
+        key_arr = _tensor_attr(r, attrs, "keys_tensor", strings=True)
     else:
         key_arr = np.asarray(attrs[keys[0]], _dtype(_KEYS[keys[0]]))
     if values[0] == "values_tensor":
-        value_arr = _tensor_attr(r, attrs, "values_tensor")
-        default = _tensor_attr(r, attrs, "default_tensor")
-        # the documented default: -1 for integers, -0.0 for floats
-        default = np.asarray(-1 if value_arr.dtype.kind in "iu" else -0.0, value_arr.dtype) if default is None \
-            else default
+        value_arr = _tensor_attr(r, attrs, "values_tensor", strings=True)
+        default = _tensor_attr(r, attrs, "default_tensor", strings=True)
+        # the documented default: -1 for integers, -0.0 for floats, "_Unused" for strings
+        if default is None:
+            kind = value_arr.dtype.kind
+            default = np.asarray("_Unused" if kind == "O" else -1 if kind in "iu" else -0.0, value_arr.dtype)
         if default.size != 1 or default.dtype != value_arr.dtype:
             raise r.error(f"default_tensor must hold one value of the values' element type, got "
                           f"{list(default.shape)} of {default.dtype}")
@@ -110,7 +112,7 @@ def _label_encoder(r, attrs, ins):
 
 
 def _dtype(etype: str) -> Any:
-    return {"i64": np.int64, "f32": np.float32}[etype]
+    return {"i64": np.int64, "f32": np.float32, "string": object}[etype]
 
 
 # --- TreeEnsemble -------------------------------------------------------------------------------

@@ -135,6 +135,8 @@ def etype_of_array(arr: np.ndarray) -> str:
     dt = np.asarray(arr).dtype
     if dt == np.bool_:
         return "boolean"
+    if dt.kind in "OU":  # strings: object arrays of str (nnefx.graph.STRING), or numpy str_
+        return "string"
     if dt.kind == "f":
         return {2: "f16", 4: "f32", 8: "f64"}[dt.itemsize]
     if dt.kind == "i":

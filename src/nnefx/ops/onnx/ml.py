@@ -152,7 +152,8 @@ def _label_formal(x, keys, values, default, dtype=None):
     fallback = np.asarray(default).reshape(-1)[0]
     out = np.empty(x.shape, values.dtype)
     for index in np.ndindex(x.shape):
-        item = x[index].item()
+        item = x[index]
+        item = item.item() if isinstance(item, np.generic) else item   # str items of a string tensor
         out[index] = nan_value if _is_nan(item) and nan_value is not None else table.get(item, fallback)
     return out
 
