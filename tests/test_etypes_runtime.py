@@ -82,6 +82,18 @@ def test_float16_network_computes_in_float16_and_rounds_once_per_operation(tmp_p
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [[], [2]])
+def test_float64_through_identity_keeps_every_bit_at_any_rank(tmp_path, backend, shape):
+    # Identity is a copy: a float64 tensor, rank 0 included, is not rounded through float32
+    x = np.full(shape, 1.0 + 2.0 ** -40)
+    path, _ = _model(tmp_path, [helper.make_node("Identity", ["x"], ["y"])], [_vi("x", TensorProto.DOUBLE, shape)],
+                     [_vi("y", TensorProto.DOUBLE, shape)])
+    y = _run(path, {"x": x}, backend)["y"]
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_bfloat16_input_is_read_and_returned(tmp_path, backend):
     x = np.array([1.5, -2.25, 3.0], dtype=ml_dtypes.bfloat16)
     nodes = [helper.make_node("Mul", ["x", "x"], ["y"])]

@@ -232,8 +232,10 @@ def _copy_source(x, dtype):
     narrowing it to float32 here would round it twice); a literal in the data type's storage."""
     from .. import etypes
 
+    # a tensor arrives as an array (rank 0 included), a literal as a Python scalar
     a = np.asarray(x)
-    return a if dtype is None or (a.ndim and etypes.kind_fits(a.dtype, dtype)) else as_dtype(a, dtype)
+    held = isinstance(x, np.ndarray) and etypes.kind_fits(a.dtype, dtype)
+    return a if dtype is None or held else as_dtype(a, dtype)
 
 
 @copy.formal
