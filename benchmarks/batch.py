@@ -1,6 +1,6 @@
 """Throughput of ``nnefx batch``: a plain Session loop against the job in process and on Ray.
 
-    python benchmarks/batch.py [--rows 4096] [--batch 32] [--shard-rows 256] [--rounds 2]
+    python benchmarks/batch.py [--rows 16384] [--batch 32] [--shard-rows R] [--rounds 2]
 
 The model is a CPU-bound stack of 24 (W x W) products with tanh (rows of W floats, ``--width``,
 default 1024), the killed-worker test's model made wider.  Each configuration runs in its own process, in rounds
@@ -62,6 +62,86 @@ def prepare(folder: str, rows: int, width: int, shard_rows: int) -> tuple[str, s
     return model, src, one, two
 
 
+class ProcessCPU:
+    """CPU seconds of this process's descendants (Ray's processes), sampled from /proc.
+
+    A thread finds the descendants every ``scan`` seconds (a walk over all of /proc, ~4 ms
+    of CPU) and re-reads the ones it knows every ``period`` seconds, keeping the last value
+    seen (a process's times are cumulative, so one found late is counted whole); the
+    figures split Ray's workers (``ray::BatchWorker`` / Ray Data's ``ray::MapWorker``) from
+    the rest (raylet, GCS, idle workers).  The thread's own CPU (``own``) is taken off the
+    driver's.  CPU time is what the work costs whatever else the machine runs, which wall
+    times on a shared machine are not.
+    """
+
+    def __init__(self, period: float = 0.05, scan: float = 1.0):
+        import threading
+
+        self.period, self.scan_every, self.last, self.own = period, scan, {}, 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def _read(self, pid: int) -> tuple[int, float, bool] | None:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                name = f.read(64)
+        except OSError:
+            return None
+        return (int(fields[1]), (int(fields[11]) + int(fields[12])) / self.tick,
+                name.startswith((b"ray::BatchWorker", b"ray::MapWorker")))
+
+    def _scan(self) -> None:
+        seen = {int(e): self._read(int(e)) for e in os.listdir("/proc") if e.isdigit()}
+        parents = {pid: v[0] for pid, v in seen.items() if v}
+        me = os.getpid()
+        for pid, value in seen.items():
+            p, hops = parents.get(pid), 0
+            while p and p != me and hops < 16:
+                p, hops = parents.get(p), hops + 1
+            if value and p == me:
+                self.last[pid] = value[1:]
+
+    def _update(self) -> None:
+        for pid in list(self.last):
+            value = self._read(pid)
+            if value:
+                self.last[pid] = value[1:]
+
+    def _loop(self) -> None:
+        started, scanned = time.thread_time(), time.monotonic()
+        while not self.stop.wait(self.period):
+            if time.monotonic() - scanned >= self.scan_every:
+                self._scan()
+                scanned = time.monotonic()
+            else:
+                self._update()
+            self.own = time.thread_time() - started
+
+    def __enter__(self) -> ProcessCPU:
+        self._scan()
+        self.base = dict(self.last)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def split(self) -> tuple[float, float]:
+        """(CPU of the workers, CPU of Ray's other processes) since entering."""
+        workers = other = 0.0
+        for pid, (cpu, is_worker) in self.last.items():
+            used = cpu - self.base.get(pid, (0.0, False))[0]
+            if is_worker:
+                workers += used
+            else:
+                other += used
+        return workers, other
+
+
 def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: int) -> dict:
     """One configuration, timed in this (fresh) process."""
     import numpy as np
@@ -79,7 +159,7 @@ def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: i
         import ray
 
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     if config == "loop":
         session = Session(nnefx.load(model), input_shapes={"x": (None, nnefx.load(model).graph.tensors["x"].shape[1])})
         files = sorted(os.listdir(src))
@@ -90,14 +170,27 @@ def child(config: str, model: str, src: str, out: str, batch: int, shard_rows: i
             session.run({"x": rows})
             compute += time.perf_counter() - t
         seconds = time.perf_counter() - started
-        return {"config": config, "seconds": seconds, "rows": len(files), "compute": compute}
+        return {"config": config, "seconds": seconds, "rows": len(files), "compute": compute,
+                "driver_cpu": _cpu() - cpu}
     workers = {"inproc": 1, "ray1": 1, "ray2": 2, "ray1-one-shard": 1, "ray2-two-shards": 2}[config]
-    summary = nnefx.batch.run(model, src, out, batch_size=batch, shard_rows=shard_rows,
-                              ray="local" if config.startswith("ray") else None, workers=workers,
-                              progress=False)
-    seconds = time.perf_counter() - started
+    with ProcessCPU() as ray_cpu:
+        summary = nnefx.batch.run(model, src, out, batch_size=batch, shard_rows=shard_rows,
+                                  ray="local" if config.startswith("ray") else None, workers=workers,
+                                  progress=False)
+        seconds = time.perf_counter() - started
+        driver = _cpu() - cpu - ray_cpu.own
     assert summary.failures == 0 and summary.skipped == 0
-    return {"config": config, "seconds": seconds, "rows": summary.rows, "shards": summary.shards}
+    workers_cpu, other_cpu = ray_cpu.split()
+    return {"config": config, "seconds": seconds, "rows": summary.rows, "shards": summary.shards,
+            "driver_cpu": driver, "workers_cpu": workers_cpu, "ray_other_cpu": other_cpu}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process, all its threads (for a Ray job: the driver's share)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -105,7 +198,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=16384)
     parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--shard-rows", type=int, default=256)
+    parser.add_argument("--shard-rows", type=int, default=0,
+                        help="rows per shard (default: the job's, SHARD_BATCHES batches)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -113,6 +207,10 @@ def main() -> None:
         config, model, src, out, batch, shard_rows = args.child
         print(json.dumps(child(config, model, src, out, int(batch), int(shard_rows))))
         return
+    if not args.shard_rows:
+        from nnefx.batch.job import SHARD_BATCHES
+
+        args.shard_rows = SHARD_BATCHES * args.batch
     configs = ["loop", "inproc", "ray1", "ray2", "ray1-one-shard", "ray2-two-shards"]
     best: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +247,16 @@ def main() -> None:
     print(f"per shard ({args.shard_rows} rows): compute {per_shard_compute * 1e3:.1f} ms, loop total "
           f"{best['loop']['seconds'] / shards * 1e3:.1f} ms, in-process job {best['inproc']['seconds'] / shards * 1e3:.1f} ms, "
           f"1 Ray worker {best['ray1']['seconds'] / shards * 1e3:.1f} ms")
+    # CPU per shard (what the work costs whatever else runs): whole jobs for the loop and the
+    # in-process job; for Ray, the steady part: the job less the fixed-cost job of its pool size.
+    print(f"CPU per shard: loop {best['loop']['driver_cpu'] / shards * 1e3:.1f} ms, in-process job "
+          f"{best['inproc']['driver_cpu'] / shards * 1e3:.1f} ms (whole jobs); beyond the fixed-cost job:")
+    for c, f in (("ray1", "ray1-one-shard"), ("ray2", "ray2-two-shards")):
+        n = shards - shards_in_fixed[c]
+        part = {k: (best[c][k] - best[f][k]) / n * 1e3 for k in ("workers_cpu", "driver_cpu", "ray_other_cpu")}
+        print(f"  {c}: workers {part['workers_cpu']:.1f} ms, driver {part['driver_cpu']:.1f} ms, "
+              f"Ray's other processes {part['ray_other_cpu']:.1f} ms")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,8 @@ thread) turns the same shards into outputs here and in a plain Ray actor (``num_
 which Ray runs with one OpenMP/BLAS thread), rounds alternated.  CPU time (``getrusage``:
 every thread of the process) is what the work costs whatever else the machine runs, so this
 separates "the actor computes slower" from "Ray adds time between the actor and the driver"
-on a shared machine, where wall times are not comparable.  It also reports the CPU the actor
-process spends between two calls — Ray Data's share per shard is measured by the job itself
-only as wall time.
+on a shared machine, where wall times are not comparable.  (``benchmarks/batch.py`` splits a
+whole job's CPU between the driver, the workers and Ray's other processes.)
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def _slow_model(folder):
 
 
 def _ray_map_workers():
-    """PIDs of the Ray Data actor processes (Ray titles them ``ray::MapWorker(...)``)."""
+    """PIDs of the Ray Data actor processes (Ray titles them ``ray::MapWorker(MapBatches(BatchWorker))``)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -224,24 +224,95 @@ def test_ray_workers_give_the_in_process_files_even_when_one_is_killed(tmp_path,
     job = threading.Thread(target=lambda: result.setdefault(
         "summary", batch.run(model, str(src), str(out), batch_size=8, shard_rows=16, ray="local", workers=2)))
     job.start()
-    killed = None
+    # Mid-job for sure: as soon as the first shard is written, both workers are frozen
+    # (SIGSTOP), shards are seen still to do, and one worker is killed (its shard in flight
+    # must be rerun) while the other goes on.
+    killed, stopped, restarted = None, [], set()
     deadline = time.monotonic() + 120
-    while killed is None and job.is_alive() and time.monotonic() < deadline:
-        manifest = out / "manifest.json"
-        if manifest.exists() and json.load(open(manifest))["shards"]:
+    try:
+        while killed is None and job.is_alive() and time.monotonic() < deadline:
             workers = _ray_map_workers()
-            if workers:
+            if workers and out.exists() and any(n.startswith("shard-") and not n.endswith(".tmp") for n in os.listdir(out)):
+                for pid in workers:
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+                written = {n.split(".")[0] for n in os.listdir(out) if n.startswith("shard-")}
+                assert len(written) < 24, "the job was nearly done before a worker could be stopped"
                 killed = workers[0]
                 os.kill(killed, signal.SIGKILL)
+            time.sleep(0.01)
+    finally:
+        for pid in stopped:
+            if pid != killed:
+                os.kill(pid, signal.SIGCONT)
+    while job.is_alive() and time.monotonic() < deadline:
+        restarted |= set(_ray_map_workers()) - set(stopped)
         time.sleep(0.05)
     job.join(timeout=300)
     assert killed is not None, "the job ended before a worker could be killed"
+    assert restarted, "Ray did not start a worker in place of the killed one"
     summary = result["summary"]
     assert summary.shards == reference.shards == 25 and summary.failures == 0
     names = sorted(n for n in os.listdir(tmp_path / "ref") if n.startswith("shard-"))
     assert sorted(n for n in os.listdir(out) if n.startswith("shard-")) == names
     for name in names:
         assert (out / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+@pytest.mark.slow
+def test_ray_fail_fast_stops_the_workers_and_lists_no_failed_shard(tmp_path, local_ray):
+    src = _rows(tmp_path / "rows", 40)
+    np.save(src / "row0013.npy", np.zeros((2, 2), np.float32))
+    out = tmp_path / "out"
+    with pytest.raises(NNEFXError, match=r"input 'row0013.npy': input 'input' must have shape .*--fail-fast") as info:
+        batch.run(DIGITS, str(src), str(out), batch_size=4, shard_rows=8, ray="local", workers=2, fail_fast=True)
+    assert "Traceback" not in str(info.value) and "ray" not in str(info.value).lower()
+    manifest = json.load(open(out / "manifest.json"))
+    assert "1" not in manifest["shards"] and "run" not in manifest
+    # Ray stops the actors asynchronously: one killed mid-write may leave a temporary (never a
+    # listed shard); the next run removes it.
+    assert all(_gone(p, 60.0) for p in _ray_map_workers())
+    for entry in manifest["shards"].values():
+        assert all((out / name).exists() for name in entry["files"])
+
+
+def _gone(pid, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_worker_writes_only_into_its_drivers_folder(tmp_path):
+    from nnefx.batch.job import BatchWorker, ShardRunner, open_source
+    from nnefx.batch.shards import OutputFolder, file_names
+
+    src = _rows(tmp_path / "rows", 3)
+    runner = ShardRunner(DIGITS, {}, "fast", 4, None, 4)
+    spec = open_source(str(src), runner.input_names)
+    folder = OutputFolder(str(tmp_path / "out"), {"job": 1})
+    run = folder.start()
+    target = {"output": str(tmp_path / "out"), "run": run, "names": file_names(runner.output_names),
+              "output_format": "npy", "fail_fast": False}
+    args = {"model": DIGITS, "load_options": {}, "backend": "fast", "batch_size": 4, "spec": spec, "shard_rows": 4,
+            "target": dict(target, run="another-run")}
+    with pytest.raises(NNEFXError, match="not the driver's .* storage shared with the driver"):
+        BatchWorker(args).write(0)
+    assert sorted(os.listdir(tmp_path / "out")) == ["manifest.json"]
+    index, digests, errors = BatchWorker(dict(args, target=target)).write(0)
+    assert (index, errors) == (0, []) and sorted(digests) == ["shard-00000.keys.npy", "shard-00000.probabilities.npy"]
+    # The Ray Data call: shard numbers in, only metadata out; the files are the in-process ones.
+    worker = BatchWorker(dict(args, target=target))
+    (done,) = worker({"index": np.asarray([0])})["done"]
+    assert json.loads(done) == {"index": 0, "files": digests, "errors": []}
+    batch.run(DIGITS, str(src), str(tmp_path / "ref"), batch_size=4, shard_rows=4)
+    for name in digests:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+    broken = BatchWorker(dict(args, model=str(tmp_path / "nowhere.onnx"), target=target))
+    with pytest.raises(NNEFXError, match="nowhere.onnx"):
+        broken.write(0)
 
 
 def test_an_engine_backend_gives_the_same_rows(tmp_path):

@@ -46,7 +46,7 @@ def add_parser(sub: Any, add_load_options: Any) -> None:
     p.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' or a cluster's HOST:PORT")
     p.add_argument("--workers", type=positive, default=1, help="Ray workers, each loads the model once (default 1)")
     p.add_argument("--batch-size", type=positive, default=32, help="rows per Session run (default 32)")
-    p.add_argument("--shard-rows", type=positive, help="rows per output shard (default 8 x batch size)")
+    p.add_argument("--shard-rows", type=positive, help="rows per output shard (default 32 x batch size)")
     p.add_argument("--backend", choices=_backends(), default="fast",
                    help="the backend that runs the model: fast, formal, an engine or auto (Ray workers give "
                         "an engine one thread each)")

@@ -1,22 +1,28 @@
 """Run a model over a data set, shard by shard, in this process or on a Ray cluster.
 
 The driver (this process) lists the source's rows, cuts them into shards of ``shard_rows``
-consecutive rows, skips the shards the output folder already holds (verified), and hands the
-rest to workers.  A worker loads the model once and turns a shard number into the shard's
-outputs: it reads the rows, checks each against the model's inputs, runs a
-:class:`~nnefx.runtime.session.Session` on batches of ``batch_size`` rows and returns the
-outputs with the keys of the rows that ran and an error for each row that did not.  Only the
-driver writes files (:mod:`.shards`), so workers need to read the model and the source but
-never the output folder, and a worker that dies mid-shard leaves nothing behind: Ray restarts
-it and retries the shard, and the result is the one an uninterrupted run would give.
+consecutive rows, skips the shards the output folder already holds (verified), writes the
+manifest that opens this run, and hands the rest to workers.  A worker loads the model once
+and turns a shard number into the shard's files: it reads the rows, checks each against the
+model's inputs, runs a :class:`~nnefx.runtime.session.Session` on batches of ``batch_size``
+rows, writes the outputs (with the keys of the rows that ran) into the output folder, each
+file through a temporary and a rename, and returns only the files' digests and the errors
+of the rows that did not run.  The driver then lists the shard in the manifest, the commit
+point (:mod:`.shards`).  So a shard's outputs cross no process boundary, and a worker that
+dies mid-shard leaves no listed shard behind: Ray restarts it and retries the shard, whose
+files come out the same as in an uninterrupted run.
 
-Without Ray the same worker runs in this process, so both paths give identical files.
+On Ray the workers are a Ray Data actor pool (``map_batches`` with an
+``ActorPoolStrategy``, one CPU each), fed a dataset of shard numbers: Ray Data streams them
+to the actors, restarts an actor that dies and retries its shard.  The worker checks the
+run token the driver wrote into the manifest before it writes anything, so a worker that
+sees another folder at the same path (no shared storage) refuses.  Without Ray the same
+worker runs in this process, so both paths give identical files.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import math
@@ -36,6 +42,12 @@ from .sources import RowError, SourceSpec, open_source, read_rows
 
 #: Seconds to wait for a Ray cluster's address to answer before giving up.
 CONNECT_TIMEOUT = 10.0
+#: Default shard: this many batches.  A shard is the unit of hand-over, resumption and
+#: progress; each costs the driver and a Ray worker a few ms (BENCHMARKS.md), so shards of
+#: hundreds of ms of compute keep that to about 1 %, and a killed run loses little.
+SHARD_BATCHES = 32
+#: Seconds between two rewrites of the manifest while shards complete (it grows with the job).
+MANIFEST_SECONDS = 0.5
 
 
 @dataclass
@@ -81,7 +93,7 @@ def run(model: str, inputs: str, output: str, *, ray: str | None = None, workers
         raise NNEFXError(f"batch size must be at least 1, got {batch_size}")
     if workers < 1:
         raise NNEFXError(f"workers must be at least 1, got {workers}")
-    shard_rows = shard_rows or 8 * batch_size
+    shard_rows = shard_rows or SHARD_BATCHES * batch_size
     if shard_rows < 1:
         raise NNEFXError(f"shard rows must be at least 1, got {shard_rows}")
     if output_format not in ("npy", "parquet"):
@@ -105,21 +117,33 @@ def run(model: str, inputs: str, output: str, *, ray: str | None = None, workers
         from ..tools.progress import enabled as progress_enabled  # a terminal, no --quiet / NNEFX_PROGRESS=0
 
         progress = progress_enabled()
-    show = progress
     todo_rows = sum(len(_rows(i, shard_rows, spec.rows)) for i in todo)
-    bar = _progress_bar(todo_rows, show)
+    bar = _progress_bar(todo_rows, progress)
+    results: Iterator[tuple] | None = None
     try:
-        results = _ray_results(ray, workers, todo, runner) if ray else (runner(i) for i in todo)
-        for index, keys, outputs, errors in results:
-            if errors and fail_fast:
-                key, message = errors[0]
-                raise NNEFXError(f"input '{key}': {message} (stopped by --fail-fast)")
-            files = shard_files.encode_shard(keys, outputs, names, output_format)
-            rows = _rows(index, shard_rows, spec.rows)
-            folder.commit(index, (rows.start, rows.stop), files, names, output_format, errors)
-            bar.update(len(rows))
+        if todo:
+            if ray:
+                connect(ray)  # before the manifest: an address that does not answer leaves the folder as it was
+            runner.target(output, folder.start(), names, output_format, fail_fast)
+            results = _ray_results(workers, todo, runner) if ray else (runner.write(i) for i in todo)
+            flushed = -math.inf
+            for index, digests, errors in results:
+                if digests is None:
+                    key, message = errors[0]
+                    raise NNEFXError(f"input '{key}': {message} (stopped by --fail-fast)")
+                rows = _rows(index, shard_rows, spec.rows)
+                # The manifest is rewritten at most every MANIFEST_SECONDS (and at the end): a
+                # shard written but not listed yet is only one a rerun does again.
+                now = time.monotonic()
+                due = now - flushed >= MANIFEST_SECONDS
+                folder.record(index, (rows.start, rows.stop), digests, names, output_format, errors, flush=due)
+                flushed = now if due else flushed
+                bar.update(len(rows))
     finally:
         bar.close()
+        if results is not None:
+            results.close()  # Ray: the actors are stopped before the folder is tidied
+            folder.finish()
     total_failures = folder.write_errors()
     return Summary(rows=spec.rows, shards=count, skipped=count - len(todo), failures=total_failures,
                    seconds=time.perf_counter() - started, output=output, backend=backend,
@@ -162,6 +186,30 @@ class ShardRunner:
         self.batch_size = batch_size
         self.spec = spec
         self.shard_rows = shard_rows
+        self.output: str | None = None
+
+    def target(self, output: str, run: str, names: Mapping[str, str], output_format: str,
+               fail_fast: bool) -> None:
+        """Where :meth:`write` puts shards: folder ``output`` of run ``run`` (its manifest's token)."""
+        self.output, self.run, self.names = output, run, dict(names)
+        self.output_format, self.fail_fast = output_format, fail_fast
+        self.checked = False
+
+    def write(self, index: int) -> tuple[int, dict[str, str] | None, list[tuple[str, str]]]:
+        """Compute shard ``index`` and write its files: (index, SHA-256 per file, row errors).
+
+        With ``fail_fast`` a shard with a row error is not written (digests None), so the
+        driver can stop at its first error.
+        """
+        assert self.output is not None
+        index, keys, outputs, errors = self(index)
+        if errors and self.fail_fast:
+            return index, None, errors
+        if not self.checked:
+            shard_files.check_run(self.output, self.run)
+            self.checked = True
+        files = shard_files.encode_shard(keys, outputs, self.names, self.output_format)
+        return index, shard_files.write_shard(self.output, index, files), errors
 
     def __call__(self, index: int) -> tuple[int, list[str], dict[str, np.ndarray], list[tuple[str, str]]]:
         assert self.spec is not None
@@ -319,48 +367,93 @@ def _check_answers(address: str) -> None:
         raise NNEFXError(f"the Ray cluster at '{address}' does not answer ({exc.strerror or exc})") from None
 
 
-class _RayShardRunner:
-    """The Ray Data actor: a :class:`ShardRunner` whose results travel as bytes (no pickles)."""
+class BatchWorker:
+    """The Ray Data actor (``map_batches`` with an ``ActorPoolStrategy``) around a :class:`ShardRunner`.
+
+    Each call gets a batch of shard numbers, writes those shards into the output folder
+    (:meth:`ShardRunner.write`) and returns only their metadata, one JSON string per shard:
+    the index, the SHA-256 of each file written (None when ``fail_fast`` stopped at a row
+    error) and the row errors.  A failure to start (the model or the source unreadable on the
+    worker's machine) is kept and raised by each call, so the driver receives it as the error
+    it is.
+    """
 
     def __init__(self, args: dict[str, Any]):
-        # One CPU per actor (Ray's num_cpus=1): an engine gets one thread, so workers do not
-        # oversubscribe the cores.
-        self.runner = ShardRunner(args["model"], args["load_options"], args["backend"], args["batch_size"],
-                                  args["spec"], args["shard_rows"], threads=1)
+        self.runner: ShardRunner | None = None
+        self.failure: NNEFXError | None = None
+        try:
+            # One CPU per actor (num_cpus=1): an engine gets one thread, so workers do not
+            # oversubscribe the cores.
+            self.runner = ShardRunner(args["model"], args["load_options"], args["backend"], args["batch_size"],
+                                      args["spec"], args["shard_rows"], threads=1)
+            self.runner.target(**args["target"])
+        except NNEFXError as exc:
+            self.failure = exc
+        except OSError as exc:
+            self.failure = NNEFXError(f"a Ray worker on '{socket.gethostname()}' cannot start: {exc}")
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        payloads, indices = [], []
+    def write(self, index: int) -> tuple[int, dict[str, str] | None, list[tuple[str, str]]]:
+        if self.failure is not None:
+            raise self.failure
+        assert self.runner is not None
+        return self.runner.write(index)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        done = []
         for index in batch["index"]:
-            i, keys, outputs, errors = self.runner(int(index))
-            buffer = io.BytesIO()
-            np.savez(buffer, __keys__=np.asarray(keys, dtype=str), **{f"o{k}": outputs[n]
-                     for k, n in enumerate(self.runner.output_names)})
-            payloads.append(json.dumps(errors).encode() + b"\n" + buffer.getvalue())
-            indices.append(i)
-        return {"index": np.asarray(indices), "payload": np.asarray(payloads, dtype=object)}
+            i, digests, errors = self.write(int(index))
+            done.append(json.dumps({"index": i, "files": digests, "errors": errors}))
+        return {"done": np.asarray(done, dtype=object)}
 
 
-def _ray_results(address: str, workers: int, todo: list[int], runner: ShardRunner) -> Iterator[tuple]:
-    if not todo:
-        return
-    connect(address)
+def _ray_results(workers: int, todo: list[int], runner: ShardRunner) -> Iterator[tuple]:
+    """Each shard's :meth:`ShardRunner.write` result, from a pool of ``workers`` Ray Data actors.
+
+    The shard numbers are a dataset of one row per block, mapped by :class:`BatchWorker` one
+    shard per call; Ray Data streams them to the actors as each frees up.  Its actor pools
+    restart an actor that dies (killed, out of memory, its machine lost) — loading the model
+    anew — and retry its shard; a retried shard's files are written again, through
+    temporaries, with the same bytes.  Only metadata (a few hundred bytes) comes back.
+    """
     import ray.data
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
-    args = {"model": runner.model_path, "load_options": runner.load_options, "backend": runner.backend,
-            "batch_size": runner.batch_size, "spec": runner.spec, "shard_rows": runner.shard_rows}
+    args = {"model": os.path.abspath(runner.model_path), "load_options": runner.load_options, "backend": runner.backend,
+            "batch_size": runner.batch_size, "spec": runner.spec, "shard_rows": runner.shard_rows,
+            "target": {"output": os.path.abspath(runner.output or ""), "run": runner.run, "names": runner.names,
+                       "output_format": runner.output_format, "fail_fast": runner.fail_fast}}
     dataset = ray.data.from_items([{"index": i} for i in todo], override_num_blocks=len(todo))
-    # Ray Data restarts a dead actor and retries its shard (actor pools default to unlimited
-    # restarts and task retries); results are bytes, so a retry is invisible in the output.
-    mapped = dataset.map_batches(_RayShardRunner, fn_constructor_args=(args,), batch_size=1,
-                                 compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
-    for row in mapped.iter_rows():
-        head, _, body = bytes(row["payload"]).partition(b"\n")
-        with np.load(io.BytesIO(body), allow_pickle=False) as data:
-            keys = data["__keys__"].tolist()
-            outputs = {n: data[f"o{k}"] for k, n in enumerate(runner.output_names)}
-        yield int(row["index"]), keys, outputs, [tuple(e) for e in json.loads(head)]
+    mapped = dataset.map_batches(BatchWorker, fn_constructor_args=(args,), batch_size=1,
+                                 compute=ray.data.ActorPoolStrategy(size=min(workers, len(todo))), num_cpus=1)
+    rows = iter(mapped.iter_rows())
+    try:
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except Exception as exc:  # Ray wraps the worker's exception (RayTaskError, UserCodeException)
+                raise _worker_error(exc) from None
+            done = json.loads(row["done"])
+            yield done["index"], done["files"], [tuple(e) for e in done["errors"]]
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()  # stops the streaming executor and its actors
 
+
+def _worker_error(exc: BaseException) -> NNEFXError:
+    """The error a Ray worker raised, unwrapped from Ray's exception chain."""
+    seen = exc
+    for _ in range(8):
+        if isinstance(seen, NNEFXError):
+            return seen
+        cause = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+        if cause is None:
+            break
+        seen = cause
+    lines = str(exc).strip().splitlines()
+    return NNEFXError(f"a Ray worker failed: {lines[-1] if lines else type(exc).__name__}")

@@ -2,15 +2,17 @@
 
 Layout of ``DIR``::
 
-    manifest.json                 the job (model digest, backend, arguments) and its done shards
+    manifest.json                 the job (model digest, backend, arguments), this run's token, done shards
     shard-00000.keys.npy          input keys of the rows in shard 0, in input order   (npy format)
     shard-00000.<output>.npy      one array per model output, rows in the same order
     shard-00000.parquet           or: one Parquet file per shard, a `key` column + one per output
     errors.jsonl                  one line per row that failed: {"key", "shard", "error"}
 
 Nothing is half-written: every file is written to a temporary beside it and renamed, and a
-shard counts as done only once ``manifest.json`` — rewritten the same way after each shard —
-lists it with the SHA-256 of each of its files.  A rerun verifies those digests and redoes
+shard counts as done only once ``manifest.json`` — written before the first shard and
+rewritten the same way as shards complete — lists it with the SHA-256 of each of its files.
+The worker that computed a shard writes its files (:func:`write_shard`); the driver alone
+writes the manifest.  A rerun verifies those digests and redoes
 any shard whose files are missing or changed.  Temporaries of an interrupted run
 (``.nnefx-*.tmp``) are removed by the next one.
 """
@@ -22,6 +24,8 @@ import io
 import json
 import os
 import re
+import secrets
+import socket
 import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -114,6 +118,38 @@ def encode_shard(keys: Sequence[str], outputs: Mapping[str, np.ndarray], names: 
     return files
 
 
+def write_shard(folder: str, index: int, files: Mapping[str, bytes]) -> dict[str, str]:
+    """Write one shard's files into the output ``folder``; their SHA-256 by name.
+
+    Called by the worker that computed the shard, wherever it runs, once :func:`check_run`
+    has shown that ``folder`` is the driver's.  Each file goes through a temporary beside
+    it, so a worker killed here leaves only a ``.nnefx-*.tmp`` that the driver removes.
+    """
+    stem = shard_stem(index)
+    digests = {}
+    for part, data in files.items():
+        name = f"{stem}.{part}"
+        write_atomic(os.path.join(folder, name), data)
+        digests[name] = digest_bytes(data)
+    return digests
+
+
+def check_run(folder: str, run: str) -> None:
+    """Refuse to write into ``folder`` unless its manifest is that of run ``run``: a worker on
+    another machine that sees another folder at the same path (no shared storage) writes
+    nothing."""
+    file = os.path.join(folder, MANIFEST)
+    try:
+        with open(file, encoding="utf-8") as f:
+            found = json.load(f).get("run")
+    except (OSError, ValueError, AttributeError):
+        found = None
+    if found != run:
+        raise NNEFXError(f"the output folder on worker host '{socket.gethostname()}' is not the driver's "
+                         "(another job's manifest, or none): Ray workers write their shards themselves, "
+                         "so the output folder must be on storage shared with the driver", Location(folder))
+
+
 def _npy(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
@@ -196,23 +232,43 @@ class OutputFolder:
             return False
         return all(digest_file(os.path.join(self.path, name)) == digest for name, digest in entry["files"].items())
 
-    def commit(self, index: int, rows: tuple[int, int], files: Mapping[str, bytes], outputs: Mapping[str, str],
-               fmt: str, errors: Sequence[tuple[str, str]]) -> None:
-        """Write a shard's files, then the manifest that lists them (the commit point)."""
-        stem = shard_stem(index)
-        digests = {}
-        for part, data in files.items():
-            name = f"{stem}.{part}"
-            write_atomic(os.path.join(self.path, name), data)
-            digests[name] = digest_bytes(data)
-        self.manifest["shards"][str(index)] = {
-            "stem": stem, "rows": list(rows), "format": fmt, "outputs": dict(outputs), "files": digests,
-            "errors": [{"key": k, "error": e} for k, e in errors]}
-        self._write_manifest()
+    def start(self) -> str:
+        """Write the manifest before any worker writes a shard; returns this run's token.
 
-    def _write_manifest(self) -> None:
+        Workers write their shards' files themselves (:func:`write_shard`) and check the token
+        first, so a worker that sees another folder at the same path (no shared storage)
+        refuses instead of writing elsewhere.  Files of a shard that the manifest does not list
+        yet are not part of the output: a rerun writes them again.
+        """
+        self.manifest["run"] = secrets.token_hex(8)
+        self.flush()
+        return self.manifest["run"]
+
+    def record(self, index: int, rows: tuple[int, int], digests: Mapping[str, str], outputs: Mapping[str, str],
+               fmt: str, errors: Sequence[tuple[str, str]], *, flush: bool = True) -> None:
+        """List a shard whose files are written (with their SHA-256) in the manifest.
+
+        ``flush=False`` leaves the manifest's rewrite to a later :meth:`flush` (the caller
+        batches rewrites; until then the shard is simply not done yet for a rerun).
+        """
+        self.manifest["shards"][str(index)] = {
+            "stem": shard_stem(index), "rows": list(rows), "format": fmt, "outputs": dict(outputs),
+            "files": dict(digests), "errors": [{"key": k, "error": e} for k, e in errors]}
+        if flush:
+            self.flush()
+
+    def flush(self) -> None:
+        """Rewrite ``manifest.json`` (atomically): the commit point of every shard it lists."""
         data = json.dumps(self.manifest, indent=1, sort_keys=True).encode()
         write_atomic(os.path.join(self.path, MANIFEST), data)
+
+    def finish(self) -> None:
+        """Once no worker writes any more: the manifest rewritten without the run token (so a
+        finished job's folder does not depend on how many runs it took), and the temporaries
+        of writers that died removed."""
+        self.manifest.pop("run", None)
+        self.flush()
+        self._remove_temporaries()
 
     def write_errors(self) -> int:
         """``errors.jsonl`` from the manifest (all shards, shard order); returns the number of errors."""
