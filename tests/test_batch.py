@@ -276,6 +276,24 @@ def test_ray_fail_fast_stops_the_workers_and_lists_no_failed_shard(tmp_path, loc
         assert all((out / name).exists() for name in entry["files"])
 
 
+@pytest.mark.slow
+def test_a_ray_data_worker_refuses_a_folder_that_is_not_the_jobs(tmp_path, local_ray):
+    from nnefx.batch.job import ShardRunner, _ray_results, open_source
+    from nnefx.batch.shards import OutputFolder, file_names
+
+    src = _rows(tmp_path / "rows", 6)
+    runner = ShardRunner(DIGITS, {}, "fast", 4, None, 4)
+    runner.spec = open_source(str(src), runner.input_names)
+    out = tmp_path / "out"
+    OutputFolder(str(out), {"job": 1}).start()
+    # As a worker on a machine that sees another folder at this path: the token differs.
+    runner.target(str(out), "another-run", file_names(runner.output_names), "npy", False)
+    with pytest.raises(NNEFXError, match="is not the driver's .* storage shared with the driver") as info:
+        list(_ray_results(1, [0, 1], runner))
+    assert "Traceback" not in str(info.value)
+    assert sorted(n for n in os.listdir(out) if not n.startswith(".nnefx-")) == ["manifest.json"]
+
+
 def _gone(pid, seconds=10.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

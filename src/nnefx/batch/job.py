@@ -22,6 +22,7 @@ worker runs in this process, so both paths give identical files.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..diagnostics import NNEFXError
+from ..diagnostics import Location, NNEFXError
 from . import shards as shard_files
 from .sources import RowError, SourceSpec, open_source, read_rows
 
@@ -374,8 +375,8 @@ class BatchWorker:
     (:meth:`ShardRunner.write`) and returns only their metadata, one JSON string per shard:
     the index, the SHA-256 of each file written (None when ``fail_fast`` stopped at a row
     error) and the row errors.  A failure to start (the model or the source unreadable on the
-    worker's machine) is kept and raised by each call, so the driver receives it as the error
-    it is.
+    worker's machine) is kept and raised by each :meth:`write`; a call returns an
+    :class:`NNEFXError` as data (message and location), which the driver raises as it was.
     """
 
     def __init__(self, args: dict[str, Any]):
@@ -401,7 +402,14 @@ class BatchWorker:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         done = []
         for index in batch["index"]:
-            i, digests, errors = self.write(int(index))
+            try:
+                i, digests, errors = self.write(int(index))
+            except NNEFXError as exc:
+                # Sent back as data: Ray Data would wrap it in a UserCodeException whose cause
+                # does not survive the trip, and log its traceback.
+                where = dataclasses.asdict(exc.location) if exc.location is not None else None
+                done.append(json.dumps({"index": int(index), "failure": exc.message, "location": where}))
+                continue
             done.append(json.dumps({"index": i, "files": digests, "errors": errors}))
         return {"done": np.asarray(done, dtype=object)}
 
@@ -438,6 +446,9 @@ def _ray_results(workers: int, todo: list[int], runner: ShardRunner) -> Iterator
             except Exception as exc:  # Ray wraps the worker's exception (RayTaskError, UserCodeException)
                 raise _worker_error(exc) from None
             done = json.loads(row["done"])
+            if "failure" in done:
+                where = done["location"]
+                raise NNEFXError(done["failure"], Location(**where) if where else None)
             yield done["index"], done["files"], [tuple(e) for e in done["errors"]]
     finally:
         close = getattr(rows, "close", None)
