@@ -263,6 +263,27 @@ class ValueNeeded(NNEFXError):
         return getattr(self.value, "tensor", None)
 
 
+def reachable_operations(graph: Graph, *, keep_updates: bool = False) -> set[int]:
+    """Indices of the operations the graph outputs depend on (the rest is not written);
+    with ``keep_updates`` also those the ``update`` operations depend on (stateful targets)."""
+    producer: dict[str, int] = {}
+    for k, op in enumerate(graph.operations):
+        if op.op != "update":
+            for n in op.output_names():
+                producer[n] = k
+    need: set[int] = set()
+    stack = [producer[n] for n in graph.outputs if n in producer]
+    if keep_updates:
+        stack += [k for k, op in enumerate(graph.operations) if op.op == "update"]
+    while stack:
+        k = stack.pop()
+        if k in need:
+            continue
+        need.add(k)
+        stack.extend(producer[n] for n in graph.operations[k].input_names() if n in producer)
+    return need
+
+
 def deferred_operations(graph: Graph) -> list[Operation]:
     """The graph's :class:`Deferred` operations, in order."""
     return [op for op in graph.operations if op.op == DEFERRED]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
-from ..graph import DEFERRED, Deferred, Graph, Operation, ValueNeeded
+from ..graph import DEFERRED, Deferred, Graph, Operation, ValueNeeded, reachable_operations
 
 #: specialised graphs (and plans) kept per session, one per distinct set of run-time values
 MAX_VALUE_SETS = 16
@@ -236,16 +236,8 @@ def _large(shape: Any) -> bool:
 
 def _reachable(graph: Graph, ops: list[Operation]) -> list[Operation]:
     """``ops`` that the outputs and updates need (and every ``external``), in order."""
-    producers = {n: i for i, op in enumerate(ops) if op.op != "update" for n in op.output_names()}
-    keep = {i for i, op in enumerate(ops) if op.op in ("external", "update")}
-    todo = list(graph.outputs) + [n for i in keep for n in ops[i].input_names()]
-    while todo:
-        i = producers.get(todo.pop())
-        if i is None or i in keep:
-            continue
-        keep.add(i)
-        todo.extend(ops[i].input_names())
-    return [op for i, op in enumerate(ops) if i in keep]
+    need = reachable_operations(dataclasses.replace(graph, operations=ops), keep_updates=True)
+    return [op for i, op in enumerate(ops) if i in need or op.op == "external"]
 
 
 def _ask_for(need: ValueNeeded) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...diagnostics import Location, NNEFXError
 from ...dims import Dim
-from ...graph import Graph, Operation, Tensor
+from ...graph import Graph, Operation, Tensor, reachable_operations
 from ...io.files import set_final_mode
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,27 +53,6 @@ class ExporterTable(Generic[F]):
 
     def names(self) -> list[str]:
         return sorted(self._table)
-
-
-def reachable_operations(graph: Graph, *, keep_updates: bool = False) -> set[int]:
-    """Indices of the operations the graph outputs depend on (the rest is not written);
-    with ``keep_updates`` also those the ``update`` operations depend on (stateful targets)."""
-    producer: dict[str, int] = {}
-    for k, op in enumerate(graph.operations):
-        if op.op != "update":
-            for n in op.output_names():
-                producer[n] = k
-    need: set[int] = set()
-    stack = [producer[n] for n in graph.outputs if n in producer]
-    if keep_updates:
-        stack += [k for k, op in enumerate(graph.operations) if op.op == "update"]
-    while stack:
-        k = stack.pop()
-        if k in need:
-            continue
-        need.add(k)
-        stack.extend(producer[n] for n in graph.operations[k].input_names() if n in producer)
-    return need
 
 
 def single_operation_graph(graph: Graph, op: Operation,
