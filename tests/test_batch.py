@@ -120,6 +120,16 @@ def test_parquet_in_and_out(tmp_path):
     assert out_table.column_names == ["key", "probabilities"]
 
 
+def test_a_parquet_shard_whose_every_row_failed_is_written_empty(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    flat = np.zeros((5, 64), np.float32)   # 64 items per row where the model takes [1, 8, 8]
+    pq.write_table(pa.table({"input": [r.tolist() for r in flat]}), tmp_path / "flat.parquet")
+    summary = batch.run(DIGITS, str(tmp_path / "flat.parquet"), str(tmp_path / "out"), output_format="parquet")
+    assert summary.failures == 5
+    assert pq.read_table(tmp_path / "out" / "shard-00000.parquet").num_rows == 0
+
+
 def test_images_with_a_preprocessing_spec(tmp_path):
     image = pytest.importorskip("PIL.Image")
     folder = tmp_path / "images"

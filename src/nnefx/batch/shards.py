@@ -106,7 +106,9 @@ def encode_shard(keys: Sequence[str], outputs: Mapping[str, np.ndarray], names: 
     columns: dict[str, Any] = {"key": pa.array(list(keys), pa.string())}
     meta: dict[str, Any] = {}
     for name, array in outputs.items():
-        rows = array.reshape(len(keys), -1)
+        # the row width from the per-row shape, so a shard whose every row failed (no rows at
+        # all) still gets its typed, empty column
+        rows = array.reshape(len(keys), int(np.prod(array.shape[1:], dtype=np.int64)))
         flat = pa.array(rows.reshape(-1))
         columns[name] = pa.FixedSizeListArray.from_arrays(flat, rows.shape[1]) if len(keys) else \
             pa.array([], pa.list_(flat.type, rows.shape[1]))
