@@ -243,3 +243,28 @@ def test_pad_wrap_matches_numpy(backend, tmp_path):
     want = np.pad(x, [(0, 1), (4, 2), (0, 6)], mode="wrap")[:, :, 1:]
     got = Session(nnefx.load(_model({}, "wrap", tmp_path, model)), backend).run({"x": x})["y"]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("etype", ["bfloat16", "float16", "float64", "float32"])
+def test_pad_constant_value_keeps_its_value_in_every_float_type(etype, tmp_path):
+    # a fractional or infinite constant_value pads as itself (it once went through int64:
+    # 0.5 became 0 and -inf the int64 minimum for float16, bfloat16 and float64 data)
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    dtype = nnefx.etypes.numpy_dtype(nnefx.etypes.parse(etype))
+    code = helper.np_dtype_to_tensor_dtype(dtype)
+    for value in (0.5, -np.inf):
+        node = helper.make_node("Pad", ["x", "pads", "value"], ["y"], mode="constant")
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", code, [2, 3])],
+                                  [helper.make_tensor_value_info("y", code, None)],
+                                  [onnx.numpy_helper.from_array(np.array([0, 1, 1, 0], np.int64), "pads"),
+                                   onnx.numpy_helper.from_array(np.array(value, dtype), "value")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+        x = (np.arange(6).reshape(2, 3) / 4).astype(dtype)
+        want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        loaded = nnefx.load(_model({}, f"pad_{etype}", tmp_path, model))
+        for backend in ("fast", "formal"):
+            got = Session(loaded, backend).run({"x": x})["y"]
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64), err_msg=backend)

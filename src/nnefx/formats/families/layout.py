@@ -499,7 +499,10 @@ def _onnx_pad(r, attrs, ins):
         pb[a], pe[a] = pads[i], pads[len(axes) + i]
     if mode == "wrap" or (mode != "constant" and x.etype not in ("f32", "f64", "f16", "bf16")):
         return _onnx_pad_indexed(r, x, pb, pe, mode)
-    dt = x.const.dtype if x.is_const else (np.float32 if x.etype == "f32" else np.int64)
+    # the pad value as a number of x's kind: a float16/bfloat16/float64 value held as float64
+    # (as int64 it lost its fraction, and -inf became the int64 minimum)
+    dt = x.const.dtype if x.is_const else (np.float32 if x.etype == "f32" else
+                                          np.float64 if x.etype in ("f64", "f16", "bf16") else np.int64)
     return r.apply1("Pad", {"pad_mode": mode}, [x, const(np.array(pb, np.int64)), const(np.array(pe, np.int64)),
                                              const(np.asarray(value).astype(dt))], version="opset1")
 
