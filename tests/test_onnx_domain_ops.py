@@ -212,9 +212,11 @@ CALLS = {
 #: (atol 1e-7).  The formal kernel computes in float64 (nnefx's contract); it is held to the
 #: float32 rounding of the result there, and to the exact float64 transform below.
 FORMAL_ATOL = {"test_dft_inverse": 1e-6, "test_dft_inverse_opset19": 1e-6}
-#: bfloat16 cases whose expectations round every intermediate node of the function body to
-#: bfloat16, while nnefx accumulates wide and rounds once (its element-type contract): the two
-#: differ by up to two bfloat16 steps (2^-7 relative), above the cases' rtol 1e-3, on both kernels.
+#: bfloat16 Attention cases (the node and its expansion): nnefx rounds where the function body's
+#: nodes do, but inside one node accumulates wide and rounds once (its element-type contract),
+#: while the expectations' Softmax sums bfloat16 terms one at a time, rounding after each
+#: (numpy's reduction of an ml_dtypes array): up to two bfloat16 steps apart (2^-7 relative),
+#: above the cases' rtol 1e-3, on both kernels (benchmarks/onnx_bf16_attention.py).
 BF16_RTOL = 2.0 ** -6
 
 

@@ -214,10 +214,27 @@ _ATTENTION_ATTRS = {"scale": float, "is_causal": bool, "q_num_heads": int, "kv_n
                     "right_window_size": int}
 
 
+#: Attention's type constraints (ONNX operator docs): T1 (Q, K, past_key) and T2 (V,
+#: past_value) floats; U (attn_mask) a float, bool or integer type.
+_ATTENTION_FLOATS = ("bf16", "f16", "f32", "f64")
+_ATTENTION_MASKS = _ATTENTION_FLOATS + ("boolean", "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+
+
 @onnx_node("Attention")
 def _onnx_attention(r, attrs, ins):
     q = onnx_need(r, ins, 0, "Q")
-    onnx_kept_etypes(r, ins, widened=(6,))
+    cached = [(what, ins[i]) for i, what in enumerate(("Q", "K", "V", "attn_mask", "past_key", "past_value"))
+              if i < len(ins) and ins[i] is not None]
+    for what, v in cached:
+        if v.etype not in (_ATTENTION_MASKS if what == "attn_mask" else _ATTENTION_FLOATS):
+            raise r.error(f"{what} has element type {v.etype}, which Attention does not take")
+    floats = {v.etype for what, v in cached if what != "attn_mask"}
+    if len(floats) > 1:
+        # the function body multiplies the probabilities (Q's type) by V: one type for all
+        raise r.error(f"Q, K, V and the cache have element types {', '.join(sorted(floats))}; "
+                      "Attention's function body is typed for one")
+    # the kernels take bfloat16 as stored and round where the function body does (ops/onnx/attention.py)
+    onnx_kept_etypes(r, ins, widened=(6,), narrow=True)
     names = ("q", "k", "v", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
     given = {name: (ins[i] if i < len(ins) else None) for i, name in enumerate(names)}
     given["k"], given["v"] = onnx_need(r, ins, 1, "K"), onnx_need(r, ins, 2, "V")

@@ -17,7 +17,18 @@ The definition (ONNX Attention, its function body):
 * ``softmax`` over keys (a row with every key masked gives zeros), then times ``V``.
 
 Optional tensors are rank 0 when absent (a real mask, cache or length is never rank 0).
-``softmax_precision`` 11 (double) takes the softmax in float64 (the formal kernel always does).
+``softmax_precision`` names the type the softmax is taken in (0: the inputs' type); 11 (double)
+takes it in float64 (the formal kernel always computes float32 in float64).
+
+Element types: float32 and float64 compute in their own type (the formal kernel in float64)
+and round once.  For float16 and bfloat16 the function body is the meaning: every one of its
+nodes (the scale factor, ``Q``/``K`` times it, the product, each soft-capping step, the biased
+scores, each step of ``Softmax``'s own body when the softmax type is narrow, the probabilities
+cast back, the result) yields a tensor of that type, so both kernels round there, while inside
+one node — a product, the softmax's sum — they accumulate wide (float32 fast, float64 formal)
+and round once, nnefx's element-type contract (:mod:`nnefx.etypes`).  The kernels therefore
+take ``q``, ``k``, ``v``, the mask and the cache as stored (``stored_inputs``): the element type
+decides where they round.
 ``qk_matmul_output_mode``: 0 the scaled product, 1 after soft-capping, 2 with the bias,
 3 after the softmax.
 
@@ -27,6 +38,8 @@ RotaryEmbedding (opset 23) lives here too: it rotates query/key heads before att
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +68,54 @@ fragment onnx_attention(
     right_window_size: integer = -1 )
 -> ( y: tensor<scalar>, present_key: tensor<scalar>, present_value: tensor<scalar>, qk_matmul_output: tensor<scalar> );
 """, domain="onnx", doc="ONNX Attention: softmax(Q K^T * scale + masks) V with grouped heads, cache, causal "
-                        "and sliding-window masks, soft-capping (scale = 0: 1/sqrt(head size)).")
+                        "and sliding-window masks, soft-capping (scale = 0: 1/sqrt(head size)).",
+                   stored_inputs=("q", "k", "v", "attn_mask", "past_key", "past_value"))
+
+#: ``softmax_precision`` codes (ONNX TensorProto data types) and the types they name.
+SOFTMAX_TYPES = {1: np.dtype(np.float32), 11: np.dtype(np.float64), 10: np.dtype(np.float16)}
+
+
+def _softmax_dtype(precision: int, dtype: np.dtype) -> np.dtype:
+    """The type the softmax is taken in: ``softmax_precision``'s, or the inputs' when 0."""
+    if precision == 16:
+        from ... import etypes
+
+        return etypes.numpy_dtype("bf16")
+    return SOFTMAX_TYPES.get(precision, np.dtype(dtype))
+
+
+def _rounding(dtype: np.dtype, acc: type) -> Callable[[Any], np.ndarray]:
+    """``x`` rounded to ``dtype`` and held in ``acc`` where ``dtype`` is a float narrower than
+    float32 (a function-body node's result), else ``x`` itself (computed in its own type)."""
+    if np.dtype(dtype).itemsize >= 4:
+        return lambda x: x
+
+    def rounded(x: Any) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.asarray(x, acc).astype(dtype).astype(acc)
+    return rounded
+
+
+def _root(scale: float, head: int, dtype: np.dtype, acc: type) -> Any:
+    """``sqrt(scale)``, by which ``Q`` and ``K`` are each multiplied.  For a narrow type it is
+    the body's ``ScaleFactorF``: computed in float32, then cast to the inputs' type."""
+    if np.dtype(dtype).itemsize >= 4:
+        return acc(math.sqrt(_scale(scale, head)))
+    s = np.float32(scale) if scale != 0.0 else np.float32(1) / np.sqrt(np.float32(head))
+    return _rounding(dtype, acc)(np.sqrt(np.float32(s)))
+
+
+def _softmax(scores: np.ndarray, soft: np.dtype, acc: type) -> np.ndarray:
+    """Softmax over the last axis, taken in type ``soft`` (held in ``acc``, float64 for double):
+    a narrow type rounds at each node of Softmax's function body (ReduceMax, Sub, Exp,
+    ReduceSum, Div).  A row whose every score is -inf gives zeros instead of NaN."""
+    wide = np.float64 if soft == np.float64 else acc
+    rp = _rounding(soft, wide)
+    s = rp(scores.astype(wide))
+    top = s.max(axis=-1, keepdims=True)
+    e = rp(np.exp(rp(s - np.where(np.isneginf(top), 0, top))))
+    total = rp(e.sum(axis=-1, keepdims=True))
+    return rp(e / np.where(total == 0, 1, total))
 
 
 def _heads(name, q, k, v, q_num_heads, kv_num_heads):
@@ -158,11 +218,16 @@ def _attention_formal(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonp
                       qk_matmul_output_mode=0, left_window_size=-1, right_window_size=-1):
     # (the registry's guard has run the shape rule on these arguments already)
     dtype = np.asarray(q).dtype
+    rt = _rounding(dtype, np.float64)  # a function-body node's result (identity for float32/64)
+    soft = _softmax_dtype(softmax_precision, dtype)
     q4, k4, v4, bias = _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal,
                                 q_num_heads, kv_num_heads, left_window_size, right_window_size, np.float64)
+    bias = rt(bias)
     batch, heads, q_len, _ = q4.shape
     kv_heads, kv_len = k4.shape[1], k4.shape[2]
-    root = math.sqrt(_scale(scale, q4.shape[3]))
+    root = _root(scale, q4.shape[3], dtype, np.float64)
+    queries, keys = rt(q4.astype(np.float64) * root), rt(k4.astype(np.float64) * root)
+    cap = rt(np.float64(softcap))
     bias = np.broadcast_to(bias, (batch, heads, q_len, kv_len))
     y = np.zeros((batch, heads, q_len, v4.shape[3]))
     probe = np.zeros((batch, heads, q_len, kv_len))
@@ -170,19 +235,18 @@ def _attention_formal(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonp
         for h in range(heads):
             g = h // (heads // kv_heads)  # the key/value head this query head shares
             for i in range(q_len):
-                qi = q4[b, h, i].astype(np.float64) * root
-                scores = np.array([float(np.dot(qi, k4[b, g, j].astype(np.float64) * root)) for j in range(kv_len)])
+                qi = queries[b, h, i]
+                scores = rt(np.array([float(np.dot(qi, keys[b, g, j])) for j in range(kv_len)]))
                 product = scores
                 if softcap > 0:
-                    scores = softcap * np.tanh(scores / softcap)
+                    scores = rt(rt(np.tanh(rt(scores / cap))) * cap)
                 capped = scores
-                scores = scores + bias[b, h, i]
+                scores = rt(scores + bias[b, h, i])
                 if np.isneginf(bias[b, h, i]).all():
                     weights = np.zeros(kv_len)  # every key masked: the row is zero
                 else:
-                    e = np.exp(scores - scores.max())
-                    weights = e / e.sum()
-                y[b, h, i] = weights @ v4[b, g].astype(np.float64)
+                    weights = rt(_softmax(scores, soft, np.float64))
+                y[b, h, i] = rt(weights @ v4[b, g].astype(np.float64))
                 probe[b, h, i] = (product, capped, scores, weights)[qk_matmul_output_mode]
     if np.ndim(q) == 3:
         y = y.transpose(0, 2, 1, 3).reshape(batch, q_len, -1)
@@ -196,23 +260,25 @@ def _attention_fast(q, k, v, attn_mask=0.0, past_key=0.0, past_value=0.0, nonpad
     # (the registry's guard has run the shape rule on these arguments already)
     dtype = np.asarray(q).dtype
     acc = np.float64 if dtype == np.float64 else np.float32
+    rt = _rounding(dtype, acc)  # a function-body node's result (identity for float32/64)
     q4, k4, v4, bias = _prepare(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal,
                                 q_num_heads, kv_num_heads, left_window_size, right_window_size, acc)
+    bias = rt(bias)
     reps = q4.shape[1] // k4.shape[1]
     keys = np.repeat(k4, reps, axis=1).astype(acc) if reps > 1 else k4.astype(acc)
     values = np.repeat(v4, reps, axis=1).astype(acc) if reps > 1 else v4.astype(acc)
-    root = acc(math.sqrt(_scale(scale, q4.shape[3])))
-    product = (q4.astype(acc) * root) @ (keys * root).transpose(0, 1, 3, 2)
-    capped = softcap * np.tanh(product / softcap) if softcap > 0 else product
-    scores = capped + bias
-    wide = scores.astype(np.float64) if softmax_precision == 11 else scores
-    top = wide.max(axis=-1, keepdims=True)
-    e = np.exp(wide - np.where(np.isneginf(top), 0, top))
-    total = e.sum(axis=-1, keepdims=True)
-    weights = (e / np.where(total == 0, 1, total)).astype(acc)
+    root = _root(scale, q4.shape[3], dtype, acc)
+    product = rt(rt(q4.astype(acc) * root) @ rt(keys * root).transpose(0, 1, 3, 2))
+    if softcap > 0:
+        cap = rt(acc(softcap))
+        capped = rt(rt(np.tanh(rt(product / cap))) * cap)
+    else:
+        capped = product
+    scores = rt(capped + bias)
+    weights = rt(_softmax(scores, _softmax_dtype(softmax_precision, dtype), acc).astype(acc))
     masked = np.isneginf(np.broadcast_to(bias, scores.shape)).all(axis=-1, keepdims=True)
     weights = np.where(masked, acc(0), weights)
-    y = weights @ values
+    y = rt(weights @ values)
     if np.ndim(q) == 3:
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
     probe = (product, capped, scores, weights)[qk_matmul_output_mode]
