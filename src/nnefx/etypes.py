@@ -32,7 +32,8 @@ The arithmetic contract every kernel keeps (formal and fast alike):
   products.  :func:`compute_dtype` names the fast backend's accumulation type.  The rounding
   is per registry operation (the planner widens the arguments and stores the result, see
   :func:`kernel_dtype`); an ONNX operator its spec defines by a function body whose steps
-  each round (a float16 ``Softmax``) is read as that body.
+  each round (a float16 ``Softmax``) is read as that body, or its kernel takes its inputs as
+  stored and rounds where the body's nodes do (``Attention``, ``ops/onnx/attention.py``).
 * ``f32``/``f64`` compute in their own type (the formal backend in float64).
 
 bfloat16, the float8 and 4-bit kinds are stored through the ``ml_dtypes`` package (numpy
