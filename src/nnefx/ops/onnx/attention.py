@@ -111,7 +111,7 @@ def _softmax(scores: np.ndarray, soft: np.dtype, acc: type) -> np.ndarray:
     ReduceSum, Div).  A row whose every score is -inf gives zeros instead of NaN."""
     wide = np.float64 if soft == np.float64 else acc
     rp = _rounding(soft, wide)
-    s = rp(scores.astype(wide))
+    s = rp(scores.astype(wide, copy=False))
     top = s.max(axis=-1, keepdims=True)
     e = rp(np.exp(rp(s - np.where(np.isneginf(top), 0, top))))
     total = rp(e.sum(axis=-1, keepdims=True))
