@@ -89,7 +89,10 @@ class SubgraphCaller:
         plan = self.plan(name)
         if len(args) != len(plan.inputs):
             raise NNEFXError(f"body '{name}' takes {len(plan.inputs)} inputs, got {len(args)}")
-        checked = {spec.name: _check_input(name, spec, value) for spec, value in zip(plan.inputs, args, strict=True)}
+        tensors = self.subgraphs[name].tensors
+        checked = {spec.name: _check_input(name, spec, value, tensors[spec.name].shape if spec.name in tensors
+                                           else spec.shape)
+                   for spec, value in zip(plan.inputs, args, strict=True)}
         bound = self._bound.get(name)
         if bound is not None:
             plan = bound.plan(checked)
@@ -160,8 +163,10 @@ def _run_plan(plan: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {name: regs[slot] for name, slot, _, _ in plan.outputs}
 
 
-def _check_input(body: str, spec: Any, value: Any) -> Any:
-    """A body input as its plan expects it: the declared kind, rank and extents."""
+def _check_input(body: str, spec: Any, value: Any, shape: Any) -> Any:
+    """A body input as its plan expects it: the declared kind, and the rank and extents the
+    body declares (``shape``; None: not even the rank, as for an outer tensor of unknown rank
+    the body reads — its ``external``'s placeholder shape says nothing)."""
     kind = getattr(spec, "kind", "tensor")
     if kind != "tensor":
         return check_container(value, kind, f"input '{spec.name}' of body '{body}'")
@@ -169,7 +174,6 @@ def _check_input(body: str, spec: Any, value: Any) -> Any:
         raise NNEFXError(f"input '{spec.name}' of body '{body}' is a tensor; got "
                          f"{'an empty optional' if value is None else 'a sequence'}")
     value = np.asarray(value)
-    shape = spec.shape
     if shape is not None and (value.ndim != len(shape) or
                               any(d is not None and d != v for d, v in zip(shape, value.shape, strict=True))):
         want = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"

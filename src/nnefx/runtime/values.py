@@ -106,10 +106,14 @@ def fingerprint(name: str, value: np.ndarray, op: Operation) -> tuple:
     return (name, a.dtype.str, a.shape, a.tobytes())
 
 
-def specialize_values(graph: Graph, ready: Sequence[Operation], values: Mapping[str, np.ndarray]) -> Graph:
-    """A copy of ``graph`` with each of the ``ready`` deferred operations built for ``values``."""
+def specialize_values(graph: Graph, ready: Sequence[Operation], values: Mapping[str, np.ndarray],
+                      shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
+    """A copy of ``graph`` with each of the ``ready`` deferred operations built for ``values``,
+    the tensors of ``shapes`` (whose extents only this run told) declared with those shapes."""
     chosen = {id(op) for op in ready}
     new = dataclasses.replace(graph, tensors=dict(graph.tensors))
+    for name, shape in (shapes or {}).items():
+        new.tensors[name] = dataclasses.replace(new.tensors[name], shape=tuple(int(d) for d in shape))
     ops: list[Operation] = []
     for op in graph.operations:
         if id(op) in chosen:
@@ -148,9 +152,13 @@ def bind_values(graph: Graph, given: Callable[[str], np.ndarray | None], evaluat
         if rounds > len(graph.operations) + 8:  # each round binds at least one operation or asks for a value
             raise NNEFXError(f"internal: run-time values of {node_of(ready[0]).kind} never settle", ready[0].location)
         names = list(dict.fromkeys(n for op in ready for n in node_of(op).values))
+        # tensors whose extents a build needs and only a run tells (a body input, what a
+        # Range or a Reshape to a computed shape gives): measured on this run's arrays
+        measured = [n for n in dict.fromkeys(n for op in ready for n in node_of(op).shapes)
+                    if not _known(graph.tensors[n].shape)]
         vals: dict[str, np.ndarray] = {}
         rest = []
-        for n in names:
+        for n in dict.fromkeys(names + measured):
             a = given(n)
             if a is None:
                 rest.append(n)
@@ -158,12 +166,13 @@ def bind_values(graph: Graph, given: Callable[[str], np.ndarray | None], evaluat
                 vals[n] = a
         if rest:
             vals.update(evaluate(graph, rest, key + (tuple(rest),)))
+        shapes = {n: tuple(np.shape(vals[n])) for n in measured}
         owner = {n: op for op in ready for n in node_of(op).values}
-        round_key = key + (tuple(fingerprint(n, vals[n], owner[n]) for n in names),)
+        round_key = key + (tuple(fingerprint(n, vals[n], owner[n]) for n in names), tuple(shapes.items()))
         hit = cache.get(round_key)
         if hit is None:
             try:
-                hit = specialize_values(graph, ready, vals)
+                hit = specialize_values(graph, ready, vals, shapes)
             except ValueNeeded as need:
                 _ask_for(need)
                 continue
@@ -226,6 +235,11 @@ def engine_graph(graph: Graph, evaluate: Callable[[Graph, list[str]], dict[str, 
         g.tensors[name] = Tensor(name, t.dtype, tuple(a.shape), a, t.quant, t.etype)
     g.operations = _reachable(g, ops)
     return reshaped(g)
+
+
+def _known(shape: Any) -> bool:
+    """Whether ``shape`` is concrete: a rank and every extent an integer."""
+    return shape is not None and all(isinstance(d, (int, np.integer)) for d in shape)
 
 
 def _large(shape: Any) -> bool:

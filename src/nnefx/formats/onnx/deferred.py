@@ -20,7 +20,7 @@ from ... import etypes
 from ...diagnostics import Location, NNEFXError
 from ...graph import DEFERRED, Deferred, Graph, Operation, ValueNeeded
 from ..export.registry import to_onnx
-from ..reading.deferred import bind_results, describe_values
+from ..reading.deferred import bind_results, describe_run
 from ..reading.graph import ImportGraph
 from ..reading.values import Value, nnef_dtype
 
@@ -51,7 +51,8 @@ def defer_node(reader: Any, fn: Callable[..., Any], attrs: dict[str, Any], ins: 
         outs.append(name)
         results.append(Value(tensor=name, etype=etype, shape=shape))
     again = ReadAgain(fn, dict(attrs), _copy(node), reader.index, reader.opset, reader.file, names, etypes,
-                      outs, [v.etype for v in results], prefix=reader._prefix)
+                      outs, [v.etype for v in results], prefix=reader._prefix,
+                      shaped=[(names[k], node.input[k]) for k in shapes])
     record = Deferred(kind=node.op_type, where=where, values=[names[k] for k in values], build=again,
                       format="onnx", source=node.SerializeToString(), shapes=[names[k] for k in shapes])
     builder.graph.operations.append(
@@ -71,11 +72,13 @@ class ReadAgain:
 
     def __init__(self, fn: Callable[..., Any], attrs: dict[str, Any], node: Any, index: int, opset: int,
                  file: str, inputs: list[str | None], etypes: list[str | None], outputs: list[str | None],
-                 out_etypes: list[str], prefix: str = ""):
+                 out_etypes: list[str], prefix: str = "", shaped: list[tuple[str | None, str]] | None = None):
         self.fn, self.attrs, self.node, self.index, self.opset, self.file = fn, attrs, node, index, opset, file
         self.inputs, self.etypes, self.outputs, self.out_etypes = inputs, etypes, outputs, out_etypes
         #: where the node's graph sits ("" for the main graph, "[node 0 '' (Loop) body: " in a body)
         self.prefix = prefix
+        #: inputs whose extents it is read again for: (graph tensor, the file's name for messages)
+        self.shaped = [(n, label) for n, label in shaped or () if n is not None]
 
     def reader(self, builder: ImportGraph) -> Any:
         from .reader import OnnxReader
@@ -115,14 +118,15 @@ class ReadAgain:
                 ins.append(Value(const=arr, etype=etype, shape=tuple(arr.shape), label=f"{name}_value{k}"))
             else:
                 ins.append(Value(tensor=name, etype=etype, shape=graph.tensors[name].shape))
+        shaped = {label: graph.tensors[name].shape for name, label in getattr(self, "shaped", ()) if name not in values}
         try:
             outs = self.fn(r, dict(self.attrs), ins)
         except ValueNeeded:
             raise
         except NNEFXError as exc:
-            raise NNEFXError(f"{exc.message} (run-time values: {describe_values(values)})", loc) from None
+            raise NNEFXError(f"{exc.message} ({describe_run(values, shaped)})", loc) from None
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, AttributeError, KeyError) as exc:
-            raise NNEFXError(f"invalid node for the run-time values {describe_values(values)}: {exc}", loc) from None
+            raise NNEFXError(f"invalid node for the {describe_run(values, shaped)}: {exc}", loc) from None
         outs = outs if isinstance(outs, list) else [outs]
         ops = bind_results(builder, outs, self.outputs, loc)
         for k, name in enumerate(self.outputs):

@@ -124,6 +124,8 @@ class OnnxReader:
             if vi.name in self.values:
                 continue
             self.external(vi, (hints or [])[k] if hints is not None and k < len(hints) else None)
+            if self.parent is not None:
+                self.run_time_shaped([], [self.values[vi.name]])  # a body's inputs: given per call
         for i, node in enumerate(g.node):
             self.index = i
             self.node = node
@@ -169,8 +171,6 @@ class OnnxReader:
                 # attribute values of the wrong kind or length (e.g. pads=[1] on a 2-D pool)
                 raise NNEFXError(f"invalid node: {exc}", self.loc(where)) from None
             outs = outs if isinstance(outs, list) else [outs]
-            if any(v is not None and v.tensor in self.pending for v in ins):
-                self.pending.update(v.tensor for v in outs if v.tensor is not None)
             for k, name in enumerate(node.output):
                 if name == "":
                     continue
@@ -180,7 +180,30 @@ class OnnxReader:
                 if k >= len(outs):
                     outs.append(Value(unsupported=f"output {k} of {where} is not supported"))
                 self.values[name] = self.fill_etype(name, self.fill_shape(name, outs[k]), ins)
+            self.run_time_shaped(ins, [self.values[n] for n in node.output if n in self.values])
         self.outputs(g)
+
+    def run_time_shaped(self, ins: list[Value | None], results: list[Value]) -> None:
+        """Record in :attr:`pending` the results of the node just read whose extents only a run
+        knows: all of them when an input's are (computed from a deferred node's results, or a
+        body input: a body is generic in its inputs' shapes), else those a node of fully known
+        input shapes leaves unknown (computed from run-time values: Range, Expand or Reshape to
+        a computed shape, NonZero, control flow).  A node that fails while an input's extents
+        are pending is deferred until a run gives them (:meth:`deferred`); unknown extents of
+        the main graph's own inputs stay the model's (a node that needs them is refused)."""
+        tensors = [v for v in ins if v is not None and v.kind == "tensor" and v.tensor is not None]
+        if any(v.tensor in self.pending for v in ins if v is not None):
+            self.pending.update(v.tensor for v in results if v.tensor is not None)
+        elif all(not self.unknown_extents(v) for v in tensors):
+            self.pending.update(v.tensor for v in results if v.tensor is not None and v.kind == "tensor"
+                                and self.unknown_extents(v))
+
+    def unknown_extents(self, v: Value) -> bool:
+        """Whether tensor value ``v``'s rank or an extent is not known while loading."""
+        shape = v.shape
+        if shape is None and v.tensor is not None and v.tensor in self.builder.graph.tensors:
+            shape = self.builder.graph.tensors[v.tensor].shape
+        return shape is None or any(d is None for d in shape)
 
     def lookup(self, name: str) -> Value | None:
         """The value of ``name`` here, or read from an enclosing graph (ONNX IR "Names Within a
@@ -211,6 +234,7 @@ class OnnxReader:
         self.captured_inner.append(inner)
         value = Value(tensor=inner, etype=outer.etype, shape=outer.shape, kind=outer.kind)
         self.values[name] = value
+        self.run_time_shaped([], [value])
         return value
 
     def subgraph(self, proto: Any, attr: str, hints: list[Value | None],
@@ -450,10 +474,10 @@ class OnnxReader:
     def deferred(self, fn: Any, attrs: dict[str, Any], ins: list[Value | None], exc: NNEFXError,
                  checkpoint: tuple) -> list[Value] | None:
         """The node as a deferred operation when it failed for want of what a run knows: the
-        value of an input computed at run time (:class:`ValueNeeded`), or the shape of an
-        input computed from a deferred node; None when it failed for another reason."""
-        waiting = [k for k, v in enumerate(ins) if v is not None and v.tensor in self.pending
-                   and (v.shape is None or any(d is None for d in v.shape))]
+        value of an input computed at run time (:class:`ValueNeeded`), or the extents of an
+        input only a run gives (:meth:`run_time_shaped`); None when it failed for another reason."""
+        waiting = [k for k, v in enumerate(ins) if v is not None and v.kind == "tensor" and v.tensor in self.pending
+                   and self.unknown_extents(v)]
         value = None
         if isinstance(exc, ValueNeeded):
             value = next((k for k, v in enumerate(ins) if v is not None and not v.unsupported and (

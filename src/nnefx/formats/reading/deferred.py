@@ -71,3 +71,15 @@ def describe_values(values: Mapping[str, np.ndarray]) -> str:
         text = str(a.tolist()) if a.size <= 16 else np.array2string(a, threshold=16, separator=", ")
         parts.append(f"'{name}' = {text}")
     return ", ".join(parts)
+
+
+def describe_run(values: Mapping[str, np.ndarray], shapes: Mapping[str, Any]) -> str:
+    """What a node was read with at run time, for its messages: the values of ``values`` and
+    the shapes of ``shapes`` (inputs whose extents only the run told)."""
+    parts = []
+    if values or not shapes:
+        parts.append(f"run-time values: {describe_values(values)}")
+    if shapes:
+        parts.append("run-time shapes: " + ", ".join(
+            f"'{name}' {'?' if shape is None else list(shape)}" for name, shape in shapes.items()))
+    return "; ".join(parts)
