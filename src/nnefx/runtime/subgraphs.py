@@ -19,6 +19,13 @@ result shape is compared with a declared one unless the body declares it — so 
 carried values grow, or a sequence whose elements differ in shape, runs through one plan.
 A body input is checked against the rank and extents the body declares.
 
+A body with deferred operations (nodes whose parameters or extents the body computes: a
+``Slice`` bounded by the iteration number) runs in stages (:class:`_StagedBody`): the
+operations between the deferred ones are compiled once, and each deferred operation is built,
+as a call reaches it, on the values and shapes that call gave its inputs — a small plan per
+value set, kept (:data:`MAX_NODE_PLANS`), so a loop binding other values every iteration
+neither recompiles the whole body nor runs part of it twice.
+
 Bounds (files are hostile): bodies nest at most :data:`MAX_DEPTH` deep (a located error when
 compiling deeper), and a loop runs at most :data:`MAX_ITERATIONS` iterations per execution
 (the kernels raise a located error beyond it).
@@ -26,18 +33,24 @@ compiling deeper), and a loop runs at most :data:`MAX_ITERATIONS` iterations per
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..diagnostics import NNEFXError
-from ..graph import Graph, TensorSequence
+from ..graph import Graph, TensorSequence, ValueNeeded
 
 #: Deepest nesting of bodies (a body inside a body inside ...) a plan compiles.
 MAX_DEPTH = 16
 #: Most iterations one execution of a loop (ONNX ``Loop``, ``Scan``, ``SequenceMap``) may run.
 MAX_ITERATIONS = 1 << 20
+#: Plans kept per deferred operation of a body, one per value set and input shapes (a loop may
+#: bind other values every iteration: each such plan holds only the node's few operations).
+MAX_NODE_PLANS = 256
 
 
 class SubgraphCaller:
@@ -49,7 +62,7 @@ class SubgraphCaller:
         self.depth = depth
         self.where = where
         self._plans: dict[str, Any] = {}
-        self._bound: dict[str, _BoundBody] = {}
+        self._bound: dict[str, _StagedBody] = {}
 
     def prepare(self, name: str, where: Any) -> None:
         """Compile body ``name`` now (load time), so its errors are reported before any run."""
@@ -70,10 +83,10 @@ class SubgraphCaller:
 
         if has_deferred(body):
             # nodes whose parameters the body computes (a Slice bound by the iteration number):
-            # this plan only describes the body; each run binds the values (:class:`_BoundBody`)
+            # this plan only describes the body; it runs in stages that bind the values (:class:`_StagedBody`)
             plan = compile_plan(description_graph(body), depth=self.depth + 1, check_shapes=True,
                                 **dict(self.options, fold=False))
-            self._bound[name] = _BoundBody(body, self.options, self.depth + 1)
+            self._bound[name] = _StagedBody(body, self.options, self.depth + 1)
         else:
             plan = compile_plan(body, depth=self.depth + 1, check_shapes=True, **self.options)
         self._plans[name] = plan
@@ -95,7 +108,7 @@ class SubgraphCaller:
                    for spec, value in zip(plan.inputs, args, strict=True)}
         bound = self._bound.get(name)
         if bound is not None:
-            plan = bound.plan(checked)
+            return bound.run(checked)
         regs = plan.template.copy()
         for spec in plan.inputs:
             if spec.slot >= 0:
@@ -115,41 +128,121 @@ class SubgraphCaller:
         return dict(zip(outs, self.run(name, [inputs[n] for n in ins]), strict=True))
 
 
-class _BoundBody:
-    """A body with deferred operations (:mod:`nnefx.runtime.values`), as the session binds a
-    graph's: per call, the values its deferred operations need are read from the body's
-    inputs or computed by the part of the body that gives them, and the body specialised on
-    them is compiled once per value set (at most :data:`~nnefx.runtime.values.MAX_VALUE_SETS`
-    kept; a loop whose iterations bind other values compiles a plan per distinct value set)."""
+class _StagedBody:
+    """A body with deferred operations (:mod:`nnefx.runtime.values`), run in stages.
+
+    The body is cut at its deferred operations: the runs of ordinary operations between them
+    are compiled once, at load, into plans generic in their input shapes (as every body
+    plan is); each deferred operation is built when a call reaches it, from the values and
+    shapes of its inputs *as that call computed them* (no part of the body runs twice to find
+    them), into a plan of its own few operations, kept per value set and input shapes (at most
+    :data:`MAX_NODE_PLANS` per node, least recently used dropped first).  A loop whose every
+    iteration binds other values (a ``Slice`` bounded by the iteration number) thus compiles
+    only that node's operations per iteration, not the whole body."""
 
     def __init__(self, body: Graph, options: dict[str, Any], depth: int):
+        from ..graph import DEFERRED
+
         self.body, self.options, self.depth = body, options, depth
-        self._graphs: dict[tuple, Graph] = {}
-        self._plans: dict[tuple, Any] = {}
-        self._prefix_plans: dict[tuple, Any] = {}
+        ops = [op for op in body.operations if op.op != "external"]
+        later: set[str] = set(body.outputs)  # what the operations after a point (or the outputs) read
+        needed: list[set[str]] = [set() for _ in ops]
+        for k in range(len(ops) - 1, -1, -1):
+            needed[k] = set(later)
+            later.update(ops[k].input_names())
+        self.stages: list[tuple[str, Any, list[str], list[str]]] = []
+        run: list[int] = []
+        for k, op in enumerate(ops + [None]):
+            if op is not None and op.op != DEFERRED:
+                run.append(k)
+                continue
+            if run:
+                self.stages.append(self._segment([ops[i] for i in run], needed[run[-1]]))
+                run = []
+            if op is not None:
+                self.stages.append(("node", op, list(dict.fromkeys(op.input_names())), op.output_names()))
+        self._plans: dict[int, OrderedDict[tuple, Any]] = {}
 
-    def _compile(self, graph: Graph, cache: dict[tuple, Any], key: tuple, **extra: Any) -> Any:
+    def _segment(self, ops: list[Any], later: set[str]) -> tuple[str, Any, list[str], list[str]]:
+        """A run of ordinary operations as a plan: its inputs are the tensors it reads that it
+        does not compute, its outputs those it computes that later operations read."""
+        from ..graph import Operation
         from .planner import compile_plan
-        from .values import MAX_VALUE_SETS
 
-        plan = cache.get(key)
-        if plan is None:
-            plan = compile_plan(graph, depth=self.depth, **dict(self.options, **extra))
-            if len(cache) >= MAX_VALUE_SETS:
-                cache.clear()
+        made = {n for op in ops for n in op.output_names()}
+        inputs = list(dict.fromkeys(n for op in ops for n in op.input_names() if n not in made))
+        outputs = [n for op in ops for n in op.output_names() if n in later]
+        tensors = self.body.tensors
+        externals = [Operation("external", {}, {"output": n},
+                               {"shape": [1 if d is None else d for d in tensors[n].shape or ()]},
+                               dtype=tensors[n].dtype) for n in inputs]
+        graph = dataclasses.replace(self.body, inputs=inputs, outputs=outputs, operations=externals + ops)
+        plan = compile_plan(graph, depth=self.depth, check_shapes=True, **self.options)
+        return ("plan", plan, inputs, outputs)
+
+    def run(self, inputs: Mapping[str, Any]) -> list[Any]:
+        """The body's outputs for these (checked) inputs."""
+        env = dict(inputs)
+        for k, (kind, what, ins, outs) in enumerate(self.stages):
+            plan = what if kind == "plan" else self._node_plan(k, what, env)
+            results = _run_plan(plan, {n: env[n] for n in ins})
+            env.update((n, results[n]) for n in outs if n in results)
+        return [env[n] for n in self.body.outputs]
+
+    def _node_plan(self, k: int, op: Any, env: Mapping[str, Any]) -> Any:
+        """The plan of deferred operation ``op`` (stage ``k``) built for the values and shapes
+        its inputs have in ``env``."""
+        from .values import fingerprint, node_of
+
+        node = node_of(op)
+        names = list(dict.fromkeys(op.input_names()))
+        shapes = tuple((n, np.shape(env[n]), getattr(env[n], "dtype", None)) for n in names
+                       if isinstance(env[n], np.ndarray))
+        cache = self._plans.setdefault(k, OrderedDict())
+        while True:
+            key = (shapes, tuple(_digest(fingerprint(n, env[n], op)) for n in node.values))
+            plan = cache.get(key)
+            if plan is not None:
+                cache.move_to_end(key)
+                return plan
+            try:
+                plan = self._build(op, node, names, env)
+            except ValueNeeded as need:
+                # the build asks for the value of another of its inputs (kept for later calls)
+                if need.tensor in names and need.tensor not in node.values:
+                    node.values.append(need.tensor)
+                    continue
+                raise NNEFXError(need.message, need.location) from None
+            if len(cache) >= MAX_NODE_PLANS:
+                cache.popitem(last=False)
             cache[key] = plan
-        return plan
+            return plan
 
-    def plan(self, inputs: Mapping[str, Any]) -> Any:
-        """The plan of the body bound for these (checked) inputs."""
-        from .values import bind_values, prefix_graph
+    def _build(self, op: Any, node: Any, names: list[str], env: Mapping[str, Any]) -> Any:
+        from ..graph import Graph, Operation
+        from .planner import compile_plan
 
-        def evaluate(graph: Graph, names: list[str], key: tuple) -> dict[str, Any]:
-            plan = self._compile(prefix_graph(graph, names), self._prefix_plans, key, check_shapes=False)
-            return _run_plan(plan, inputs)
+        tensors = {}
+        externals = []
+        for n in names:
+            t = self.body.tensors[n]
+            if t.kind == "tensor" and isinstance(env[n], np.ndarray):
+                t = dataclasses.replace(t, shape=tuple(env[n].shape))
+            tensors[n] = t
+            externals.append(Operation("external", {}, {"output": n}, {"shape": list(t.shape or ())}, dtype=t.dtype))
+        for n in op.output_names():
+            tensors[n] = dataclasses.replace(self.body.tensors[n])
+        graph = Graph(self.body.name, inputs=list(names), outputs=op.output_names(), tensors=tensors,
+                      operations=externals, subgraphs=self.body.subgraphs)
+        graph.operations = externals + node.build(graph, {n: env[n] for n in node.values})
+        return compile_plan(graph, depth=self.depth, check_shapes=True, **self.options)
 
-        graph, key = bind_values(self.body, inputs.get, evaluate, self._graphs)
-        return self._compile(graph, self._plans, key, check_shapes=True)
+
+def _digest(fingerprint: tuple) -> tuple:
+    """A value's cache-key entry with its bytes as a 128-bit BLAKE2 digest: a node's many kept
+    plans do not keep up to :data:`~nnefx.runtime.values.MAX_VALUE_ITEMS` items each alive."""
+    *head, data = fingerprint
+    return (*head, hashlib.blake2b(data, digest_size=16).digest())
 
 
 def _run_plan(plan: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
