@@ -196,8 +196,8 @@ class _StagedBody:
 
         node = node_of(op)
         names = list(dict.fromkeys(op.input_names()))
-        shapes = tuple((n, np.shape(env[n]), getattr(env[n], "dtype", None)) for n in names
-                       if isinstance(env[n], np.ndarray))
+        # the extents of the inputs it was deferred for (others: built as generic as the body)
+        shapes = tuple((n, np.shape(env[n])) for n in node.shapes if isinstance(env.get(n), np.ndarray))
         cache = self._plans.setdefault(k, OrderedDict())
         while True:
             key = (shapes, tuple(_digest(fingerprint(n, env[n], op)) for n in node.values))
@@ -226,10 +226,11 @@ class _StagedBody:
         externals = []
         for n in names:
             t = self.body.tensors[n]
-            if t.kind == "tensor" and isinstance(env[n], np.ndarray):
+            if n in node.shapes and t.kind == "tensor" and isinstance(env[n], np.ndarray):
                 t = dataclasses.replace(t, shape=tuple(env[n].shape))
             tensors[n] = t
-            externals.append(Operation("external", {}, {"output": n}, {"shape": list(t.shape or ())}, dtype=t.dtype))
+            externals.append(Operation("external", {}, {"output": n},
+                                       {"shape": [1 if d is None else d for d in t.shape or ()]}, dtype=t.dtype))
         for n in op.output_names():
             tensors[n] = dataclasses.replace(self.body.tensors[n])
         graph = Graph(self.body.name, inputs=list(names), outputs=op.output_names(), tensors=tensors,
