@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/loop_values.py [--iterations 16,200] [--repeats 5]
 
-An ONNX ``Loop`` (written here with ``onnx.helper``) whose body sums a window
+An ONNX ``Loop`` (the test suite's, ``tests/test_onnx_control_flow_values.py``) whose body sums a window
 ``x[i : i + w]`` of an outer input — the ``Slice`` bounds computed in the body from the
 iteration number ``i`` — and reshapes the window to an outer run-time shape: the ``Slice``
 and the ``Reshape`` are deferred at load and bound on each iteration's values, which differ
@@ -26,39 +26,24 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
-from onnx import TensorProto as T  # noqa: E402
-from onnx import helper  # noqa: E402
 
 import nnefx  # noqa: E402
 from nnefx.runtime.session import Session  # noqa: E402
 
 
 def window_loop(path: str) -> None:
-    vi = helper.make_tensor_value_info
-    body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("Unsqueeze", ["i", "zero"], ["start"]),
-         helper.make_node("Add", ["start", "w"], ["stop"]),
-         helper.make_node("Slice", ["x", "start", "stop"], ["win"]),
-         helper.make_node("ReduceSum", ["win"], ["s"], keepdims=1),
-         helper.make_node("Add", ["acc_in", "s"], ["acc_out"]),
-         helper.make_node("Reshape", ["win", "shape"], ["scan"])],
-        "body", [vi("i", T.INT64, []), vi("cond_in", T.BOOL, []), vi("acc_in", T.FLOAT, [1])],
-        [vi("cond_out", T.BOOL, []), vi("acc_out", T.FLOAT, [1]), vi("scan", T.FLOAT, None)])
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["M", "", "acc0"], ["acc", "scans"], body=body)], "g",
-        [vi("M", T.INT64, []), vi("acc0", T.FLOAT, [1]), vi("x", T.FLOAT, [None]), vi("w", T.INT64, [1]),
-         vi("shape", T.INT64, [2])],
-        [vi("acc", T.FLOAT, [1]), vi("scans", T.FLOAT, None)],
-        initializer=[helper.make_tensor("zero", T.INT64, [1], [0])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    onnx.save(model, path)
+    """The test suite's window loop (``tests/test_onnx_control_flow_values.py``), saved."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_onnx_control_flow_values import _window_loop
+
+    onnx.save(_window_loop(), path)
 
 
 def main() -> None:
