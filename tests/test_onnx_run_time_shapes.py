@@ -2,7 +2,8 @@
 in their inputs' shapes) and downstream of run-time values in the main graph (a Range, an
 Expand to a computed shape).  They are deferred at load and read again per run with the
 measured shapes, on both numpy backends, against onnxruntime; the main graph's own unknown
-extents (a dynamic input dimension) are still refused at load, at the node."""
+extents (a dynamic input dimension) are still refused at load, at the node, and so is a body
+node whose refusal does not depend on the extents."""
 
 from __future__ import annotations
 
@@ -104,6 +105,20 @@ def test_extents_a_run_gives_that_a_node_rejects_are_located_with_them(tmp_path)
     with pytest.raises(NNEFXError, match=r"node 1 '' \(Pad\).*run-time shapes: 'r' \[0\]") as info:
         session.run({"n": np.array(0, np.int64)})
     assert info.value.location is not None
+
+
+def test_a_refusal_that_does_not_depend_on_extents_stays_at_load_in_a_body(tmp_path):
+    """The carried value's extents are unknown, but Bernoulli is refused whatever they are: the
+    node is not deferred to the first run (its reader never looked at the shape)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Bernoulli", ["y_in"], ["y_out"])],
+        "body", [_vi("i", [], I64), _vi("cond_in", [], TensorProto.BOOL), _vi("y_in", [None])],
+        [_vi("cond_out", [], TensorProto.BOOL), _vi("y_out", [None])])
+    path = _save(tmp_path, [helper.make_node("Loop", ["M", "", "y0"], ["y"], body=body)],
+                 [_vi("M", [], I64), _vi("y0", [None])], [_vi("y", [None])])
+    with pytest.raises(NNEFXError, match=r"\(Loop\) body: node 1 '' \(Bernoulli\)\].*random") as info:
+        nnefx.load(path)
+    assert "run-time" not in str(info.value)
 
 
 def test_the_main_graphs_own_unknown_extents_are_refused_at_load(tmp_path):

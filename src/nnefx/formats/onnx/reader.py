@@ -155,12 +155,14 @@ class OnnxReader:
             attrs = {a.name: _attr_value(helper, a) for a in node.attribute}
             self._ops_before = len(self.builder.graph.operations)
             checkpoint = self.builder.checkpoint(ins)
+            watch = _ShapeWatch([v for v in ins if v is not None and v.tensor in self.pending])
             try:
                 outs = fn(self, attrs, ins)
             except NNEFXError as exc:
-                # a parameter computed at run time, or an input whose shape a deferred node
-                # gives: the node is read again once they are known, else refused here
-                outs = self.deferred(fn, attrs, ins, exc, checkpoint)
+                # a parameter computed at run time, or an input whose extents only a run gives
+                # (and which the node looked at): read again once they are known, else refused here
+                watch.end()
+                outs = self.deferred(fn, attrs, ins, exc, checkpoint, watch.read)
                 if outs is None:
                     if exc.location is None or exc.location.field is None:
                         raise NNEFXError(exc.message, self.loc(where)) from None
@@ -170,6 +172,8 @@ class OnnxReader:
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, AttributeError) as exc:
                 # attribute values of the wrong kind or length (e.g. pads=[1] on a 2-D pool)
                 raise NNEFXError(f"invalid node: {exc}", self.loc(where)) from None
+            finally:
+                watch.end()
             outs = outs if isinstance(outs, list) else [outs]
             for k, name in enumerate(node.output):
                 if name == "":
@@ -472,12 +476,15 @@ class OnnxReader:
             graph.outputs.append(name)
 
     def deferred(self, fn: Any, attrs: dict[str, Any], ins: list[Value | None], exc: NNEFXError,
-                 checkpoint: tuple) -> list[Value] | None:
+                 checkpoint: tuple, shape_read: set[int] | frozenset[int] = frozenset()) -> list[Value] | None:
         """The node as a deferred operation when it failed for want of what a run knows: the
         value of an input computed at run time (:class:`ValueNeeded`), or the extents of an
-        input only a run gives (:meth:`run_time_shaped`); None when it failed for another reason."""
+        input only a run gives (:meth:`run_time_shaped`) — one whose shape the node's reader
+        read (``shape_read``: ids of such inputs; a refusal that never looked at them, an
+        unsupported attribute say, stays a refusal at load); None when it failed for another
+        reason."""
         waiting = [k for k, v in enumerate(ins) if v is not None and v.kind == "tensor" and v.tensor in self.pending
-                   and self.unknown_extents(v)]
+                   and id(v) in shape_read and self.unknown_extents(v)]
         value = None
         if isinstance(exc, ValueNeeded):
             value = next((k for k, v in enumerate(ins) if v is not None and not v.unsupported and (
@@ -523,6 +530,38 @@ class OnnxReader:
     def value_kind(self, type_proto: Any) -> tuple[str | None, Any]:
         """What a ``TypeProto`` (an attribute's, e.g. ``Optional.type``) holds; see :func:`_value_kind`."""
         return _value_kind(type_proto)
+
+
+class _WatchedValue(Value):
+    """A :class:`Value` whose ``shape`` records being read (see :class:`_ShapeWatch`)."""
+
+    @property  # type: ignore[override]
+    def shape(self) -> tuple | None:
+        self.__dict__["_shape_read"] = True
+        return self.__dict__.get("shape")
+
+    @shape.setter
+    def shape(self, value: tuple | None) -> None:
+        self.__dict__["shape"] = value
+
+
+class _ShapeWatch:
+    """While a node is read, which of ``values`` (inputs whose extents only a run gives) its
+    reader reads the shape of: their class is :class:`_WatchedValue` until :meth:`end`, which
+    restores it and leaves the ids of those read in :attr:`read`."""
+
+    def __init__(self, values: list[Value]):
+        self.values = values
+        self.read: set[int] = set()
+        for v in values:
+            v.__class__ = _WatchedValue
+
+    def end(self) -> None:
+        for v in self.values:
+            v.__class__ = Value
+            if v.__dict__.pop("_shape_read", False):
+                self.read.add(id(v))
+        self.values = []
 
 
 def _agree(table: dict[str, Any], name: str, value: Any) -> None:
