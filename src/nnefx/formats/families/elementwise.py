@@ -781,15 +781,26 @@ def onnx_cast_to_ir(ctx: IRContext, op: Operation) -> None:
 
 @to_onnx("onnx_cast")
 def onnx_cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
-    # Cast-13 (the opset nnefx writes) converts between every type it can hold exactly as
-    # onnx_cast does; saturate and round_mode only matter for float8 targets, which it cannot hold
+    # Cast converts between every type it holds exactly as onnx_cast does (ONNX Cast operator
+    # doc); a float8/4-bit/2-bit type is written in the opset that added it (the model's opset
+    # follows its values' types), saturate only matters for float8 targets (Cast-19) and
+    # round_mode only for float8e8m0 ones (Cast-24), so each is written only there
     to = str(op.attribs["to"])
     if to not in WRITABLE_ETYPES:
-        raise ctx.fail(f"Cast to {to} needs a later ONNX opset than nnefx writes")
+        raise ctx.fail(f"Cast to {to}: ONNX as nnefx writes it has no such element type")
     target = numpy_dtype(to)
     x = ctx.ref(op.inputs["input"])
-    ctx.bind(out(op), unop(ctx, "copy", x) if np.dtype(ctx.dtype(x)) == target else
-             ctx.node("Cast", [x], ctx.dims(x), dtype=target, to=tensor_type(target)))
+    if np.dtype(ctx.dtype(x)) == target:
+        ctx.bind(out(op), unop(ctx, "copy", x))
+        return
+    attrs = {}
+    if to.startswith("f8") and not op.attribs.get("saturate", True):
+        attrs["saturate"] = 0
+        ctx.e.need_opset(19)
+    if to == "f8e8m0" and str(op.attribs.get("round_mode", "up")) != "up":
+        attrs["round_mode"] = str(op.attribs["round_mode"])
+        ctx.e.need_opset(24)
+    ctx.bind(out(op), ctx.node("Cast", [x], ctx.dims(x), dtype=target, to=tensor_type(target), **attrs))
 
 
 @to_onnx("convert_element_type")
@@ -828,6 +839,14 @@ def cast_like_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     saturate = bool(op.attribs.get("saturate", True))
     onnx_write(ctx, op, "CastLike", [op.inputs["input"], op.inputs["like"]], 15 if saturate else 19,
                saturate=None if saturate else 0)
+
+
+@to_onnx("onnx_bit_cast")
+def bit_cast_to_onnx(ctx: OnnxContext, op: Operation) -> None:
+    to = str(op.attribs["to"])
+    if to not in WRITABLE_ETYPES:
+        raise ctx.fail(f"BitCast to {to}: ONNX as nnefx writes it has no such element type")
+    onnx_write(ctx, op, "BitCast", [op.inputs["input"]], 26, to=tensor_type(numpy_dtype(to)))
 
 
 @to_onnx("onnx_bit_shift")

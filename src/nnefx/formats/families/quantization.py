@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import etypes
 from ...etypes import numpy_dtype
 from ...graph import Operation
 from ..export.lowering import (
@@ -205,20 +206,30 @@ def ir_fake_quantize_to_ir(ctx: IRContext, op: Operation) -> None:
 
 # --- onnx-domain operations, written back as the ONNX nodes they stand for ----------------------
 
-#: the code types QuantizeLinear/DequantizeLinear-21 have that a graph's integer storage can be
-_ONNX_CODES = ("int8", "uint8", "int16", "uint16", "int32")
+#: the code types of QuantizeLinear/DequantizeLinear (ONNX operator docs, opset 25: ``T3`` of
+#: QuantizeLinear, ``T1`` of DequantizeLinear, which also reads int32); the model is written in
+#: the opset that added the type (``writer.ETYPE_OPSETS``: float8 19, 4-bit 21, float4 23, 2-bit 25)
+_ONNX_CODES = ("i8", "u8", "i16", "u16", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "i4", "u4", "f4e2m1",
+               "i2", "u2")
 
 
-def _codes_type(ctx: OnnxContext, value) -> None:
-    dt = ctx.dtype(value)
-    if dt.name not in _ONNX_CODES:
-        raise ctx.fail(f"quantized codes held as {dt.name} have no QuantizeLinear/DequantizeLinear form "
-                       f"(ONNX codes are {', '.join(_ONNX_CODES)}, float8 or 4-bit)")
+def _codes_type(ctx: OnnxContext, value, codes: tuple[str, ...] = _ONNX_CODES) -> None:
+    etype = etypes.from_numpy(ctx.dtype(value))
+    if etype not in codes:
+        raise ctx.fail(f"quantized codes of element type {etype} have no QuantizeLinear/DequantizeLinear form "
+                       f"(ONNX codes are {', '.join(codes)})")
+
+
+def _scale_type(ctx: OnnxContext, scale, data) -> None:
+    """Before opset 23 the scale has the (float) data's element type; another one needs 23."""
+    if ctx.dtype(scale) != ctx.dtype(data):
+        ctx.e.need_opset(23)
 
 
 @to_onnx("onnx_quantize_linear")
 def quantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     _codes_type(ctx, op.outputs["output"])
+    _scale_type(ctx, op.inputs["scale"], op.inputs["input"])
     onnx_write(ctx, op, "QuantizeLinear", [op.inputs[k] for k in ("input", "scale", "zero_point")], 21,
                axis=int(op.attribs.get("axis", 1)), block_size=int(op.attribs.get("block_size", 0)) or None,
                saturate=None if op.attribs.get("saturate", True) else 0)
@@ -226,8 +237,18 @@ def quantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
 
 @to_onnx("onnx_dequantize_linear")
 def dequantize_linear_to_onnx(ctx: OnnxContext, op: Operation) -> None:
-    _codes_type(ctx, op.inputs["input"])
-    onnx_write(ctx, op, "DequantizeLinear", [op.inputs[k] for k in ("input", "scale", "zero_point")], 21,
+    _codes_type(ctx, op.inputs["input"], _ONNX_CODES + ("i32",))
+    _scale_type(ctx, op.inputs["scale"], op.outputs["output"])
+    # a zero point of another type than the codes (the reader's 0 for a left-out one) is
+    # written only where it is not 0: ONNX's left-out zero point is 0 in the codes' type
+    zero = op.inputs["zero_point"]
+    known = ctx.data(zero)
+    if ctx.dtype(zero) != ctx.dtype(op.inputs["input"]):
+        if known is None or np.any(np.asarray(known) != 0):
+            raise ctx.fail(f"the zero point's element type {ctx.dtype(zero)} differs from the codes' "
+                           f"{ctx.dtype(op.inputs['input'])}")
+        zero = None
+    onnx_write(ctx, op, "DequantizeLinear", [op.inputs["input"], op.inputs["scale"], zero], 21,
                axis=int(op.attribs.get("axis", 1)), block_size=int(op.attribs.get("block_size", 0)) or None)
 
 

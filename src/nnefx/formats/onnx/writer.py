@@ -103,6 +103,11 @@ class Emitter:
         self.opset = OPSET
         #: the opsets of other domains the model imports (``ai.onnx.ml``: 5, ...)
         self.domains: dict[str, int] = {}
+        #: every emitter of the model (its bodies'), whose values' element types decide the
+        #: opset too (:meth:`etype_opset`)
+        self._family: list[Emitter] = [self] if parent is None else self._root._family
+        if parent is not None:
+            self._family.append(self)
 
     def need_opset(self, version: int, domain: str = "") -> None:
         """Write the model in opset ``version`` of ``domain`` or later (an operator first
@@ -111,6 +116,13 @@ class Emitter:
             self._root.domains[domain] = max(self._root.domains.get(domain, 1), int(version))
         else:
             self._root.opset = max(self._root.opset, int(version))
+
+    def etype_opset(self) -> int:
+        """The first opset whose types hold every element type a value of the model has
+        (:data:`ETYPE_OPSETS`: float8 19, 4-bit 21, ...): the model is written in it at least."""
+        seen = {np.dtype(dt) for em in self._family for _, dt in em.meta.values()}
+        return max((ETYPE_OPSETS.get(etypes.from_numpy(dt), OPSET) for dt in seen if dt.kind != "O"),
+                   default=OPSET)
 
     def fresh(self, hint: str) -> str:
         """A value name used nowhere else (and never one of the graph's own tensor names)."""
@@ -413,20 +425,28 @@ class ExportContext(_export.ExportContextBase[str]):
         return self.node("Cast", [ref], self.dims(ref), dtype=dtype, to=tensor_type(dtype))
 
 
-#: Element types an opset-18 model can hold (float8 needs opset 19, int4 21, float4/int2/e8m0 23+).
-WRITABLE_ETYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool",
-                   "string")
+#: Element types an ONNX model can hold -> the first opset that has them (the ONNX IR's
+#: ``TensorProto.DataType`` and the operator docs' type constraints: float8 came with opset 19 /
+#: IR 9, int4/uint4 with 21 / IR 10, float4e2m1 with 23 / IR 11, float8e8m0 with 24 / IR 12,
+#: int2/uint2 with 25 / IR 13); a model holding one is written in that opset at least.
+ETYPE_OPSETS = {**{t: OPSET for t in ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16",
+                                      "u32", "u64", "bool", "string")},
+                **{t: 19 for t in ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz")},
+                "i4": 21, "u4": 21, "f4e2m1": 23, "f8e8m0": 24, "i2": 25, "u2": 25}
+#: Element types an ONNX model can hold (complex ones are not written).
+WRITABLE_ETYPES = tuple(ETYPE_OPSETS)
 
 
 def tensor_dtype(t: Any, dtype: str | None = None, location: Location | None = None) -> np.dtype:
     """The numpy dtype of graph tensor ``t`` in the written model: its concrete element type
     (:attr:`~nnefx.graph.Tensor.etype`), else its NNEF data type's default (float32 / int64 /
-    bool); a located error for element types opset 18 cannot hold."""
+    bool); a located error for element types ONNX cannot hold.  (A type newer than opset 18
+    raises the model's opset: :meth:`Emitter.etype_opset`.)"""
     if t.etype is None:
         return NUMPY.get(dtype or t.dtype, NUMPY["scalar"])
     if t.etype not in WRITABLE_ETYPES:
-        raise NNEFXError(f"tensor '{t.name}' has element type {t.etype}, which ONNX opset {OPSET} cannot hold "
-                         f"(it holds {', '.join(WRITABLE_ETYPES)})", location)
+        raise NNEFXError(f"tensor '{t.name}' has element type {t.etype}, which ONNX as nnefx writes it cannot "
+                         f"hold (it holds {', '.join(WRITABLE_ETYPES)})", location)
     return etypes.numpy_dtype(t.etype)
 
 
@@ -715,7 +735,7 @@ def build(model: Model | Graph, *, opset: int = OPSET, compress_to_fp16: bool = 
         outputs.append(_value_info(name, declared if declared is not None else shape, dt, None,
                                    e.kinds.get(name, t.kind)))
     g = helper.make_graph(e.nodes, graph.name or "main", inputs, outputs, initializer=e.initializers)
-    opset = max(opset, e.opset)
+    opset = max(opset, e.opset, e.etype_opset())
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(e.domains.items())]
     proto = helper.make_model(g, opset_imports=imports, producer_name="nnefx", producer_version=_version())
     proto.ir_version = IR_VERSION if opset == OPSET and not e.domains else max(
