@@ -175,6 +175,10 @@ def _attach_variables(model: Model, store: _TensorStore, file_name: Callable[[st
                          Location(file_name(stray[0]), field="file"))
     if stored_bits:
         model.extras["stored_bits"] = stored_bits
+    if model.extras.get("tract_etypes"):   # tract computes in the variables' stored types too
+        from ..semantics.dialect import carry_etypes
+
+        carry_etypes(graph)
 
 
 def _check_quant_keys(graph: Graph, quant_text: str | None, quant_file: str) -> None:

@@ -24,6 +24,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .. import dims
 from ..diagnostics import Location, NNEFXError, NNEFXWarning
 from ..syntax import ast
@@ -239,6 +241,188 @@ def lower_externals(graph: Any) -> None:
         tensor.dtype = dtype
         if etype != etypes.DEFAULTS.get(dtype):
             tensor.etype = etype
+
+
+#: NNEF arithmetic and comparisons tract computes on integer tensors too (in their datum type,
+#: wrapping; division truncates, tract ``core/src/ops/math``) -> the nnefx operation that
+#: computes them so (numpy broadcasting, as tract's rank broadcast)
+TRACT_INTEGER_OPS = {"add": ("integer_arith", "add"), "sub": ("integer_arith", "subtract"),
+                     "mul": ("integer_arith", "multiply"), "div": ("integer_arith", "divide"),
+                     "min": ("integer_arith", "minimum"), "max": ("integer_arith", "maximum"),
+                     "eq": ("integer_compare", "equal"), "ne": ("integer_compare", "not_equal"),
+                     "lt": ("integer_compare", "less"), "le": ("integer_compare", "less_equal"),
+                     "gt": ("integer_compare", "greater"), "ge": ("integer_compare", "greater_equal")}
+
+
+def tract_loose(frag: Any, got: Any, want: Any) -> bool:
+    """tract's own operations declare every tensor parameter ``tensor<scalar>`` and type the
+    values by their datum types (an i64 index tensor, a u8 image cast to f32): in tract's
+    dialect any tensor passes for such a parameter of a primitive of the ``tract`` domain, and
+    an integer tensor for an operand of the arithmetic tract computes on integers
+    (:data:`TRACT_INTEGER_OPS`, rewritten by :func:`carry_etypes`); checker and expander ask
+    the same question."""
+    from .types import Prim, TensorT
+
+    if not isinstance(want, TensorT) or want.dtype != "scalar":
+        return False
+    if frag.domain == "nnef" and frag.name in TRACT_INTEGER_OPS:   # (an integer number too: ne(x, 5))
+        return isinstance(got, TensorT) and got.dtype == "integer" or got == Prim("integer")
+    return frag.domain == "tract" and frag.body is None and isinstance(got, TensorT)
+
+
+def tract_integer_result(frag: Any, types: list[Any]) -> bool:
+    """Arithmetic of :data:`TRACT_INTEGER_OPS` whose tensor operands are all integer tensors
+    has an integer result in tract's dialect (``types``: the arguments' types), checker and
+    expander alike."""
+    from .types import TensorT
+
+    if frag.domain != "nnef" or TRACT_INTEGER_OPS.get(frag.name, ("",))[0] != "integer_arith":
+        return False
+    tensors = [t for t in types if isinstance(t, TensorT)]
+    return bool(tensors) and all(t.dtype == "integer" for t in tensors)
+
+
+def carry_etypes(graph: Any) -> None:
+    """Element types flow as tract computes them: every tensor takes the datum type tract
+    gives it (tract ``core/src/ops/binary.rs``: an operation computes in its operands' common
+    super type), from the inputs' ``datum_type`` and the variables' stored item types — an
+    ``add`` of two f16 tensors is f16 (NNEF text itself names only ``scalar``, so a plain NNEF
+    document keeps computing in f32).  A registry element-type rule decides where an operation
+    has one (``tract_core_cast``, ``tract_core_shape_of``, ...).  A number written in the
+    text next to a typed float operand has that operand's type in tract (``mul(x, 0.1)``
+    with f16 ``x`` multiplies by f16's 0.1, with f64 ``x`` by f64's): it becomes a rank-0
+    constant of that type."""
+    from .. import etypes
+    from ..formats.reading.shapes import infer_etypes
+
+    if not any(t.etype is not None for t in graph.tensors.values()):
+        return
+    from ..ops import registry
+
+    ops = []
+    for op in graph.operations:
+        if op.op not in ("external", "variable", "constant"):
+            _integer_arithmetic(graph, op, etypes)
+            entry = registry.find(op.op)
+            if entry is not None and entry.domain == "tract" and entry.etype_rule is None:
+                _follow_data(graph, op, etypes)
+            else:
+                if entry is not None and op.dtype is not None:
+                    _rebind_generic(graph, op, entry)
+                infer_etypes(graph, op, unify=_common_etype)
+                if entry is not None and entry.domain == "tract":   # (tract_core_cast to 'i32' ...)
+                    for name in op.output_names():
+                        t = graph.tensors.get(name)
+                        if t is not None and t.etype is not None and t.dtype == "scalar":
+                            t.dtype = etypes.abstract(t.etype) or t.dtype
+            ops.extend(_typed_literals(graph, op, etypes))
+        ops.append(op)
+    graph.operations = ops
+
+
+def _integer_arithmetic(graph: Any, op: Any, etypes: Any) -> None:
+    """``add`` (``sub``, ``lt`` ...) of integer tensors becomes ``integer_arith``
+    (``integer_compare``) computing in their type; a number written beside them is converted
+    as tract converts it (Rust's ``as``: truncated toward zero, saturated)."""
+    if op.op not in TRACT_INTEGER_OPS:
+        return
+    tensors = [graph.tensors[v] for v in op.inputs.values() if isinstance(v, str) and v in graph.tensors]
+    if not tensors or any(t.dtype != "integer" for t in tensors):
+        return
+    et = _common_etype([etypes.of(t) for t in tensors])
+    if et is None:
+        return
+    name, kind = TRACT_INTEGER_OPS[op.op]
+    info = np.iinfo(etypes.numpy_dtype(et))
+    for k, v in list(op.inputs.items()):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            op.inputs[k] = int(min(max(np.trunc(v), info.min), info.max)) if np.isfinite(v) else 0
+    op.op, op.attribs, op.dtype = name, {"op": kind}, "integer"
+    if name == "integer_arith":
+        for out in op.output_names():
+            graph.tensors[out].dtype = "integer"
+
+
+def _rebind_generic(graph: Any, op: Any, entry: Any) -> None:
+    """A generic operation (``transpose<?>``, ``concat<?>``) whose generic tensors became
+    another abstract type here (a ``tract_core_cast`` to 'i32' the checker typed by tract's
+    ``tensor<scalar>`` header) is bound to that type, results included."""
+    from ..ops.signature import signature
+
+    sig = signature(entry.declaration)
+    if sig is None:
+        return
+    kinds = set()
+    for p in sig.tensor_params:
+        if p.tensor_dtype is None and p.name in op.inputs:
+            v = op.inputs[p.name]
+            for x in v if isinstance(v, list) else [v]:
+                if isinstance(x, str) and x in graph.tensors:
+                    kinds.add(graph.tensors[x].dtype)
+    if len(kinds) != 1 or op.dtype in kinds:
+        return
+    new = kinds.pop()
+    generic_results = {r.name for r in sig.results if r.tensor_dtype is None}
+    for key, value in op.outputs.items():
+        if key in generic_results:
+            for name in value if isinstance(value, list) else [value]:
+                if isinstance(name, str) and name in graph.tensors and graph.tensors[name].dtype == op.dtype:
+                    graph.tensors[name].dtype = new
+    op.dtype = new
+
+
+def _follow_data(graph: Any, op: Any, etypes: Any) -> None:
+    """A tract operation without an element-type rule returns its first tensor operand's
+    datum type (gathers, scatters, top-k values, slices ...: tract's headers declare them all
+    tensor<scalar>), and its results take that type's abstract NNEF type."""
+    first = next((graph.tensors[v] for v in op.inputs.values() if isinstance(v, str) and v in graph.tensors), None)
+    if first is None:
+        return
+    et = etypes.of(first)
+    for name in op.output_names():
+        t = graph.tensors.get(name)
+        if t is not None and t.kind == "tensor" and t.dtype == "scalar":
+            t.dtype = etypes.abstract(et) or t.dtype
+            t.etype = None if etypes.DEFAULTS.get(t.dtype) == et else et
+
+
+def _common_etype(found: list[str]) -> str | None:
+    """tract's common super type of operand types (``DatumType::common_super_type``): the
+    wider float, the wider integer of one signedness; None (the default) where tract has none."""
+    from .. import etypes
+
+    kinds = set(found)
+    if len(kinds) <= 1:
+        return next(iter(kinds), None)
+    if all(etypes.is_float(k) for k in kinds):
+        widest = max(kinds, key=lambda k: etypes.BITS.get(k, 0))
+        same = [k for k in kinds if etypes.BITS.get(k) == etypes.BITS.get(widest)]
+        return widest if len(same) == 1 else None   # f16 with bf16: no common type
+    if len({k[0] for k in kinds}) == 1 and all(k[0] in "iu" for k in kinds):
+        return max(kinds, key=lambda k: etypes.BITS.get(k, 0))
+    return None
+
+
+def _typed_literals(graph: Any, op: Any, etypes: Any) -> list[Any]:
+    """The float literal operands of ``op`` whose result is a float other than f32, as
+    ``constant`` operations of the result's type (a literal would be bound as an f32)."""
+    from ..graph import Operation, Tensor
+
+    outs = [graph.tensors[n] for n in op.output_names() if n in graph.tensors]
+    et = outs[0].etype if len(outs) == 1 else None
+    if et is None or not etypes.is_float(et):
+        return []
+    made = []
+    for k, v in list(op.inputs.items()):
+        if isinstance(v, float):
+            name = f"{outs[0].name}_{k}_literal"
+            while name in graph.tensors:
+                name += "_"
+            graph.tensors[name] = Tensor(name, "scalar", (), etype=et)
+            made.append(Operation("constant", {}, {"output": name}, {"shape": [], "value": [v]}, "scalar",
+                                  op.location))
+            op.inputs[k] = name
+    return made
 
 
 def bind_given_shapes(graph: Any, input_shapes: dict[str, tuple] | None) -> None:

@@ -28,6 +28,7 @@ from ..graph import Graph, Operation, Tensor
 from ..syntax import ast
 from . import evaluator as ev
 from .checker import BINARY_FRAGMENTS, UNARY_FRAGMENTS, bind_generic, match_arguments
+from .dialect import tract_integer_result, tract_loose
 from .evaluator import TensorLiteral, TensorRef, is_tensor_value, value_type
 from .types import ArrayT, TensorT, TupleT, Type, can_cast, convert_value
 
@@ -334,7 +335,8 @@ class Expander:
         prov = self.dialect == "provisional"
         for p in frag.params:
             want = p.type.type.bind(g)
-            if not can_cast(types[p.name], want):
+            if not can_cast(types[p.name], want) and not (
+                    self.tolerance is not None and self.tolerance.mode == "tract" and tract_loose(frag, types[p.name], want)):
                 raise NNEFXError(f"argument '{p.name}' of '{frag.name}' expects {want}, found {types[p.name]}",
                                  locs.get(p.name, loc))
             if prov:
@@ -496,6 +498,9 @@ class Expander:
         attribs.update(frag.fixed_attribs)
         if self.dialect == "provisional":
             self._complete_windows(op_name, inputs, attribs, loc)
+        # add of integer tensors in tract's dialect is an integer tensor (carry_etypes computes it so)
+        forced = "integer" if self.tolerance is not None and self.tolerance.mode == "tract" and \
+            tract_integer_result(frag, [value_type(v) for v in args.values()]) else None
         outputs: dict[str, Any] = {}
         values = []
         results = frag.results
@@ -505,7 +510,7 @@ class Expander:
             rt = r.type.type.bind(g)
             if isinstance(rt, TensorT):
                 name = t if isinstance(t, str) and t not in graph.tensors else self.fresh(op_name)
-                dtype = rt.dtype if rt.dtype not in (None, "?") else (g if g not in (None, "?") else "scalar")
+                dtype = forced or (rt.dtype if rt.dtype not in (None, "?") else (g if g not in (None, "?") else "scalar"))
                 graph.tensors[name] = Tensor(name=name, dtype=dtype)
                 outputs[r.name] = name
                 values.append(TensorRef(name, dtype))

@@ -23,6 +23,7 @@ from .dialect import (
     Tolerance,
     TractHeader,
     bind_given_shapes,
+    carry_etypes,
     lower_externals,
     read_tract_header,
     take_properties,
@@ -153,6 +154,10 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             check_variables(graph)
             if shapes:
                 infer_shapes(graph, input_shapes, custom_shapes)
+            if header is not None:
+                carry_etypes(graph)
+                if extras is not None:   # the loader carries them again once variables have data
+                    extras["tract_etypes"] = True
             if quant:
                 attach_quant(graph, quant, table, file=quant_file or "<quant>", dialect=doc.dialect)
     except NNEFXError as exc:

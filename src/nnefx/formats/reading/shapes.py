@@ -121,7 +121,7 @@ def _shape_of(graph: Graph, v: Any) -> tuple | None:
     return None
 
 
-def infer_etypes(graph: Graph, op: Operation) -> None:
+def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
     """The concrete element type (:attr:`~nnefx.graph.Tensor.etype`) of each result of ``op``.
 
     The operation's registry element-type rule decides where it has one (``@op.etypes``:
@@ -129,6 +129,8 @@ def infer_etypes(graph: Graph, op: Operation) -> None:
     a result takes the element type of the first tensor input of its own abstract data type
     (``add`` of two int8 tensors is int8, ``select`` of float16 values is float16), and a
     result of a type no input has (``argmax`` indices, comparison results) its type's default.
+    ``unify`` replaces "the first": it maps the element types (defaults filled in) of those
+    inputs to the result's (tract's common super type, :func:`nnefx.semantics.dialect.carry_etypes`).
     """
     from ... import etypes
     from ...ops import registry
@@ -157,7 +159,11 @@ def infer_etypes(graph: Graph, op: Operation) -> None:
     sources = [graph.tensors[v] for v in _flat_shapes(list(op.inputs.values())) if isinstance(v, str) and v in graph.tensors]
     for name in outs:
         t = graph.tensors[name]
-        t.etype = next((s.etype for s in sources if s.dtype == t.dtype), None)
+        if unify is None:
+            t.etype = next((s.etype for s in sources if s.dtype == t.dtype), None)
+        else:
+            et = unify([etypes.of(s) for s in sources if s.dtype == t.dtype])
+            t.etype = None if et is None or etypes.DEFAULTS.get(t.dtype) == et else et
 
 
 def _etype_of(graph: Graph, v: Any) -> str | None:
