@@ -123,13 +123,22 @@ def test_static_control_flow_is_still_inlined(tmp_path):
     assert not _layers(tmp_path / "m.xml", "If") and _layers(tmp_path / "m.xml", "Negative")
 
 
-def test_a_loop_layer_read_back_is_refused_located(tmp_path):
-    """nnefx's IR reader unrolls loops it can count while loading; a run-time trip count is
-    refused at the layer (OpenVINO runs the file)."""
-    nnefx.save(_loop_model(tmp_path), tmp_path / "m.xml")
-    with pytest.raises(NNEFXError, match="computed at run time is not supported") as err:
-        nnefx.load(tmp_path / "m.xml")
-    assert "Loop" in str(err.value.location)
+@pytest.mark.parametrize("stop_at,cond_input", [(None, False), (2, True)])
+def test_a_loop_layer_reads_back_and_runs_as_openvino_runs_it(tmp_path, stop_at, cond_input):
+    """nnefx's IR reader takes the Loop-5 layer it wrote (run-time trip count, condition from
+    the body) as one onnx_loop over its body: the same values as OpenVINO, bit for bit, on both
+    backends, for no, one and several iterations (and -1, no limit, where the body stops it)."""
+    nnefx.save(_loop_model(tmp_path, stop_at, cond_input), tmp_path / "m.xml")
+    back = nnefx.load(tmp_path / "m.xml")
+    assert "onnx_loop" in {op.op for op in back.graph.operations} and len(back.graph.subgraphs) == 1
+    compiled = ov.Core().compile_model(str(tmp_path / "m.xml"), "CPU")
+    for n in (0, 1, 3, 5) + ((-1,) if cond_input else ()):
+        feed = {"n": np.array(n, np.int64), "y0": np.array([1.0, 4.0], np.float32)}
+        want = {k.get_any_name(): v for k, v in compiled(feed).items()}
+        for backend in ("formal", "fast"):
+            got = nnefx.Session(back, backend=backend).run(feed)
+            for k in ("y", "ys"):
+                assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), (n, backend, k)
 
 
 def test_float_to_integer_cast_is_refused_in_ir(tmp_path):

@@ -115,20 +115,34 @@ def _tensor_iterator(ctx: LayerContext):
     return _unroll(ctx, trip_count=None, first_input=0)
 
 
+class _RunTimeCondition(Exception):
+    """Raised while unrolling when a body's execution condition is known only at run time."""
+
+
 @layer("Loop", ANY)
 def _loop(ctx: LayerContext):
     """Unrolled while loading when the iteration count is known then: a constant trip count
-    (or -1) and an execution condition that is a load-time constant in every iteration."""
+    (or -1) and an execution condition that is a load-time constant in every iteration;
+    otherwise the loop runs as one ``onnx_loop`` operation over its body
+    (:func:`nnefx.formats.ir.loop.read_loop`)."""
+    from .loop import read_loop
+
     if ctx.n_inputs < 2:
         raise ctx.error("a Loop needs trip count and execution condition inputs")
     trip = ctx.input(0)
     cond = ctx.input(1)
     if not trip.is_const or not cond.is_const:
-        raise ctx.error("a Loop whose trip count or initial condition is computed at run time is not supported")
+        return read_loop(ctx)
     n = int(np.asarray(trip.const).reshape(-1)[0])
     if not bool(np.asarray(cond.const).reshape(-1)[0]):
         n = 0
-    return _unroll(ctx, trip_count=n, first_input=2)
+    checkpoint, n_ops = ctx.builder.checkpoint(list(ctx.values)), len(ctx.ops)
+    try:
+        return _unroll(ctx, trip_count=n, first_input=2)
+    except _RunTimeCondition:
+        ctx.builder.restore(checkpoint)
+        del ctx.ops[n_ops:]
+        return read_loop(ctx)
 
 
 def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
@@ -238,8 +252,7 @@ def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
         if condition is not None:
             c = res_vals[condition]
             if not c.is_const:
-                raise ctx.error("the Loop's execution condition is computed at run time; only loops whose "
-                                "condition is known while loading are supported")
+                raise _RunTimeCondition()
             if not bool(np.asarray(c.const).reshape(-1)[0]):
                 break
     if done == 0:
