@@ -62,6 +62,19 @@ def test_openvino_loop_runs_as_openvino_runs_it(tmp_path, constant_trip):
             assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), (n, backend)
 
 
+def test_openvino_loop_converts_to_onnx_with_the_same_values(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    path = _loop_ir(tmp_path / "m.xml")
+    nnefx.save(nnefx.load(path), tmp_path / "m.onnx")
+    compiled = ov.Core().compile_model(path, "CPU")
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(2)
+    feed = {"trip": np.array(-1, np.int64), "y0": rng.standard_normal((2, 3)).astype(np.float32),
+            "x": rng.standard_normal((2, 3)).astype(np.float32)}
+    want = list(compiled(feed).values())
+    assert all(np.array_equal(g, w) for g, w in zip(session.run(None, feed), want, strict=True))
+
+
 def test_sliced_input_of_a_run_time_loop_is_refused_located(tmp_path):
     path = _loop_ir(tmp_path / "m.xml", sliced=True)
     with pytest.raises(NNEFXError, match="sliced inputs of a Loop whose iteration count is known only at run time") \

@@ -141,6 +141,23 @@ def test_a_loop_layer_reads_back_and_runs_as_openvino_runs_it(tmp_path, stop_at,
                 assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), (n, backend, k)
 
 
+def test_a_loop_layer_read_back_is_written_again_as_ir_and_onnx(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    nnefx.save(_loop_model(tmp_path, 2, True), tmp_path / "m.xml")
+    back = nnefx.load(tmp_path / "m.xml")
+    nnefx.save(back, tmp_path / "again.xml")
+    nnefx.save(back, tmp_path / "again.onnx")
+    (layer,) = _layers(tmp_path / "again.xml", "Loop")
+    first = ov.Core().compile_model(str(tmp_path / "m.xml"), "CPU")
+    again = ov.Core().compile_model(str(tmp_path / "again.xml"), "CPU")
+    session = ort.InferenceSession(str(tmp_path / "again.onnx"), providers=["CPUExecutionProvider"])
+    for n in (0, 3, -1):
+        feed = {"n": np.array(n, np.int64), "y0": np.array([1.0, 4.0], np.float32)}
+        want = list(first(feed).values())
+        for got in (list(again(feed).values()), session.run(None, feed)):
+            assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), n
+
+
 def test_float_to_integer_cast_is_refused_in_ir(tmp_path):
     model = _save(tmp_path, [h.make_node("Cast", ["x"], ["y"], to=T.INT32)], [_vi("x", [3])], [_vi("y", [3], T.INT32)])
     with pytest.raises(NNEFXError, match="Cast from a float type to i32") as err:

@@ -15,8 +15,9 @@ over its body (OpenVINO opset docs, Loop-5):
 * a trip count below 0 means no limit (Loop-5), ``onnx_loop``'s limit is made so at run time;
   the condition is always passed, so the body's condition output always decides, as in Loop-5;
 * an output without ``axis`` is the last value of a carried Result; one with ``axis`` is the
-  per-iteration pieces concatenated along it (``onnx_loop`` stacks them on a new first axis:
-  moved to ``axis`` and merged with it).
+  per-iteration pieces (of extent 1 there, as Loop-5 requires) concatenated along it: the body
+  gives each piece without that axis, ``onnx_loop`` stacks them on a new first axis, moved to
+  ``axis``.
 
 Refused, located: sliced inputs (an input port map ``axis``), reversed or strided output
 concatenation, the last value of a Result no back edge carries.
@@ -115,7 +116,6 @@ def read_loop(ctx: LayerContext) -> list[Value]:
     # the body's inputs in onnx_loop's order
     iteration = _iteration_input(ctx, sub, tensor_of.get(counter) if counter is not None else None)
     going = sub.builder.add_tensor("nnefx_cond_in", "logical", ())
-    body.tensors[going].etype = "boolean" if sub.builder.concrete else None
     body.operations.insert(0, Operation("external", {}, {"output": going}, {"shape": []}, dtype="logical",
                                         location=ctx.location))
     carried = [pid for pid in sorted(params, key=lambda p: in_index[params[p].external]) if pid in back]
@@ -126,10 +126,13 @@ def read_loop(ctx: LayerContext) -> list[Value]:
     scans = [m for m in outs if m.axis is not None]
     cond_value = results[condition] if condition is not None else Value(const=np.array(True), etype="boolean", shape=())
     body.outputs = []
-    for value, hint in [(cond_value, "nnefx_cond_out")] + [(results[back[p]], f"carried{k}") for k, p in enumerate(carried)] \
-            + [(results[m.layer], f"piece{k}") for k, m in enumerate(scans)]:
+    pieces = [(results[m.layer], f"piece{k}", m) for k, m in enumerate(scans)]
+    for value, hint, m in [(cond_value, "nnefx_cond_out", None)] + \
+            [(results[back[p]], f"carried{k}", None) for k, p in enumerate(carried)] + pieces:
         name = sub.builder.materialise(value, hint, ctx.location)
-        if name in body.inputs or name in body.outputs:
+        if m is not None:
+            name = _unit_axis_dropped(ctx, sub, name, m)
+        elif name in body.inputs or name in body.outputs:
             t = body.tensors[name]
             new = sub.builder.add_tensor(hint, t.dtype, t.shape)
             body.tensors[new].etype = t.etype
@@ -212,22 +215,38 @@ def _trip(ctx: LayerContext) -> list[str]:
     return [ctx.emit1("select", {"condition": negative, "true_value": UNLIMITED, "false_value": x}, dtype="integer")]
 
 
-def _concatenated(ctx: LayerContext, stacked: str, m: Any) -> str:
-    """onnx_loop's stacked pieces [n, *piece] as Loop-5's concatenation along ``m.axis``."""
-    t = ctx.builder.graph.tensors[stacked]
+def _unit_axis_dropped(ctx: LayerContext, sub: Any, name: str, m: Any) -> str:
+    """A piece of a concatenated output without its unit ``axis`` (Loop-5 concatenates pieces
+    of extent 1 there: stride and part_size 1), so that onnx_loop's stacking along a new first
+    axis and a transpose give the concatenation; a piece of another extent fails at run time."""
+    body = sub.builder.graph
+    t = body.tensors[name]
     if t.shape is None:
         raise ctx.error(f"port map output {m.external}: the rank of the body's pieces is unknown")
-    rank = len(t.shape) - 1
-    axis = m.axis + rank if m.axis < 0 else m.axis
-    if not 0 <= axis < rank:
-        raise ctx.error(f"port map output {m.external}: axis {m.axis} is outside the pieces' rank {rank}")
-    x = stacked
-    if axis:
-        perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank + 1))
-        x = ctx.emit1("transpose", {"input": x}, {"axes": perm}, dtype=t.dtype)
-        ctx.builder.graph.tensors[x].etype = t.etype
-    y = ctx.emit1("reshape", {"input": x}, {"shape": [-1], "axis_start": axis, "axis_count": 2}, dtype=t.dtype)
-    ctx.builder.graph.tensors[y].etype = t.etype
-    return y
+    axis = m.axis + len(t.shape) if m.axis < 0 else m.axis
+    if not 0 <= axis < len(t.shape):
+        raise ctx.error(f"port map output {m.external}: axis {m.axis} is outside the pieces' rank {len(t.shape)}")
+    if t.shape[axis] not in (1, None):
+        raise ctx.error(f"port map output {m.external}: pieces of extent {t.shape[axis]} along axis {m.axis}; "
+                        "Loop-5 concatenates pieces of extent 1")
+    m.axis = axis
+    new = sub.builder.add_tensor(f"{name}_piece", t.dtype, t.shape[:axis] + t.shape[axis + 1:])
+    body.tensors[new].etype = t.etype
+    body.operations.append(Operation("squeeze", {"input": name}, {"output": new}, {"axes": [axis]}, dtype=t.dtype,
+                                     location=ctx.location))
+    return new
+
+
+def _concatenated(ctx: LayerContext, stacked: str, m: Any) -> str:
+    """onnx_loop's pieces stacked on a new first axis, moved to ``m.axis``: Loop-5's
+    concatenation of unit pieces along it."""
+    if m.axis == 0:
+        return stacked
+    t = ctx.builder.graph.tensors[stacked]
+    rank = len(t.shape)
+    perm = list(range(1, m.axis + 1)) + [0] + list(range(m.axis + 1, rank))
+    x = ctx.emit1("transpose", {"input": stacked}, {"axes": perm}, dtype=t.dtype)
+    ctx.builder.graph.tensors[x].etype = t.etype
+    return x
 
 
