@@ -257,7 +257,7 @@ def test_clip_with_min_above_max_gives_max_everywhere(tmp_path, backend):
 
 # --- writers ------------------------------------------------------------------------------
 
-def test_onnx_writer_keeps_float16_and_refuses_float8(tmp_path):
+def test_onnx_writer_keeps_float16_and_float8(tmp_path):
     path, _ = _model(tmp_path, [helper.make_node("Add", ["x", "x"], ["y"])],
                      [_vi("x", TensorProto.FLOAT16, [2])], [_vi("y", TensorProto.FLOAT16, [2])], name="h.onnx")
     out = tmp_path / "h2.onnx"
@@ -268,9 +268,14 @@ def test_onnx_writer_keeps_float16_and_refuses_float8(tmp_path):
     x = np.array([1.5, 65504.0], np.float16)
     y = Session(nnefx.load(str(out)), "fast").run({"x": x})["y"]
     assert y.dtype == np.float16 and np.isinf(y[1])
+    # float8 came with opset 19: the model is written in it (it was refused at opset 18)
     path, _ = _cast_model(tmp_path, TensorProto.FLOAT, TensorProto.FLOAT8E4M3FN)
-    with pytest.raises(NNEFXError, match="f8e4m3fn"):
-        nnefx.save(nnefx.load(path), str(tmp_path / "f8.onnx"))
+    nnefx.save(nnefx.load(path), str(tmp_path / "f8.onnx"))
+    written = onnx.load(str(tmp_path / "f8.onnx"))
+    assert written.opset_import[0].version == 19
+    assert written.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT8E4M3FN
+    x = np.asarray(_VALUES, np.float32)
+    _same(Session(nnefx.load(str(tmp_path / "f8.onnx"))).run({"x": x})["y"], Session(nnefx.load(path)).run({"x": x})["y"])
 
 
 def test_nnef_writer_refuses_concrete_types_its_text_cannot_carry(tmp_path):
