@@ -214,9 +214,9 @@ _ONNX_CODES = ("i8", "u8", "i16", "u16", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8
 
 
 def _codes_type(ctx: OnnxContext, value, codes: tuple[str, ...] = _ONNX_CODES) -> None:
-    etype = etypes.from_numpy(ctx.dtype(value))
-    if etype not in codes:
-        raise ctx.fail(f"quantized codes of element type {etype} have no QuantizeLinear/DequantizeLinear form "
+    dt = ctx.dtype(value)
+    if etypes.from_numpy(dt) not in codes:
+        raise ctx.fail(f"quantized codes held as {dt.name} have no QuantizeLinear/DequantizeLinear form "
                        f"(ONNX codes are {', '.join(codes)})")
 
 
