@@ -38,47 +38,18 @@ UNLIMITED = 2 ** 62
 
 
 def read_loop(ctx: LayerContext) -> list[Value]:
-    from .opset_ir import _special_port, _ti_port_maps
+    from .opset_ir import port_structure
     from .reader import NetReader
 
     lay = ctx.layer
-    if lay.body is None:
-        raise ctx.error("a Loop needs a <body>")
-    ins, outs = _ti_port_maps(ctx, "input"), _ti_port_maps(ctx, "output")
-    counter = _special_port(ctx, "input", "current_iteration")
-    condition = _special_port(ctx, "output", "execution_condition")
-    in_index = {p.id: k for k, p in enumerate(lay.inputs)}
-    out_index = {p.id: k for k, p in enumerate(lay.outputs)}
-    by_id = {bl.id: bl for bl in lay.body.layers}
-
-    params: dict[int, Any] = {}
-    for m in ins:
-        if m.external not in in_index or in_index[m.external] < 2:
-            raise ctx.error(f"port map input names external port {m.external}, which is not a data input of the layer")
-        if by_id.get(m.layer) is None or by_id[m.layer].type != "Parameter":
-            raise ctx.error(f"port map input {m.external} must name a body Parameter (layer {m.layer})")
-        if m.layer in params:
-            raise ctx.error(f"two port map inputs feed body Parameter {m.layer}")
+    ps = port_structure(ctx, 2)
+    outs, counter, condition = ps.outs, ps.counter, ps.condition
+    in_index, out_index, params, back = ps.in_index, ps.out_index, ps.params, ps.back
+    for m in ps.ins:
         if m.axis is not None:
             raise ctx.error(f"port map input {m.external} slices its input along axis {m.axis}; sliced inputs of a "
                             "Loop whose iteration count is known only at run time are not supported")
-        params[m.layer] = m
-    for special, kind in ((counter, "Parameter"), (condition, "Result")):
-        if special is not None and (by_id.get(special) is None or by_id[special].type != kind):
-            raise ctx.error(f"special body port {special} must be a body {kind}")
-    back: dict[int, int] = {}
-    for e in lay.back_edges:
-        if by_id.get(e.from_layer) is None or by_id[e.from_layer].type != "Result" or \
-                by_id.get(e.to_layer) is None or by_id[e.to_layer].type != "Parameter":
-            raise ctx.error(f"back edge {e.from_layer} -> {e.to_layer} must lead from a body Result to a Parameter")
-        if e.to_layer not in params:
-            raise ctx.error(f"back edge into body Parameter {e.to_layer}, which has no initial value")
-        back[e.to_layer] = e.from_layer
     for m in outs:
-        if m.external not in out_index:
-            raise ctx.error(f"port map output names external port {m.external}, which is not an output of the layer")
-        if by_id.get(m.layer) is None or by_id[m.layer].type != "Result":
-            raise ctx.error(f"port map output {m.external} must name a body Result (layer {m.layer})")
         if m.axis is None and m.layer not in back.values():
             raise ctx.error(f"port map output {m.external} is the last value of body Result {m.layer}, which no back "
                             "edge carries; only carried values and concatenated outputs are supported")

@@ -10,6 +10,9 @@ layers named.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from ..families.sliding_conv import _padding, _spatial
@@ -145,10 +148,26 @@ def _loop(ctx: LayerContext):
         return read_loop(ctx)
 
 
-def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
-    from .legacy_state import _chunks, _take
-    from .reader import NetReader
+@dataclass
+class PortStructure:
+    """A TensorIterator's / Loop's port map and back edges, checked against its body."""
 
+    ins: list
+    outs: list
+    counter: int | None
+    condition: int | None
+    in_index: dict[int, int]
+    out_index: dict[int, int]
+    by_id: dict[int, Any]
+    #: body Parameter id -> its port map input
+    params: dict[int, Any]
+    #: body Parameter id -> the body Result its back edge comes from
+    back: dict[int, int]
+
+
+def port_structure(ctx: LayerContext, first_input: int) -> PortStructure:
+    """The layer's port map entries (data inputs from ``first_input`` on), special body ports
+    and back edges, each naming a body layer of the right kind (located errors otherwise)."""
     lay = ctx.layer
     if lay.body is None:
         raise ctx.error(f"a {ctx.type} needs a <body>")
@@ -157,11 +176,8 @@ def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
     condition = _special_port(ctx, "output", "execution_condition")
     in_index = {p.id: k for k, p in enumerate(lay.inputs)}
     out_index = {p.id: k for k, p in enumerate(lay.outputs)}
-    sub = NetReader(lay.body, ctx.builder.file, ctx.builder.weights)
-    sub.builder = ctx.builder
-    order, body_inputs = sub.order()
     by_id = {bl.id: bl for bl in lay.body.layers}
-    params: dict[int, object] = {}
+    params: dict[int, Any] = {}
     for m in ins:
         if m.external not in in_index or in_index[m.external] < first_input:
             raise ctx.error(f"port map input names external port {m.external}, which is not a data input of the layer")
@@ -187,6 +203,20 @@ def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
         if e.to_layer not in params:
             raise ctx.error(f"back edge into body Parameter {e.to_layer}, which has no initial value")
         back[e.to_layer] = e.from_layer
+    return PortStructure(ins, outs, counter, condition, in_index, out_index, by_id, params, back)
+
+
+def _unroll(ctx: LayerContext, trip_count: int | None, first_input: int):
+    from .legacy_state import _chunks, _take
+    from .reader import NetReader
+
+    lay = ctx.layer
+    ps = port_structure(ctx, first_input)
+    outs, counter, condition = ps.outs, ps.counter, ps.condition
+    in_index, out_index, params, back = ps.in_index, ps.out_index, ps.params, ps.back
+    sub = NetReader(lay.body, ctx.builder.file, ctx.builder.weights)
+    sub.builder = ctx.builder
+    order, body_inputs = sub.order()
     chunks: dict[int, list[int]] = {}
     for pid, m in params.items():
         if m.axis is None:
