@@ -314,6 +314,60 @@ def test_compiled_onnxruntime_weights_are_external_data_checked_like_the_graph(t
             nnefx.load(str(out))
 
 
+def test_artifact_chunks_are_each_checked_and_groups_handed_out_apart(tmp_path):
+    from nnefx.engines import compiled as compiled_module
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "graph").write_bytes(rng.bytes(5 * compiled_module.MIN_CHUNK + 123))
+    (tmp_path / "weights").write_bytes(rng.bytes(3 * compiled_module.MIN_CHUNK))
+    entries = {name: compiled_module._digests(str(tmp_path / name), compiled_module.MIN_CHUNK)
+               for name in ("graph", "weights")}
+    assert len(entries["graph"]["sha256"]) == 6 and compiled_module._valid_entry(entries["graph"])
+
+    def check():
+        return compiled_module._Check(str(tmp_path), [{"graph": entries["graph"]}, {"weights": entries["weights"]}])
+
+    done = check()
+    assert set(done.group(0)) == {"graph"} and set(done.group(1)) == {"weights"}
+    done.close()
+    data = (tmp_path / "weights").read_bytes()
+    # an edit in the last chunk of the second group: the first group is still handed out
+    (tmp_path / "weights").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    done = check()
+    assert set(done.group(0)) == {"graph"}
+    with pytest.raises(NNEFXError, match="truncated or edited") as refused:
+        done.group(1)
+    assert "weights" in str(refused.value.location)
+    done.close()
+    (tmp_path / "weights").write_bytes(data + b"\0")   # grown: not the manifest's size, refused unhashed
+    done = check()
+    with pytest.raises(NNEFXError, match="truncated or edited"):
+        done.group(1)
+    done.close()
+    # entries a hostile manifest could write are refused before any file is opened
+    for bad in ({**entries["graph"], "chunk": 1}, {**entries["graph"], "sha256": entries["graph"]["sha256"][:-1]},
+                {**entries["graph"], "size": -1}, {**entries["graph"], "size": True}, [], None):
+        assert not compiled_module._valid_entry(bad)
+
+
+@pytest.mark.skipif("onnxruntime" not in INSTALLED, reason="onnxruntime is not installed")
+def test_compiled_manifest_with_a_malformed_entry_is_refused(tmp_path):
+    import json
+
+    out = tmp_path / "digits.compiled"
+    done = _nnefx("compile", DIGITS, "-o", str(out), "--backend", "onnxruntime")
+    assert done.returncode == 0, done.stderr
+    manifest = json_load(out / "nnefx-compiled.json")
+    manifest["artifact"]["model.onnx"]["sha256"].append("0" * 64)
+    (out / "nnefx-compiled.json").write_text(json.dumps(manifest))
+    with pytest.raises(NNEFXError, match="entry for model.onnx is malformed"):
+        nnefx.load(str(out))
+    manifest["version"] = 2
+    (out / "nnefx-compiled.json").write_text(json.dumps(manifest))
+    with pytest.raises(NNEFXError, match="written by another nnefx version"):
+        nnefx.load(str(out))
+
+
 def json_load(path):
     import json
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .diagnostics import Location, NNEFXError
-from .graph import Model
+
+if TYPE_CHECKING:  # (a compiled model's load never needs the graph model)
+    from .graph import Model
 
 # (format name, module, loader function, saver function or None)
 _FORMATS: dict[str, tuple[str, str, str | None]] = {

@@ -10,30 +10,46 @@ operation and its position (:func:`query`).  Engines are checked against the for
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..diagnostics import NNEFXError
-from .base import Engine, EngineRunner, Problem
+
+if TYPE_CHECKING:
+    from .base import Engine, EngineRunner, Problem
 
 NUMPY_BACKENDS = ("fast", "formal")
+#: Engine backend name -> (module, class): one engine is imported without the others (a
+#: compiled OpenVINO model's load need not import the torch engine and the exporters it uses).
+ENGINES = {"onnxruntime": (".onnxruntime", "OnnxRuntimeEngine"), "openvino": (".openvino", "OpenVinoEngine"),
+           "torch": (".torch", "TorchEngine")}
 
 
 def engines() -> dict[str, Engine]:
     """Every engine nnefx knows, installed or not, by backend name."""
-    from .onnxruntime import OnnxRuntimeEngine
-    from .openvino import OpenVinoEngine
-    from .torch import TorchEngine
-
-    return {e.name: e for e in (OnnxRuntimeEngine(), OpenVinoEngine(), TorchEngine())}
+    return {name: get(name) for name in ENGINES}
 
 
 def get(name: str) -> Engine:
-    table = engines()
-    if name not in table:
+    if name not in ENGINES:
         raise NNEFXError(f"unknown backend '{name}' (known: {', '.join(backend_names())})")
-    return table[name]
+    import importlib
+
+    module, cls = ENGINES[name]
+    return getattr(importlib.import_module(module, __name__), cls)()
 
 
 def backend_names() -> list[str]:
-    return [*NUMPY_BACKENDS, *engines(), "auto"]
+    return [*NUMPY_BACKENDS, *ENGINES, "auto"]
+
+
+def __getattr__(name: str) -> Any:
+    # The engine classes and the graph model they use are imported when first asked for: a
+    # compiled model's load (``engines.compiled``, ``engines.loaded``) needs none of them.
+    if name in ("Engine", "EngineRunner", "Problem"):
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Engine", "EngineRunner", "Problem", "backend_names", "engines", "get"]

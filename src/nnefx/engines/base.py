@@ -162,12 +162,9 @@ class Engine:
         return self.module()
 
     def _import(self, name: str) -> Any:
-        import importlib
+        from .loaded import import_package
 
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            raise NNEFXError(f"backend '{self.name}' needs {name}: pip install 'nnefx[{self.extra}]'") from None
+        return import_package(self.name, name, self.extra)
 
     def problems(self, graph: Graph) -> list[Problem]:
         """Every operation of ``graph`` this engine cannot run, with the reason (empty: it can)."""

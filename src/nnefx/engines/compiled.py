@@ -28,41 +28,66 @@ once it has, and onnxruntime itself refuses external data outside the model's fo
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import itertools
 import json
 import mmap
 import os
 import stat
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..diagnostics import Location, NNEFXError
-from ..graph import Model
 
 MANIFEST = "nnefx-compiled.json"
 FORMAT = "nnefx-compiled"
-VERSION = 2
+VERSION = 3
 #: Each engine's artifact files: the first one always, the others where the engine wrote them.
 ARTIFACTS = {"openvino": ("model.blob",), "onnxruntime": ("model.onnx", "model.data")}
+#: Bytes per SHA-256 digest of an artifact file.  A file is checked as consecutive chunks,
+#: each with its own digest in the manifest, so that several threads check one file at once
+#: (SHA-256 itself is sequential: ResNet-18's 47 MB take 26 ms on one core).
+CHUNK = 4 << 20
+#: Smallest chunk a manifest may name (bounds the work a manifest can ask for).
+MIN_CHUNK = 1 << 16
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
+def _workers() -> int:
+    """Threads that check an artifact: the cores this process may use, at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def _digests(path: str, chunk: int = CHUNK) -> dict[str, Any]:
+    """A file's manifest entry: its size, the chunk size and the SHA-256 of every chunk."""
+    digests = []
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        for block in iter(lambda: f.read(chunk), b""):
+            digests.append(hashlib.sha256(block).hexdigest())
+    return {"size": os.path.getsize(path), "chunk": chunk, "sha256": digests}
 
 
-def _open_verified(path: str, digest: str) -> tuple[Any, mmap.mmap]:
-    """The artifact, open and mapped into memory (not copied), once its SHA-256 is the manifest's.
+def _valid_entry(entry: Any) -> bool:
+    """Whether a manifest's entry for one artifact file is well formed (sizes and digests agree)."""
+    if not isinstance(entry, dict):
+        return False
+    size, chunk, digests = entry.get("size"), entry.get("chunk"), entry.get("sha256")
+    return (type(size) is int and type(chunk) is int and size > 0 and chunk >= MIN_CHUNK
+            and isinstance(digests, list) and len(digests) == -(-size // chunk)
+            and all(isinstance(d, str) and len(d) == 64 for d in digests))
 
-    Mapped rather than read: the digest is taken over the very pages OpenVINO then reads,
+
+def _open_mapped(path: str, size: int) -> tuple[Any, mmap.mmap] | None:
+    """The file open and mapped into memory (not copied), or None: missing, not a regular file,
+    or not the manifest's size (truncated or grown: refused before anything is hashed).
+
+    Mapped rather than read: the digests are taken over the very pages OpenVINO then reads,
     and neither a copy into a bytes object nor a second read of the file is paid.  A private
     (copy-on-write) mapping, because OpenVINO wants a writable tensor; nothing is ever written
     to it.  The open file is returned too, so that what an engine opens by name can be
@@ -73,83 +98,115 @@ def _open_verified(path: str, digest: str) -> tuple[Any, mmap.mmap]:
         # Non-blocking, then a regular file only: a FIFO in its place must not hang the load.
         f = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
         status = os.fstat(f.fileno())
-        if not stat.S_ISREG(status.st_mode) or status.st_size == 0:
-            raise ValueError("not a regular file, or empty")
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        if not stat.S_ISREG(status.st_mode) or status.st_size != size:
+            raise ValueError("not a regular file, or not the manifest's size")
+        return f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     except (OSError, ValueError):
         if f is not None:
             f.close()
-        mapped = None
-    if mapped is None or hashlib.sha256(mapped).hexdigest() != digest:
-        if mapped is not None:
-            mapped.close()
-            f.close()
-        raise NNEFXError("the compiled artifact is missing, truncated or edited (its SHA-256 is not the "
-                         "manifest's): compile it again", Location(path))
-    return f, mapped
+        return None
 
 
-def _open_all_verified(folder: str, digests: dict[str, Any]) -> dict[str, tuple[Any, mmap.mmap]]:
-    """Every artifact file of ``digests`` open, mapped and checked (:func:`_open_verified`)."""
-    opened: dict[str, tuple[Any, mmap.mmap]] = {}
-    try:
-        for name, digest in digests.items():
-            opened[name] = _open_verified(os.path.join(folder, name), str(digest))
-    except BaseException:
-        _close(opened)
-        raise
-    return opened
+def _refused(path: str) -> NNEFXError:
+    return NNEFXError("the compiled artifact is missing, truncated or edited (its SHA-256 is not the "
+                      "manifest's): compile it again", Location(path))
 
 
-def _close(opened: dict[str, tuple[Any, mmap.mmap]]) -> None:
-    for f, mapped in opened.values():
-        mapped.close()
-        f.close()
+class _Check:
+    """Artifact files opened, mapped and checked against the manifest's chunk digests by worker
+    threads (hashlib releases the GIL), in groups: a group's files are handed out (:meth:`group`)
+    once every chunk of them matched, while the later groups are still being checked.
 
+    What an engine parses is one group, checked before the engine sees it; raw weights another,
+    checked while the engine reads the first.  Threads only, not ``concurrent.futures``
+    (a few milliseconds of a load that takes tens).
+    """
 
-class _Jobs:
-    """Functions run one after another on a thread of their own, each result (or exception)
-    collected by its index: what the artifact checks need, without importing
-    ``concurrent.futures`` (a few milliseconds of a load that takes tens)."""
+    def __init__(self, folder: str, groups: list[dict[str, dict[str, Any]]]):
+        self.folder = folder
+        self.groups = [list(g) for g in groups]
+        self.opened: dict[str, tuple[Any, mmap.mmap] | None] = {}
+        self.failed: set[str] = set()
+        tasks = []
+        self._left = []
+        for g, entries in enumerate(groups):
+            count = 0
+            for name, entry in entries.items():
+                self.opened[name] = opened = _open_mapped(os.path.join(folder, name), entry["size"])
+                if opened is None:
+                    self.failed.add(name)
+                    continue
+                for k, digest in enumerate(entry["sha256"]):
+                    tasks.append((g, name, k * entry["chunk"], (k + 1) * entry["chunk"], digest))
+                    count += 1
+            self._left.append(count)
+        self._done = [threading.Event() for _ in groups]
+        for g, count in enumerate(self._left):
+            if not count:
+                self._done[g].set()
+        self._lock = threading.Lock()
+        self._tasks = tasks
+        self._next = itertools.count()  # next(): atomic in CPython, the work queue
+        for k in range(min(_workers(), len(tasks))):
+            threading.Thread(target=self._work, name=f"nnefx-artifact-check-{k}", daemon=True).start()
 
-    def __init__(self, *jobs: Any):
-        self._results: list[tuple[bool, Any]] = [(False, None)] * len(jobs)
-        self._done = [threading.Event() for _ in jobs]
-
-        def work() -> None:
-            for k, job in enumerate(jobs):
+    def _work(self) -> None:
+        for i in self._next:
+            if i >= len(self._tasks):
+                return
+            g, name, start, stop, digest = self._tasks[i]
+            ok = False
+            if name not in self.failed:
                 try:
-                    self._results[k] = (True, job())
-                except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
-                    self._results[k] = (False, exc)
-                self._done[k].set()
+                    with memoryview(self.opened[name][1]) as view, view[start:stop] as part:  # type: ignore[index]
+                        ok = hashlib.sha256(part).hexdigest() == digest
+                except Exception:  # noqa: BLE001 - a file that cannot be read is a file refused
+                    ok = False
+            with self._lock:
+                if not ok:
+                    self.failed.add(name)
+                self._left[g] -= 1
+                if not self._left[g]:
+                    self._done[g].set()
 
-        threading.Thread(target=work, name="nnefx-artifact-check", daemon=True).start()
+    def group(self, g: int) -> dict[str, tuple[Any, mmap.mmap]]:
+        """Group ``g``'s files, open and mapped, once all of them matched; else the located refusal."""
+        self._done[g].wait()
+        for name in self.groups[g]:
+            if name in self.failed:
+                raise _refused(os.path.join(self.folder, name))
+        return {name: self.opened[name] for name in self.groups[g]}  # type: ignore[misc]
 
-    def result(self, k: int) -> Any:
-        self._done[k].wait()
-        ok, value = self._results[k]
-        if not ok:
-            raise value
-        return value
+    def close(self, keep: str = "") -> None:
+        """Every file and mapping closed, once the workers are done with them, but the mapping of
+        file ``keep``, which an engine holds."""
+        for event in self._done:
+            event.wait()
+        for name, opened in self.opened.items():
+            if opened is not None:
+                if name != keep:
+                    opened[1].close()
+                opened[0].close()
 
 
-def _engine_runner(engine: Any, path: str, manifest: dict[str, Any], opened: dict[str, tuple[Any, mmap.mmap]],
+def _engine_runner(engine: str, module: Any, path: str, manifest: dict[str, Any], check: _Check,
                    names: list[str]) -> Any:
-    """The engine's model from its verified artifact."""
-    main = ARTIFACTS[engine.name][0]
+    """The engine's model from its verified artifact; OpenVINO's CPU plugin is loaded while the
+    artifact is still being checked."""
+    from .loaded import OrtLoaded, OvImported, ov_core
+
+    main = ARTIFACTS[engine][0]
     threads = int(manifest.get("threads", 1))
-    if engine.name == "openvino":
-        from .openvino import OvImported
-
+    if engine == "openvino":
+        core = ov_core(module)
+        opened = check.group(0)
         # The compiled model may keep pointing into the mapping: it lives as long as the runner.
-        return OvImported(engine.module(), opened[main][1], [i["name"] for i in manifest["inputs"]], names, threads,
+        return OvImported(core, module, opened[main][1], [i["name"] for i in manifest["inputs"]], names, threads,
                           str(manifest.get("precision", "f32")))
-    from .onnxruntime import OrtLoaded
-
+    check.group(0)
     # By name: onnxruntime maps the external data it finds beside the graph (a model handed
     # over as bytes would have its weights copied out of it).
-    return OrtLoaded(engine.module(), os.path.join(path, main), names, threads)
+    return OrtLoaded(module, os.path.join(path, main), names, threads)
 
 
 def _same_file(f: Any, path: str) -> bool:
@@ -175,7 +232,7 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
     from .. import load
     from ..runtime.cli import random_input
     from ..runtime.session import Session
-    from . import get
+    from . import get as get_engine
 
     model = load(source, **(load_options or {}))
     if any(op.op == "update" for op in model.graph.operations):
@@ -200,7 +257,7 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
         raise NNEFXError(f"nnefx compile writes onnxruntime and OpenVINO models; '{chosen}' "
                          f"{'was the fastest' if backend == 'auto' else 'was asked for'} and has no saved form"
                          + (": name --backend onnxruntime or openvino" if backend == "auto" else ""))
-    engine = get(chosen)
+    engine = get_engine(chosen)
     runner = session._engine
     (compiled,) = runner._variants.values()
     t = time.perf_counter()
@@ -230,7 +287,7 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
             "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": str(inputs[n].dtype)} for n in g.inputs],
             "outputs": [{"name": n, "dtype": g.tensors[n].dtype} for n in g.outputs],
             "latency_ms": latency * 1e3,
-            "artifact": {name: _sha256(os.path.join(tmp, name)) for name in ARTIFACTS[chosen]
+            "artifact": {name: _digests(os.path.join(tmp, name)) for name in ARTIFACTS[chosen]
                          if os.path.exists(os.path.join(tmp, name))},
             "reason": session.backend_reason,
         }
@@ -294,13 +351,16 @@ def is_compiled(path: str) -> bool:
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST))
 
 
-@dataclass
 class CompiledModel:
     """A compiled model read back: its manifest and a ready engine model."""
 
-    path: str
-    manifest: dict[str, Any]
-    runner: Any
+    def __init__(self, path: str, manifest: dict[str, Any], runner: Any):
+        self.path = path
+        self.manifest = manifest
+        self.runner = runner
+
+    def __repr__(self) -> str:
+        return f"CompiledModel({self.path!r}, engine={self.manifest.get('engine')!r})"
 
     @property
     def inputs(self) -> list[dict[str, Any]]:
@@ -330,7 +390,7 @@ class CompiledModel:
 
 
 def load_compiled(path: str) -> CompiledModel:
-    from . import get
+    from .loaded import engine_module, engine_version
 
     file = os.path.join(path, MANIFEST)
     try:
@@ -352,57 +412,49 @@ def load_compiled(path: str) -> CompiledModel:
         raise NNEFXError(f"the manifest must name the artifact {allowed[0]}"
                          + (f" (and possibly {', '.join(allowed[1:])})" if allowed[1:] else "") + ", nothing else",
                          Location(file))
+    for name, entry in files.items():
+        if not _valid_entry(entry):
+            raise NNEFXError(f"the manifest's entry for {name} is malformed (size, chunk and one SHA-256 per "
+                             "chunk expected): compile it again", Location(file))
     source = manifest.get("source")
     # The source, when still there, must be the one compiled: same sizes and times, or else
     # (a copy, a touch) the same digest.
     if isinstance(source, str) and os.path.exists(source) and _stamp(source) != manifest.get("source_stamp") \
             and _source_digest(source) != manifest.get("source_digest"):
         raise NNEFXError(f"the source {source} changed since it was compiled: compile it again", Location(file))
-    # Hash the artifact while the engine is imported: hashlib releases the GIL, and the import
-    # (0.05-0.4 s of loading shared libraries) is paid anyway.  What the engine parses
-    # (OpenVINO's blob, onnxruntime's graph) is checked before the engine sees it;
+    # Check the artifact while the engine is imported and readied: hashlib releases the GIL,
+    # and the import (0.05-0.4 s of loading shared libraries) is paid anyway.  What the engine
+    # parses (OpenVINO's blob, onnxruntime's graph) is checked before the engine sees it;
     # onnxruntime's weights (``model.data``: raw tensor bytes, nothing in them is parsed) are
-    # hashed on while onnxruntime creates its session, and checked before it is returned.
-    parsed = {name: files[name] for name in files if name == allowed[0]}
-    raw = {name: files[name] for name in files if name != allowed[0]}
+    # checked on while onnxruntime creates its session, and before it is returned.
+    check = _Check(path, [{allowed[0]: files[allowed[0]]},
+                          {name: entry for name, entry in files.items() if name != allowed[0]}])
     names = [o["name"] for o in manifest["outputs"]]
-    jobs = _Jobs(lambda: _open_all_verified(path, parsed), lambda: _open_all_verified(path, raw))
-
-    def first() -> dict[str, tuple[Any, mmap.mmap]]:
-        return jobs.result(0)
-
-    def rest() -> dict[str, tuple[Any, mmap.mmap]]:
-        return jobs.result(1)
-
+    keep = ""
     try:
-        engine = get(engine_name)
-        engine.module()  # the engine itself only: no exporter is needed to load its own file
-        if engine.version() != manifest.get("engine_version"):
+        module = engine_module(engine_name)  # the engine itself only: no exporter is needed to load its own file
+        version = engine_version(engine_name, module)
+        if version != manifest.get("engine_version"):
             raise NNEFXError(f"compiled by {engine_name} {manifest.get('engine_version')}, but "
-                             f"{engine.version()} is installed: compile it again "
+                             f"{version} is installed: compile it again "
                              f"(nnefx compile {manifest.get('source')} -o {path})", Location(file))
-        opened = first()
         try:
-            runner = _engine_runner(engine, path, manifest, opened, names)
+            runner = _engine_runner(engine_name, module, path, manifest, check, names)
         except NNEFXError:
-            rest()  # damaged weights are the reason when they are: say that
+            check.group(1)  # damaged weights are the reason when they are: say that
             raise
-        opened.update(rest())
+        opened = {**check.group(0), **check.group(1)}
         if engine_name == "onnxruntime":
             # it opened its files by name: they must still be the files verified
-            for name, (f, mapped) in opened.items():
-                mapped.close()
+            for name, (f, _) in opened.items():
                 if not _same_file(f, os.path.join(path, name)):
                     raise NNEFXError("the compiled artifact was replaced while it was loaded: load it again",
                                      Location(os.path.join(path, name)))
-    except BaseException:
-        for result in (first, rest):
-            with contextlib.suppress(Exception):
-                _close(result())
-        raise
-    for f, _ in opened.values():
-        f.close()  # (OpenVINO's runner holds its mapping, which outlives the file)
+        else:
+            keep = allowed[0]  # OpenVINO's runner holds this mapping, which outlives the file
+    finally:
+        check.close(keep)
     return CompiledModel(path, manifest, runner)
 
 
-__all__ = ["CompiledModel", "Model", "compile_model", "is_compiled", "load_compiled"]
+__all__ = ["CompiledModel", "compile_model", "is_compiled", "load_compiled"]

@@ -10,6 +10,8 @@ import numpy as np
 
 from ..graph import Graph, Model
 from .base import Engine, Problem, exporter_problems
+from .loaded import OrtLoaded
+from .loaded import ort_session_options as session_options
 
 
 class OnnxRuntimeEngine(Engine):
@@ -48,15 +50,6 @@ class OnnxRuntimeEngine(Engine):
         return OrtModel(ort, data, graph, threads)
 
 
-def session_options(ort: Any, threads: int) -> Any:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3  # errors only: ORT's warnings are not the user's business
-    return options
-
-
 class OrtModel:
     """An ``InferenceSession`` with nnefx's input and output names."""
 
@@ -78,21 +71,4 @@ class OrtModel:
         return dict(zip(self.outputs, values, strict=True))
 
 
-class OrtLoaded:
-    """A model onnxruntime optimised earlier (``nnefx compile``): loaded without optimising again."""
-
-    def __init__(self, ort: Any, data: bytes | str, outputs: list[str], threads: int):
-        from ..diagnostics import NNEFXError
-
-        options = session_options(ort, threads)
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        try:
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # ORT raises its own exception types
-            raise NNEFXError(f"onnxruntime cannot load the compiled model ({str(exc).splitlines()[0]})") from None
-        self.names = [o.name for o in self.session.get_outputs()]
-        self.wanted = outputs
-
-    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        values = dict(zip(self.names, self.session.run(None, feeds), strict=True))
-        return {n: values[n] for n in self.wanted}
+__all__ = ["OnnxRuntimeEngine", "OrtLoaded", "OrtModel", "session_options"]

@@ -6,14 +6,11 @@ import os
 import tempfile
 from typing import Any
 
-import numpy as np
-
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Model
 from .base import Engine, Problem, exporter_problems
-
-#: nnefx precision names -> the CPU plugin's INFERENCE_PRECISION_HINT.
-PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+from .loaded import OV_PRECISIONS as PRECISIONS
+from .loaded import OvImported, OvRequest, engine_version, port_name
 
 
 class OpenVinoEngine(Engine):
@@ -25,8 +22,7 @@ class OpenVinoEngine(Engine):
         return self._import("openvino")
 
     def version(self) -> str:
-        ov = self.module()
-        return str(ov.get_version()) if hasattr(ov, "get_version") else super().version()
+        return engine_version(self.name, self.module())
 
     def problems(self, graph: Graph) -> list[Problem]:
         from ..formats.ir import save
@@ -84,51 +80,17 @@ def _saturating(graph: Graph) -> list[Problem]:
     return found
 
 
-class OvModel:
+class OvModel(OvRequest):
     """A compiled OpenVINO model with nnefx's input and output names."""
 
     def __init__(self, compiled: Any, graph: Graph):
         self.compiled = compiled
         self.request = compiled.create_infer_request()
-        self.inputs = [_port_name(p, graph.inputs, k) for k, p in enumerate(compiled.inputs)]
+        self.inputs = [port_name(p, graph.inputs, k) for k, p in enumerate(compiled.inputs)]
         if len(compiled.outputs) != len(graph.outputs):
             raise NNEFXError(f"the OpenVINO model has {len(compiled.outputs)} outputs, the graph "
                              f"{len(graph.outputs)}")
-        self.outputs = [_port_name(p, graph.outputs, k) for k, p in enumerate(compiled.outputs)]
-
-    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = self.request.infer([np.ascontiguousarray(feeds[n]) for n in self.inputs])
-        return {n: np.array(results[port]) for n, port in zip(self.outputs, self.compiled.outputs, strict=True)}
+        self.outputs = [port_name(p, graph.outputs, k) for k, p in enumerate(compiled.outputs)]
 
 
-def _port_name(port: Any, names: list[str], k: int) -> str:
-    """The graph tensor a port stands for: by its tensor names, else by position."""
-    found = [n for n in port.get_names() if n in names]
-    return found[0] if found else names[k]
-
-
-class OvImported:
-    """A compiled model OpenVINO exported earlier (``nnefx compile``), imported for the CPU plugin."""
-
-    def __init__(self, ov: Any, data: Any, inputs: list[str], outputs: list[str], threads: int,
-                 precision: str = "f32"):
-        core = ov.Core()
-        # The precision hint again: on CPUs with bf16 units the plugin's default is bf16.
-        config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": PRECISIONS.get(precision, "f32")}
-        # A tensor over the caller's memory (a mapped file): OpenVINO imports from it without
-        # copying the blob into a stream first (measured: about 40 % less CPU time for
-        # ResNet-18's 47 MB than from io.BytesIO).  It may keep pointing into that memory, so
-        # the memory is held (assigned last: released after the compiled model and request).
-        blob = ov.Tensor(np.frombuffer(data, np.uint8), shared_memory=True)
-        try:
-            self.compiled = core.import_model(blob, "CPU", config)
-        except RuntimeError as exc:
-            raise NNEFXError(f"OpenVINO cannot import the compiled model ({str(exc).splitlines()[0]})") from None
-        self.request = self.compiled.create_infer_request()
-        self.inputs = [_port_name(p, inputs, k) for k, p in enumerate(self.compiled.inputs)]
-        self.outputs = [_port_name(p, outputs, k) for k, p in enumerate(self.compiled.outputs)]
-        self.memory = (blob, data)
-
-    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = self.request.infer([np.ascontiguousarray(feeds[n]) for n in self.inputs])
-        return {n: np.array(results[port]) for n, port in zip(self.outputs, self.compiled.outputs, strict=True)}
+__all__ = ["PRECISIONS", "OpenVinoEngine", "OvImported", "OvModel"]
