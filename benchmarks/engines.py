@@ -1,7 +1,8 @@
 """Engine backends through nnefx against the engines standalone, plus compiled-artifact loading.
 
     python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2]
-                                 [--load-repeats 5] [--only-load] [--overhead] [--ort-export]
+                                 [--load-repeats 5] [--only-load] [--baseline SRC] [--engines E,..]
+                                 [--overhead] [--ort-export]
 
 Networks (random weights, fixed seeds): ResNet-18 at batch 1 and ResNet-50 at batch 8
 (224 x 224, benchmarks/resnet_torch.py), and a transformer encoder (4 pre-norm layers, width
@@ -25,7 +26,8 @@ warm-up pair), medians of wall and CPU seconds; also the load alone (ready to ru
 run not counted: for ResNet-50 at batch 8 that run is most of the compiled side's time).  The
 engine's own import is timed apart (both sides pay it alike) and the ratio is given without
 and with it.  ``--only-load`` runs
-just these rows.  ``--overhead`` measures only what ``Session.run`` adds around an engine's
+just these rows; ``--baseline SRC`` adds the same rows of another checkout (``SRC``: its
+``src`` folder), alternated with these in the same run.  ``--overhead`` measures only what ``Session.run`` adds around an engine's
 call (input checks, the shape-variant lookup, output conversion), with the call stubbed.
 ``--ort-export`` runs onnxruntime on torch's export and on nnefx's export of the NNEF folder:
 the operations left after onnxruntime's optimiser (its fusions) and the latency, one process,
@@ -172,7 +174,6 @@ def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]
     """
     import importlib
     import resource
-    import threading
 
     import numpy as np
 
@@ -183,15 +184,9 @@ def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]
         return usage.ru_utime + usage.ru_stime
 
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    before = set(threading.enumerate())
     t, c = time.perf_counter(), cpu()
     importlib.import_module(engine)
-    # What the import started in the background is part of it: OpenVINO's Python package sends
-    # a telemetry event on import (openvino_telemetry: a thread that imports urllib and forks a
-    # process, joined for up to 3 s, unless the user opted out), which otherwise runs into the
-    # timed load below and competes with it for the GIL and the cores.
-    for thread in set(threading.enumerate()) - before:
-        thread.join(10)
+    _settle_telemetry()
     imported, imported_cpu = time.perf_counter() - t, cpu() - c
     t, c = time.perf_counter(), cpu()
     if kind == "compiled":
@@ -204,6 +199,25 @@ def load_child(kind: str, path: str, engine: str, threads: int, shape: list[int]
         session.run({session.inputs[0].name: x})
     return {"seconds": time.perf_counter() - t, "cpu": cpu() - c, "import": imported, "import_cpu": imported_cpu,
             "load": loaded, "load_cpu": loaded_cpu}
+
+
+def _settle_telemetry(timeout: float = 5.0) -> None:
+    """Wait until the telemetry events an engine's import queued are sent (or given up).
+
+    What the import starts in the background is part of it: OpenVINO's Python package sends a
+    telemetry event on import (``openvino_telemetry``, unless the user opted out: a pool thread
+    that imports urllib and forks a process, joined for up to 3 s), which would otherwise run
+    into the timed load and compete with it for the GIL and the cores — on both sides, but a
+    larger share of the shorter one.  The sender counts its pending events (``queue_size``).
+    """
+    telemetry = sys.modules.get("openvino_telemetry")
+    try:
+        sender = telemetry.Telemetry().sender if telemetry is not None else None
+        end = time.perf_counter() + timeout
+        while sender is not None and sender.queue_size > 0 and time.perf_counter() < end:
+            time.sleep(0.002)
+    except Exception:  # noqa: BLE001 - another telemetry version: nothing to wait for that we know of
+        pass
 
 
 def overhead_child(backend: str, nnef_path: str, shape: list[int], calls: int = 2000) -> dict:
@@ -274,42 +288,60 @@ def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: 
               f"torch's export), min {min(ts) * 1e3:7.2f} ms")
 
 
-def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threads: int, repeats: int) -> None:
+def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threads: int, repeats: int,
+                  baseline: str | None = None, engines: tuple[str, ...] = ("onnxruntime", "openvino")) -> None:
     """``nnefx compile`` for each engine, then load + first run of the compiled folder against
-    load + compile of the source, each in a fresh process, alternated, ``repeats`` times."""
-    for engine in ("onnxruntime", "openvino"):
-        out = work / f"{net}.{engine}.compiled"
-        subprocess.run([sys.executable, "-m", "nnefx", "compile", str(nnef_path), "-o", str(out), "--backend",
-                        engine, "--threads", str(threads)], check=True, capture_output=True)
-        runs: dict[str, list[dict]] = {"compiled": [], "source": []}
-        for r in range(repeats + 1):  # the first pair warms the page cache and the bytecode cache
-            for kind in ("compiled", "source") if r % 2 == 0 else ("source", "compiled"):
-                res = _spawn("--load-child", kind, str(out if kind == "compiled" else nnef_path), engine,
-                             str(threads), json.dumps(shape))
+    load + compile of the source, each in a fresh process, alternated, ``repeats`` times.
+
+    With ``baseline`` (the ``src`` folder of another nnefx checkout), the same two rows of that
+    checkout too (its own ``nnefx compile``), all four alternated in one run: a change's effect
+    measured under the same machine load."""
+    trees = {"": None, **({"baseline ": baseline} if baseline else {})}
+    for engine in engines:
+        outs = {}
+        for label, src in trees.items():
+            outs[label] = work / f"{net}.{engine}.{'baseline.' if src else ''}compiled"
+            subprocess.run([sys.executable, "-m", "nnefx", "compile", str(nnef_path), "-o", str(outs[label]),
+                            "--backend", engine, "--threads", str(threads)], check=True, capture_output=True,
+                           env=_env(src))
+        rows = [(label, kind) for label in trees for kind in ("compiled", "source")]
+        runs: dict[tuple[str, str], list[dict]] = {row: [] for row in rows}
+        for r in range(repeats + 1):  # the first round warms the page cache and the bytecode cache
+            for label, kind in rows if r % 2 == 0 else rows[::-1]:
+                res = _spawn("--load-child", kind, str(outs[label] if kind == "compiled" else nnef_path), engine,
+                             str(threads), json.dumps(shape), src=trees[label])
                 if "error" in res:
-                    print(f"  load {engine} {kind}: error: {res['error'][:100]}")
+                    print(f"  load {engine} {label}{kind}: error: {res['error'][:100]}")
                     return
                 if r:
-                    runs[kind].append(res)
+                    runs[(label, kind)].append(res)
         med = {k: {m: statistics.median(x[m] for x in v)
                    for m in ("seconds", "cpu", "import", "import_cpu", "load", "load_cpu")} for k, v in runs.items()}
-        fast, slow = med["compiled"], med["source"]
         imp = statistics.median(x["import"] for v in runs.values() for x in v)
-        print(f"  load + first run, {engine}: compiled {fast['seconds']:.3f} s ({fast['cpu']:.3f} s CPU), "
-              f"source + compile {slow['seconds']:.3f} s ({slow['cpu']:.3f} s CPU): "
-              f"{slow['seconds'] / fast['seconds']:.1f}x wall, {slow['cpu'] / fast['cpu']:.1f}x CPU; "
-              f"engine import {imp:.3f} s apart (with it: "
-              f"{(slow['seconds'] + imp) / (fast['seconds'] + imp):.1f}x wall)")
-        print(f"  load alone (ready to run, before the first run), {engine}: compiled {fast['load']:.3f} s "
-              f"({fast['load_cpu']:.3f} s CPU), source + compile {slow['load']:.3f} s ({slow['load_cpu']:.3f} s CPU): "
-              f"{slow['load'] / fast['load']:.1f}x wall, {slow['load_cpu'] / fast['load_cpu']:.1f}x CPU")
+        for label in trees:
+            fast, slow = med[(label, "compiled")], med[(label, "source")]
+            print(f"  {label}load + first run, {engine}: compiled {fast['seconds']:.3f} s ({fast['cpu']:.3f} s CPU), "
+                  f"source + compile {slow['seconds']:.3f} s ({slow['cpu']:.3f} s CPU): "
+                  f"{slow['seconds'] / fast['seconds']:.1f}x wall, {slow['cpu'] / fast['cpu']:.1f}x CPU; "
+                  f"engine import {imp:.3f} s apart (with it: "
+                  f"{(slow['seconds'] + imp) / (fast['seconds'] + imp):.1f}x wall)")
+            print(f"  {label}load alone (ready to run, before the first run), {engine}: compiled {fast['load']:.3f} s "
+                  f"({fast['load_cpu']:.3f} s CPU), source + compile {slow['load']:.3f} s "
+                  f"({slow['load_cpu']:.3f} s CPU): "
+                  f"{slow['load'] / fast['load']:.1f}x wall, {slow['load_cpu'] / fast['load_cpu']:.1f}x CPU")
 
 
-def _spawn(*args: str) -> dict:
+def _env(src: str | None = None) -> dict[str, str]:
     # Bytecode caching as in an installed package (pip writes .pyc files): without it every
     # child compiles the modules it imports, which costs the source side more (it imports more).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
+    if src:
+        env["PYTHONPATH"] = os.path.abspath(src)
+    return env
+
+
+def _spawn(*args: str, src: str | None = None) -> dict:
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=_env(src))
     if done.returncode:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -323,6 +355,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--load-repeats", type=int, default=5, help="compiled/source load pairs per engine (0: none)")
     p.add_argument("--only-load", action="store_true", help="only the compiled-artifact rows")
+    p.add_argument("--baseline", metavar="SRC",
+                   help="also the compiled-artifact rows of another nnefx checkout's src folder, alternated")
+    p.add_argument("--engines", default="onnxruntime,openvino", help="engines of the compiled-artifact rows")
     p.add_argument("--overhead", action="store_true",
                    help="only nnefx's own cost per run around each engine's call (engine call stubbed)")
     p.add_argument("--overhead-child", nargs=3, help=argparse.SUPPRESS)
@@ -362,7 +397,8 @@ def main() -> None:
             if args.only_load:
                 print(f"\n{net} (input {shape}, {args.threads} threads): medians of {args.load_repeats} "
                       "alternated pairs of fresh processes")
-                compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats)
+                compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats, args.baseline,
+                              tuple(args.engines.split(",")))
                 continue
             best: dict[str, dict] = {}
             for r in range(args.rounds):
@@ -382,7 +418,8 @@ def main() -> None:
             if "reason" in best["nnefx auto"]:
                 print(f"  ({best['nnefx auto']['reason']})")
             if args.load_repeats > 0:
-                compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats)
+                compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats, args.baseline,
+                              tuple(args.engines.split(",")))
 
 
 if __name__ == "__main__":
