@@ -314,15 +314,24 @@ def test_compiled_onnxruntime_weights_are_external_data_checked_like_the_graph(t
             nnefx.load(str(out))
 
 
-def test_artifact_chunks_are_each_checked_and_groups_handed_out_apart(tmp_path):
+@pytest.mark.parametrize("algorithm", ["blake3", "sha256"])
+def test_artifact_chunks_are_each_checked_and_groups_handed_out_apart(tmp_path, algorithm):
     from nnefx.engines import compiled as compiled_module
 
+    if algorithm == "blake3":
+        pytest.importorskip("blake3")
     rng = np.random.default_rng(3)
     (tmp_path / "graph").write_bytes(rng.bytes(5 * compiled_module.MIN_CHUNK + 123))
     (tmp_path / "weights").write_bytes(rng.bytes(3 * compiled_module.MIN_CHUNK))
-    entries = {name: compiled_module._digests(str(tmp_path / name), compiled_module.MIN_CHUNK)
+    entries = {name: compiled_module._digests(str(tmp_path / name), compiled_module.MIN_CHUNK, algorithm)
                for name in ("graph", "weights")}
-    assert len(entries["graph"]["sha256"]) == 6 and compiled_module._valid_entry(entries["graph"])
+    assert len(entries["graph"]["digests"]) == 6 and compiled_module._valid_entry(entries["graph"])
+    if algorithm == "sha256":
+        import hashlib
+
+        data = (tmp_path / "graph").read_bytes()
+        assert entries["graph"]["digests"][1] == hashlib.sha256(
+            data[compiled_module.MIN_CHUNK:2 * compiled_module.MIN_CHUNK]).hexdigest()
 
     def check():
         return compiled_module._Check(str(tmp_path), [{"graph": entries["graph"]}, {"weights": entries["weights"]}])
@@ -345,9 +354,33 @@ def test_artifact_chunks_are_each_checked_and_groups_handed_out_apart(tmp_path):
         done.group(1)
     done.close()
     # entries a hostile manifest could write are refused before any file is opened
-    for bad in ({**entries["graph"], "chunk": 1}, {**entries["graph"], "sha256": entries["graph"]["sha256"][:-1]},
-                {**entries["graph"], "size": -1}, {**entries["graph"], "size": True}, [], None):
+    for bad in ({**entries["graph"], "chunk": 1}, {**entries["graph"], "digests": entries["graph"]["digests"][:-1]},
+                {**entries["graph"], "size": -1}, {**entries["graph"], "size": True},
+                {**entries["graph"], "algorithm": "md5"}, [], None):
         assert not compiled_module._valid_entry(bad)
+
+
+def test_blake3_digests_without_the_package_name_what_to_install(tmp_path, monkeypatch):
+    import builtins
+
+    from nnefx.engines import compiled as compiled_module
+
+    pytest.importorskip("blake3")
+    (tmp_path / "blob").write_bytes(b"x" * 1000)
+    entry = compiled_module._digests(str(tmp_path / "blob"))
+    assert entry["algorithm"] == "blake3"
+    real_import = builtins.__import__
+
+    def no_blake3(name, *args, **kwargs):
+        if name == "blake3":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_blake3)
+    monkeypatch.delitem(__import__("sys").modules, "blake3")
+    assert compiled_module._algorithm() == "sha256"
+    with pytest.raises(NNEFXError, match="pip install blake3"):
+        compiled_module._Check(str(tmp_path), [{"blob": entry}])
 
 
 @pytest.mark.skipif("onnxruntime" not in INSTALLED, reason="onnxruntime is not installed")
@@ -358,7 +391,7 @@ def test_compiled_manifest_with_a_malformed_entry_is_refused(tmp_path):
     done = _nnefx("compile", DIGITS, "-o", str(out), "--backend", "onnxruntime")
     assert done.returncode == 0, done.stderr
     manifest = json_load(out / "nnefx-compiled.json")
-    manifest["artifact"]["model.onnx"]["sha256"].append("0" * 64)
+    manifest["artifact"]["model.onnx"]["digests"].append("0" * 64)
     (out / "nnefx-compiled.json").write_text(json.dumps(manifest))
     with pytest.raises(NNEFXError, match="entry for model.onnx is malformed"):
         nnefx.load(str(out))
