@@ -11,12 +11,15 @@ Conventions (NNEF 1.0.5 §4):
   broadcasting then does the NNEF thing.
 * Shape rules see ``None`` for an unknown extent; they propagate it.
 * Data types of results: ``scalar`` -> ``np.float32``, ``integer`` -> ``np.int64``,
-  ``logical`` -> ``np.bool_``.
+  ``logical`` -> ``np.bool_``.  ``scalar`` means the *working float type*
+  (:func:`float_type`): float32, or float64 while a kernel of a float64 operation runs
+  (:func:`wide_floats`), so one kernel serves both and a float64 graph computes in float64.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,38 @@ from ..diagnostics import NNEFXError
 from ..dims import Dim
 
 DTYPE_OF = {"scalar": np.float32, "integer": np.int64, "logical": np.bool_, "string": np.dtype(object)}
+
+# --- the working float type --------------------------------------------------------------------
+#
+# The accumulation contract (nnefx.etypes): a kernel computes at least as wide as its element
+# type.  float32 kernels are the common case and stay as they are; a float64 operation (an
+# argument or a result typed f64) runs its kernel under ``wide_floats``, and every kernel asks
+# ``float_type()`` / ``scalar()`` instead of naming float32, so the same code computes in
+# float64 there.  A context variable, not a parameter: kernels call each other (compounds'
+# fast kernels, shared helpers) and the type must reach all of them without every signature
+# growing an argument; and it is per thread/task, so concurrent sessions do not meet.
+
+_FLOAT: ContextVar[type] = ContextVar("nnefx_float_type", default=np.float32)
+
+
+def float_type() -> type:
+    """The float type kernels compute ``scalar`` data in now: float32, or float64 inside
+    :func:`wide_floats`."""
+    return _FLOAT.get()
+
+
+def wide_floats(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``kernel`` run with float64 as the working float type (a float64 operation's kernel)."""
+    def wide(*args: Any, **kwargs: Any) -> Any:
+        token = _FLOAT.set(np.float64)
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            _FLOAT.reset(token)
+
+    wide.__wrapped__ = kernel  # type: ignore[attr-defined]
+    wide.wide_floats = True  # type: ignore[attr-defined]
+    return wide
 
 # --- errors ---------------------------------------------------------------------------------
 
@@ -41,15 +76,17 @@ def attr_error(op: str, attr: str, value: Any, why: str) -> NNEFXError:
 # --- data conversions --------------------------------------------------------------------------
 
 def scalar(x: Any) -> np.ndarray:
-    """``x`` as a float32 array (literals arrive as Python numbers)."""
-    return np.asarray(x, dtype=np.float32)
+    """``x`` as an array of the working float type (float32, float64 in a float64 operation;
+    literals arrive as Python numbers)."""
+    return np.asarray(x, dtype=_FLOAT.get())
 
 
 def as_dtype(x: Any, dtype: str | None) -> np.ndarray:
-    """``x`` converted to the numpy type of the NNEF data type (``None``: keep its own)."""
+    """``x`` converted to the numpy type of the NNEF data type (``None``: keep its own;
+    ``scalar``: the working float type)."""
     if dtype is None:
         return np.asarray(x)
-    return np.asarray(x, dtype=DTYPE_OF[dtype])
+    return np.asarray(x, dtype=_FLOAT.get() if dtype == "scalar" else DTYPE_OF[dtype])
 
 
 def relu_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import NNEFXError
+from ._common import float_type
 from .signature import signature
 
 #: Compiled bodies kept (per operation, shapes, types and attributes), least recently used out.
@@ -95,6 +96,11 @@ class _Body:
         text = ("version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n"
                 f"graph G( {inputs} ) -> ( {', '.join(outs)} )\n{{\n    " + "\n    ".join(lines) + "\n}\n")
         graph = compile_document(text, expand_all=True)
+        if float_type() is np.float64:
+            # a float64 operation: its body computes and keeps every scalar tensor in float64
+            for tensor in graph.tensors.values():
+                if tensor.dtype == "scalar" and tensor.etype is None:
+                    tensor.etype = "f64"
         self.session = Session(graph, "formal")
         self.outs = outs
         self.array_results = [p.is_array for p in sig.results]
@@ -128,7 +134,8 @@ def formal_from_body(op: Any) -> Any:
                     tensors.append(a)
             args = tuple(tensors)
         args = list(args)
-        key = (tuple(_arg_key(a) for a in args), tuple((k, _freeze(v)) for k, v in sorted(kwargs.items())))
+        key = (tuple(_arg_key(a) for a in args), tuple((k, _freeze(v)) for k, v in sorted(kwargs.items())),
+               float_type())
         body = cache.get(key)
         if body is None:
             try:

@@ -109,8 +109,9 @@ fragment clamp( x: tensor<scalar>, a: tensor<scalar>, b: tensor<scalar> ) -> ( y
 # =============================================================================================
 #
 # Formal kernels visit every output element and evaluate the definition on that element in
-# float64, rounding the result to float32 once (so they are correctly rounded wherever the
-# float64 function is).  Fast kernels apply numpy's float32 ufuncs to whole arrays.  Integer
+# float64, rounding the result once to the working float type (float32, or float64 in a
+# float64 operation: ``_common.float_type``), so they are correctly rounded wherever the
+# float64 function is.  Fast kernels apply numpy's ufuncs to whole arrays of that type.  Integer
 # and logical results agree bit for bit; float results within a few float32 ulp.
 #
 # ``round`` is the spec's floor(x + 0.5): ties go toward +infinity (-2.5 -> -2.0), unlike
@@ -125,6 +126,7 @@ from ._common import (  # noqa: E402
     broadcast_index,
     broadcast_shapes,
     checked_broadcast,
+    float_type,
     scalar,
 )
 
@@ -191,11 +193,11 @@ def _fast_round(x):
     # floor(x + 0.5) computed without the float32 rounding of x + 0.5 (which would turn
     # 0.49999997 into 1.0): x - floor(x) is exact in float32.
     f = np.floor(x)
-    return (f + (x - f >= 0.5)).astype(np.float32)
+    return (f + (x - f >= 0.5)).astype(x.dtype)
 
 
 _UNARY_FAST = {
-    "neg": np.negative, "rcp": lambda x: np.float32(1.0) / x,
+    "neg": np.negative, "rcp": lambda x: x.dtype.type(1.0) / x,
     "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
@@ -211,12 +213,13 @@ def _make_unary(name):
 
     @op.formal
     def formal(x):
-        return formal_map(name, lambda v: f64(_f64(v)), np.float32, scalar(x))
+        return formal_map(name, lambda v: f64(_f64(v)), float_type(), scalar(x))
 
     @op.fast
     def fast(x):
+        x = scalar(x)
         with np.errstate(all="ignore"):
-            return np.asarray(f32(scalar(x)), dtype=np.float32)
+            return np.asarray(f32(x), dtype=x.dtype)
 
 
 for _name in UNARY:
@@ -272,12 +275,13 @@ def _make_binary(name):
     f64 = _BINARY_FORMAL[name]
     f32 = _BINARY_FAST[name]
     logical_in = name in CONNECTIVE
-    out = np.float32 if name in ARITHMETIC else np.bool_
+    arithmetic = name in ARITHMETIC
     conv = (lambda a: np.asarray(a, np.bool_)) if logical_in else scalar
     op.shape(_binary_shape_for(name))
 
     @op.formal
     def formal(x, y):
+        out = float_type() if arithmetic else np.bool_
         if logical_in:
             return formal_map(name, f64, out, conv(x), conv(y))
         return formal_map(name, lambda a, b: f64(_f64(a), _f64(b)), out, conv(x), conv(y))
@@ -286,7 +290,7 @@ def _make_binary(name):
     def fast(x, y):
         a, b = checked_broadcast(name, conv(x), conv(y))
         with np.errstate(all="ignore"):
-            return np.asarray(f32(a, b), dtype=out)
+            return np.asarray(f32(a, b), dtype=a.dtype if arithmetic else np.bool_)
 
 
 for _name in ARITHMETIC + COMPARISON + CONNECTIVE:
@@ -319,7 +323,7 @@ def _select_fast(condition, true_value, false_value, dtype=None):
 
 for _op, _e in ((sqr, 2.0), (sqrt, 0.5), (rsqr, -2.0), (rsqrt, -0.5)):
     _op.shape(_unary_shape)
-    _op.fast((lambda e: lambda x: BINARY_OPS["pow"].fast_kernel(x, np.float32(e)))(_e))
+    _op.fast((lambda e: lambda x: BINARY_OPS["pow"].fast_kernel(x, float_type()(e)))(_e))
 
 sqr.fast(lambda x: np.square(scalar(x)))
 
@@ -329,7 +333,8 @@ log2.shape(_unary_shape)
 @log2.fast
 def _log2_fast(x):
     with np.errstate(all="ignore"):
-        return (np.log(scalar(x)) / np.log(np.float32(2.0))).astype(np.float32)
+        x = scalar(x)
+        return (np.log(x) / np.log(x.dtype.type(2.0))).astype(x.dtype)
 
 
 min_.shape(_binary_shape_for("min"))
@@ -339,13 +344,13 @@ max_.shape(_binary_shape_for("max"))
 def min_fast(x, y):
     """select(x < y, x, y): with a NaN the comparison is false, so y wins (not np.minimum)."""
     a, b = checked_broadcast("min", scalar(x), scalar(y))
-    return np.where(a < b, a, b).astype(np.float32)
+    return np.where(a < b, a, b).astype(a.dtype)
 
 
 def max_fast(x, y):
     """select(x > y, x, y): with a NaN the comparison is false, so y wins (not np.maximum)."""
     a, b = checked_broadcast("max", scalar(x), scalar(y))
-    return np.where(a > b, a, b).astype(np.float32)
+    return np.where(a > b, a, b).astype(a.dtype)
 
 
 min_.fast(min_fast)

@@ -18,6 +18,7 @@ from .. import etypes
 from ..diagnostics import NNEFXError
 from ..graph import Graph, Operation, Tensor
 from ..graph import flat_values as _flat
+from ..ops._common import wide_floats
 from ..ops.registry import OpDef
 from .backend import Backend
 from .dtypes import dequantize, literal_array, to_storage
@@ -230,8 +231,12 @@ def bind(s: PlanState) -> None:
         except NNEFXError as exc:
             raise NNEFXError(exc.message, _op_location(op, i, source)) from None
         generic = op.dtype or _generic_dtype(graph, op, opdef)
-        args = _arguments(graph, op, opdef, generic, i, store, source, s.literal_slots, canon)
+        wide = _float64_operation(graph, op)
+        args = _arguments(graph, op, opdef, generic, i, _wide_store(store) if wide else store, source,
+                          s.literal_slots, canon)
         kernel = _widening(kernel, args, graph, s.backend.kernel == "formal", s.const_values, _stored_inputs(opdef))
+        if wide:
+            kernel = wide_floats(kernel)
         kwargs = dict(op.attribs)
         if opdef.generic:
             kwargs["dtype"] = generic
@@ -609,6 +614,24 @@ def _result_slot(name: str, slot_of: dict[str, int], slots: _Slots) -> int:
     return slot
 
 
+
+
+def _float64_operation(graph: Graph, op: Operation) -> bool:
+    """Whether ``op`` reads or writes a float64 tensor: its kernel then computes in float64
+    (:func:`nnefx.ops._common.wide_floats`; the contract of :mod:`nnefx.etypes`: accumulate at
+    least as wide as the element type) and its scalar literals are float64."""
+    tensors = graph.tensors
+    for name in _flat(list(op.inputs.values()) + list(op.outputs.values())):
+        if isinstance(name, str):
+            t = tensors.get(name)
+            if t is not None and t.etype == "f64":
+                return True
+    return False
+
+
+def _wide_store(store: dict[str, np.dtype]) -> dict[str, np.dtype]:
+    """``store`` with float64 scalars: the literals of a float64 operation."""
+    return {**store, "scalar": np.dtype(np.float64)}
 
 
 def _stored_inputs(opdef: OpDef) -> frozenset[int]:
