@@ -20,7 +20,7 @@ from nnefx.ops._common import wide_floats
 
 KERNELLED = [op for op in registry.all_ops("nnef") if op.name not in ("external", "variable")]
 #: results that only select or count items (no float arithmetic can narrow them)
-_NO_ARITHMETIC = {"constant", "cast", "argmax_reduce", "argmin_reduce", "all_reduce", "any_reduce"}
+_NO_ARITHMETIC = {"constant", "cast", "logarithmic_quantize", "argmax_reduce", "argmin_reduce", "all_reduce", "any_reduce"}
 _rng = np.random.default_rng(64)
 
 

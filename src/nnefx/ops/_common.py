@@ -81,6 +81,12 @@ def scalar(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=_FLOAT.get())
 
 
+def storage_dtype(dtype: str) -> Any:
+    """The numpy type a kernel makes results of NNEF data type ``dtype`` in (``scalar``: the
+    working float type)."""
+    return _FLOAT.get() if dtype == "scalar" else DTYPE_OF[dtype]
+
+
 def as_dtype(x: Any, dtype: str | None) -> np.ndarray:
     """``x`` converted to the numpy type of the NNEF data type (``None``: keep its own;
     ``scalar``: the working float type)."""

@@ -103,7 +103,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ._common import broadcast_shapes, checked_broadcast, op_error, relu_into, scalar  # noqa: E402
+from ._common import broadcast_shapes, checked_broadcast, float_type, op_error, relu_into, scalar  # noqa: E402
 from .reduce import reduced_shape  # noqa: E402
 
 
@@ -118,7 +118,7 @@ for _op in (sigmoid, relu, gelu, silu, softplus, elu, selu, leaky_relu, softabs)
 def sigmoid_fast(x):
     x = scalar(x)
     with np.errstate(over="ignore"):
-        return (np.float32(1.0) / (np.float32(1.0) + np.exp(-x))).astype(np.float32)
+        return (float_type()(1.0) / (float_type()(1.0) + np.exp(-x))).astype(float_type())
 
 
 sigmoid.fast(sigmoid_fast)
@@ -134,7 +134,7 @@ def _relu_fast(x):
     matters because a ReLU follows most convolutions.
     """
     x = scalar(x)
-    return relu_into(x, np.empty(x.shape, np.float32))
+    return relu_into(x, np.empty(x.shape, float_type()))
 
 
 @prelu.shape
@@ -149,25 +149,25 @@ def _prelu_shape(x, alpha):
 def _prelu_fast(x, alpha):
     x, a = checked_broadcast("prelu", scalar(x), scalar(alpha))
     _prelu_shape(np.shape(x), np.shape(a))
-    return np.where(x < 0, a * x, x).astype(np.float32)
+    return np.where(x < 0, a * x, x).astype(float_type())
 
 
-leaky_relu.fast(lambda x, alpha: _prelu_fast(x, np.float32(alpha)))
+leaky_relu.fast(lambda x, alpha: _prelu_fast(x, float_type()(alpha)))
 
 
 def _elu_fast_body(x, alpha):
     x = scalar(x)
     with np.errstate(over="ignore"):
-        return np.where(x < 0, np.float32(alpha) * np.expm1(np.minimum(x, 0)), x).astype(np.float32)
+        return np.where(x < 0, float_type()(alpha) * np.expm1(np.minimum(x, 0)), x).astype(float_type())
 
 
 elu.fast(lambda x, alpha=1.0: _elu_fast_body(x, alpha))
-selu.fast(lambda x, alpha=1.67326319, **kw: (np.float32(kw.get("lambda", 1.05070102)) * _elu_fast_body(x, alpha))
-          .astype(np.float32))
+selu.fast(lambda x, alpha=1.67326319, **kw: (float_type()(kw.get("lambda", 1.05070102)) * _elu_fast_body(x, alpha))
+          .astype(float_type()))
 
 
-gelu.fast(lambda x: (scalar(x) * sigmoid_fast(np.float32(1.702) * scalar(x))).astype(np.float32))
-silu.fast(lambda x: (scalar(x) * sigmoid_fast(x)).astype(np.float32))
+gelu.fast(lambda x: (scalar(x) * sigmoid_fast(float_type()(1.702) * scalar(x))).astype(float_type()))
+silu.fast(lambda x: (scalar(x) * sigmoid_fast(x)).astype(float_type()))
 
 
 @softmax.shape
@@ -182,10 +182,10 @@ def _softmax_fast(x, axes=(1,)):
     _softmax_shape(x.shape, axes)
     ax = tuple(axes)
     if not ax:
-        return np.ones_like(x) if np.all(np.isfinite(x)) else (np.exp(x - x) / np.exp(x - x)).astype(np.float32)
+        return np.ones_like(x) if np.all(np.isfinite(x)) else (np.exp(x - x) / np.exp(x - x)).astype(float_type())
     with np.errstate(invalid="ignore"):
         e = np.exp(x - np.max(x, axis=ax, keepdims=True))
-        return (e / np.sum(e, axis=ax, keepdims=True, dtype=np.float64)).astype(np.float32)
+        return (e / np.sum(e, axis=ax, keepdims=True, dtype=np.float64)).astype(float_type())
 
 
 @softplus.fast
@@ -199,11 +199,11 @@ def _softplus_fast(x):
     """
     x = scalar(x)
     with np.errstate(over="ignore"):
-        e = np.exp(x.astype(np.float64)).astype(np.float32)
-        return np.log((e + np.float32(1.0)).astype(np.float64)).astype(np.float32)
+        e = np.exp(x.astype(np.float64)).astype(float_type())
+        return np.log((e + float_type()(1.0)).astype(np.float64)).astype(float_type())
 
 
-softabs.fast(lambda x, epsilon: np.sqrt(np.square(scalar(x)) + np.float32(epsilon)).astype(np.float32))
+softabs.fast(lambda x, epsilon: np.sqrt(np.square(scalar(x)) + float_type()(epsilon)).astype(float_type()))
 
 
 # --- mish (an nnefx extension: OpenVINO Mish-4, ONNX Mish-18) -------------------------------
@@ -226,7 +226,7 @@ def _mish_formal(x):
     x = scalar(x)
     flat = [float(v) * math.tanh(_softplus64(float(v))) if math.isfinite(v) else
             (float(v) if v > 0 or math.isnan(v) else -0.0) for v in x.reshape(-1).tolist()]
-    return np.asarray(flat, np.float64).astype(np.float32).reshape(x.shape)
+    return np.asarray(flat, np.float64).astype(float_type()).reshape(x.shape)
 
 
 @mish.fast
@@ -235,4 +235,4 @@ def _mish_fast(x):
     d = x.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         y = d * np.tanh(np.logaddexp(0.0, d))
-    return np.where(np.isneginf(d), -0.0, y).astype(np.float32)
+    return np.where(np.isneginf(d), -0.0, y).astype(float_type())

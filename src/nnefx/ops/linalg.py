@@ -30,7 +30,7 @@ fragment linear(
 
 import numpy as np  # noqa: E402
 
-from ._common import broadcast_index, broadcast_shapes, op_error, scalar  # noqa: E402
+from ._common import broadcast_index, broadcast_shapes, float_type, op_error, scalar  # noqa: E402
 
 
 def _mat_dims(shape, transposed):
@@ -62,7 +62,7 @@ def _matmul_formal(A, B, transposeA=False, transposeB=False):
     if transposeB:
         b = np.swapaxes(b, -1, -2)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    out = np.empty(shape, np.float32)
+    out = np.empty(shape, float_type())
     for index in np.ndindex(*shape[:-1]):
         batch, i = index[:-1], index[-1]
         row = a64[broadcast_index(batch, a.shape[:-2]) + (i,)]  # A'[..., i, :]
@@ -80,7 +80,7 @@ def _matmul_fast(A, B, transposeA=False, transposeB=False):
         a = np.swapaxes(a, -1, -2)
     if transposeB:
         b = np.swapaxes(b, -1, -2)
-    return np.matmul(a, b).astype(np.float32, copy=False)
+    return np.matmul(a, b).astype(float_type(), copy=False)
 
 
 @linear.shape
@@ -97,4 +97,4 @@ def _linear_fast(input, filter, bias=0.0):
     x, w, b = scalar(input), scalar(filter), scalar(bias)
     _linear_shape(x.shape, w.shape, b.shape)
     y = x @ w.T
-    return (y + (b.reshape(b.shape + (1,) * (2 - b.ndim)) if b.ndim < 2 else b)).astype(np.float32, copy=False)
+    return (y + (b.reshape(b.shape + (1,) * (2 - b.ndim)) if b.ndim < 2 else b)).astype(float_type(), copy=False)

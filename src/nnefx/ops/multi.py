@@ -29,7 +29,7 @@ fragment add_n( x: tensor<scalar>[] ) -> ( y: tensor<scalar> )
 
 import numpy as np  # noqa: E402
 
-from ._common import as_dtype, attr_error, broadcast_shapes, op_error, scalar  # noqa: E402
+from ._common import as_dtype, attr_error, broadcast_shapes, float_type, op_error, scalar  # noqa: E402
 from .elementwise import BINARY_OPS  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def _add_n_shape(x):
 def _add_n_fast(x):
     items = [scalar(v) for v in x]
     _add_n_shape([v.shape for v in items])
-    acc = np.zeros((1,), np.float32)
+    acc = np.zeros((1,), float_type())
     for item in reversed(items):  # the same right-nested float32 additions as the definition
         acc = BINARY_OPS["add"].fast_kernel(item, acc)
     return acc

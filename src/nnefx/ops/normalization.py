@@ -107,10 +107,8 @@ fragment batch_normalization(
 
 import numpy as np  # noqa: E402
 
-from ._common import attr_error, broadcast_shapes, check_axes, op_error, scalar  # noqa: E402
+from ._common import attr_error, broadcast_shapes, check_axes, float_type, op_error, scalar  # noqa: E402
 from .sliding import box  # noqa: E402
-
-_f32 = np.float32
 
 
 def _local_shape(op):
@@ -147,29 +145,29 @@ def _box_avg(kernel, x, size):
 def _lrn_fast(input, size=(), alpha=1.0, beta=0.5, bias=1.0):
     x = scalar(input)
     _local_shape("local_response_normalization")(x.shape, size)
-    sigma = _f32(bias) + _f32(alpha) * _box_avg(box.fast_kernel, np.square(x), size)
+    sigma = float_type()(bias) + float_type()(alpha) * _box_avg(box.fast_kernel, np.square(x), size)
     with np.errstate(all="ignore"):
-        return (x / np.power(sigma, _f32(beta))).astype(_f32)
+        return (x / np.power(sigma, float_type()(beta))).astype(float_type())
 
 
 @local_mean_normalization.fast
 def _lmn_fast(input, size=()):
     x = scalar(input)
     _local_shape("local_mean_normalization")(x.shape, size)
-    return (x - _box_avg(box.fast_kernel, x, size)).astype(_f32)
+    return (x - _box_avg(box.fast_kernel, x, size)).astype(float_type())
 
 
 def _guarded_div(x, sigma_plus_bias, epsilon):
-    d = np.where(sigma_plus_bias > _f32(epsilon), sigma_plus_bias, _f32(epsilon))  # max() as select(a > b, a, b)
+    d = np.where(sigma_plus_bias > float_type()(epsilon), sigma_plus_bias, float_type()(epsilon))  # max() as select(a > b, a, b)
     with np.errstate(all="ignore"):
-        return (x / d).astype(_f32)
+        return (x / d).astype(float_type())
 
 
 def _lvn_fast(input, size=(), bias=0.0, epsilon=0.0):
     x = scalar(input)
     _local_shape("local_variance_normalization")(x.shape, size)
     sigma = np.sqrt(_box_avg(box.fast_kernel, np.square(x), size))
-    return _guarded_div(x, sigma + _f32(bias), epsilon)
+    return _guarded_div(x, sigma + float_type()(bias), epsilon)
 
 
 local_variance_normalization.fast(_lvn_fast)
@@ -181,8 +179,8 @@ local_contrast_normalization.fast(lambda input, size=(), bias=0.0, epsilon=0.0:
 def _l1_fast(input, axes=(), bias=0.0, epsilon=0.0):
     x = scalar(input)
     check_axes("l1_normalization", axes, x.ndim)
-    sigma = np.sum(np.abs(x), axis=tuple(axes), keepdims=True, dtype=np.float64).astype(_f32)
-    return _guarded_div(x, sigma + _f32(bias), epsilon)
+    sigma = np.sum(np.abs(x), axis=tuple(axes), keepdims=True, dtype=np.float64).astype(float_type())
+    return _guarded_div(x, sigma + float_type()(bias), epsilon)
 
 
 @l2_normalization.fast
@@ -190,8 +188,8 @@ def _l2_fast(input, axes=(), bias=0.0, epsilon=0.0):
     x = scalar(input)
     check_axes("l2_normalization", axes, x.ndim)
     sq = np.square(x).astype(np.float64)
-    sigma = np.sqrt(np.sum(sq, axis=tuple(axes), keepdims=True).astype(_f32))
-    return _guarded_div(x, sigma + _f32(bias), epsilon)
+    sigma = np.sqrt(np.sum(sq, axis=tuple(axes), keepdims=True).astype(float_type()))
+    return _guarded_div(x, sigma + float_type()(bias), epsilon)
 
 
 @batch_normalization.shape
@@ -212,4 +210,4 @@ def _bn_fast(input, mean, variance, offset, scale, epsilon):
                                       scalar(offset), scalar(scale))
     _bn_shape(np.shape(input), np.shape(mean), np.shape(variance), np.shape(offset), np.shape(scale), epsilon)
     with np.errstate(all="ignore"):
-        return (o + (s * (x - m)) / np.sqrt(v + _f32(epsilon))).astype(_f32)
+        return (o + (s * (x - m)) / np.sqrt(v + float_type()(epsilon))).astype(float_type())

@@ -85,9 +85,7 @@ fragment logarithmic_quantize(
 
 import numpy as np  # noqa: E402
 
-from ._common import attr_error, broadcast_shapes, checked_broadcast, op_error, scalar  # noqa: E402
-
-_f32 = np.float32
+from ._common import attr_error, broadcast_shapes, checked_broadcast, float_type, op_error, scalar  # noqa: E402
 
 
 def _check_bits(op, bits):
@@ -111,12 +109,12 @@ for _op in (min_max_linear_quantize, zero_point_linear_quantize, linear_quantize
 
 def _round(v):  # floor(v + 0.5) on a float32 array, exactly
     f = np.floor(v)
-    return (f + (v - f >= 0.5)).astype(_f32)
+    return (f + (v - f >= 0.5)).astype(float_type())
 
 
 def _ranges(bits, signed, symmetric):
-    r = _f32(2 ** bits - 1 - int(bool(signed) and bool(symmetric)))
-    p = _f32(2 ** (bits - 1) - int(bool(symmetric)) if signed else 0)
+    r = float_type()(2 ** bits - 1 - int(bool(signed) and bool(symmetric)))
+    p = float_type()(2 ** (bits - 1) - int(bool(symmetric)) if signed else 0)
     return r, p
 
 
@@ -130,15 +128,15 @@ def _mmlq_fast(x, min, max, bits, signed, symmetric):
         z = np.where(t > lo, t, lo)
         span = hi - lo
         q = _round((z - lo) / span * r) - p
-        return ((q + p) / r * span + lo).astype(_f32)
+        return ((q + p) / r * span + lo).astype(float_type())
 
 
 linear_quantize.fast(lambda x, min, max, bits: _mmlq_fast(x, min, max, bits, False, False))
 
 
 def _zp_bounds(bits, signed, symmetric):
-    r = _f32(2 ** (bits - 1) - 1 if signed else 2 ** bits - 1)
-    lo = _f32(0.0) if not signed else (-r if symmetric else -r - _f32(1.0))
+    r = float_type()(2 ** (bits - 1) - 1 if signed else 2 ** bits - 1)
+    lo = float_type()(0.0) if not signed else (-r if symmetric else -r - float_type()(1.0))
     return lo, r
 
 
@@ -147,19 +145,19 @@ def _zplq_fast(x, zero_point, scale, bits, signed, symmetric):
     _check_bits("zero_point_linear_quantize", bits)
     x, zp, sc = checked_broadcast("zero_point_linear_quantize", scalar(x), np.asarray(zero_point, np.int64),
                                   scalar(scale))
-    z = zp.astype(_f32)
+    z = zp.astype(float_type())
     lo, r = _zp_bounds(bits, signed, symmetric)
     with np.errstate(all="ignore"):
         s = _round(x / sc) + z
         t = np.where(s < r, s, r)
         q = np.where(t > lo, t, lo)
-        return ((q - z) * sc).astype(_f32)
+        return ((q - z) * sc).astype(float_type())
 
 
 def _log2_exact_steps(v):
     """log(v) / log(2.0) with each step rounded to float32 once, as the formal kernels do."""
-    ln = np.log(v.astype(np.float64)).astype(_f32)
-    return (ln.astype(np.float64) / np.float64(np.log(_f32(2.0)).astype(_f32))).astype(_f32)
+    ln = np.log(v.astype(np.float64)).astype(float_type())
+    return (ln.astype(np.float64) / np.float64(np.log(float_type()(2.0)).astype(float_type()))).astype(float_type())
 
 
 @logarithmic_quantize.fast
@@ -168,9 +166,9 @@ def _logq_fast(x, max, bits):
     x, hi = checked_broadcast("logarithmic_quantize", scalar(x), scalar(max))
     with np.errstate(all="ignore"):
         m = np.ceil(_log2_exact_steps(hi))
-        r = _f32(2 ** bits - 1)
+        r = float_type()(2 ** bits - 1)
         lo = m - r
         a = _log2_exact_steps(np.abs(x))
         t = np.where(a < m, a, m)
         q = _round(np.where(t > lo, t, lo))
-        return (np.sign(x) * np.power(np.float64(2.0), q.astype(np.float64)).astype(_f32)).astype(_f32)
+        return (np.sign(x) * np.power(np.float64(2.0), q.astype(np.float64)).astype(float_type())).astype(float_type())

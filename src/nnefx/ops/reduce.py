@@ -71,7 +71,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ._common import check_axes, op_error, scalar  # noqa: E402
+from ._common import check_axes, float_type, op_error, scalar  # noqa: E402
 
 
 def reduced_shape(op: str, shape, axes) -> tuple:
@@ -151,7 +151,7 @@ def _sum_formal(input, axes=(), normalize=False):
     def total(items):
         s = math.fsum(float(v) for v in items) if all(math.isfinite(v) for v in items) else sum(float(v) for v in items)
         return s / count if normalize else s
-    return _formal_reduce("sum_reduce", x, axes, total, np.float32)
+    return _formal_reduce("sum_reduce", x, axes, total, float_type())
 
 
 @sum_reduce.fast
@@ -161,11 +161,11 @@ def _sum_fast(input, axes=(), normalize=False):
     s = np.sum(x, axis=tuple(axes), keepdims=True, dtype=np.float64)
     if normalize:
         s = s / math.prod(x.shape[a] for a in axes)
-    return s.astype(np.float32)
+    return s.astype(float_type())
 
 
-max_reduce.formal(lambda input, axes=(): _formal_reduce("max_reduce", scalar(input), axes, _fmax, np.float32))
-min_reduce.formal(lambda input, axes=(): _formal_reduce("min_reduce", scalar(input), axes, _fmin, np.float32))
+max_reduce.formal(lambda input, axes=(): _formal_reduce("max_reduce", scalar(input), axes, _fmax, float_type()))
+min_reduce.formal(lambda input, axes=(): _formal_reduce("min_reduce", scalar(input), axes, _fmin, float_type()))
 
 
 def _extreme_fast(name, fn, identity):
@@ -175,7 +175,7 @@ def _extreme_fast(name, fn, identity):
         if not axes:
             return x.copy()
         if x.size == 0:  # every reduced set is empty (or there is no output item at all)
-            return np.full(out_shape, identity, np.float32)
+            return np.full(out_shape, identity, float_type())
         return fn(x, axis=tuple(axes), keepdims=True)
     return fast
 
@@ -251,7 +251,7 @@ def _moments_shape(input, axes=()):
 def _moments_fast(input, axes=()):
     x = scalar(input)
     reduced_shape("moments", x.shape, axes)
-    mean = np.mean(x, axis=tuple(axes), keepdims=True, dtype=np.float64).astype(np.float32)
+    mean = np.mean(x, axis=tuple(axes), keepdims=True, dtype=np.float64).astype(float_type())
     d = (x - mean).astype(np.float64)
     var = np.mean(d * d, axis=tuple(axes), keepdims=True)
-    return mean, var.astype(np.float32)
+    return mean, var.astype(float_type())

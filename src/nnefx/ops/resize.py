@@ -61,7 +61,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ._common import attr_error, border_index, check_border, scalar  # noqa: E402
+from ._common import attr_error, border_index, check_border, float_type, scalar  # noqa: E402
 
 UPSAMPLE_METHODS = ("symmetric", "asymmetric", "aligned")
 
@@ -115,7 +115,7 @@ def _ad_fast(input, factor=()):
         blocks += [o, f]
     n = len(factor)
     mean = x.reshape(blocks).astype(np.float64).sum(axis=tuple(3 + 2 * k for k in range(n))) / math.prod(factor)
-    return mean.astype(np.float32)
+    return mean.astype(float_type())
 
 
 @nearest_upsample.fast
@@ -162,7 +162,7 @@ def _mu_formal(input, factor=(), method="symmetric", border="replicate"):
     x = scalar(input)
     out_shape = _mu_shape(x.shape, factor, method, border)
     n = x.ndim - 2
-    out = np.zeros(out_shape, np.float32)
+    out = np.zeros(out_shape, float_type())
     for index in np.ndindex(*out_shape):
         taps = [linear_taps(index[k + 2], x.shape[k + 2], factor[k], method) for k in range(n)]
         acc = 0.0
@@ -213,6 +213,6 @@ def _mu_fast(input, factor=(), method="symmetric", border="replicate"):
     y = x.astype(np.float64)
     for k, f in enumerate(factor):
         y = _axis_interp(y, k + 2, f, method, border)
-    return y.astype(np.float32)
+    return y.astype(float_type())
 
 

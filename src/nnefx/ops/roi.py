@@ -87,7 +87,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ._common import attr_error, op_error, scalar  # noqa: E402
+from ._common import attr_error, float_type, op_error, scalar  # noqa: E402
 from .resize import UPSAMPLE_METHODS  # noqa: E402
 from .sliding import avg_pool, max_pool  # noqa: E402
 
@@ -164,7 +164,7 @@ def _roi_pool_formal(op, reduce_max):
     def kernel(input, rois, batch_index, output_size=()):
         x, boxes, bidx = _roi_data(op, input, rois, batch_index, output_size)
         m = x.ndim - 2
-        out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), np.float32)
+        out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), float_type())
         for n in range(boxes.shape[0]):
             starts = [_rounded(boxes[n, k]) for k in range(m)]
             ends = [_rounded(boxes[n, m + k]) for k in range(m)]
@@ -187,7 +187,7 @@ def _roi_pool_fast(op, reduce_max):
     def kernel(input, rois, batch_index, output_size=()):
         x, boxes, bidx = _roi_data(op, input, rois, batch_index, output_size)
         m = x.ndim - 2
-        out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), np.float32)
+        out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), float_type())
         for n in range(boxes.shape[0]):  # one vectorised gather per RoI
             starts = [_rounded(boxes[n, k]) for k in range(m)]
             ends = [_rounded(boxes[n, m + k]) for k in range(m)]
@@ -242,7 +242,7 @@ def _roi_resample_formal(input, rois, batch_index, output_size=(), method="symme
     x, boxes, bidx = _roi_data("roi_resample", input, rois, batch_index, output_size)
     _roi_shape("roi_resample")(x.shape, boxes.shape, np.shape(batch_index), output_size, method)
     m = x.ndim - 2
-    out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), np.float32)
+    out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), float_type())
     for n in range(boxes.shape[0]):
         coords = [resample_taps(float(boxes[n, k]), float(boxes[n, m + k]), output_size[k], method) for k in range(m)]
         for ch in range(x.shape[1]):
@@ -267,7 +267,7 @@ def _roi_resample_fast(input, rois, batch_index, output_size=(), method="symmetr
     x, boxes, bidx = _roi_data("roi_resample", input, rois, batch_index, output_size)
     _roi_shape("roi_resample")(x.shape, boxes.shape, np.shape(batch_index), output_size, method)
     m = x.ndim - 2
-    out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), np.float32)
+    out = np.zeros((boxes.shape[0], x.shape[1]) + tuple(output_size), float_type())
     for n in range(boxes.shape[0]):  # separable interpolation, one axis at a time
         y = x[bidx[n]].astype(np.float64)
         for k in range(m):

@@ -74,15 +74,16 @@ import numpy as np  # noqa: E402
 
 from ..dims import Dim  # noqa: E402
 from ._common import (  # noqa: E402
-    DTYPE_OF,
     as_dtype,
     attr_error,
     border_index,
     check_axes,
     check_border,
+    float_type,
     op_error,
     pad_array,
     scalar,
+    storage_dtype,
 )
 
 
@@ -520,17 +521,17 @@ def _pad_formal(input, padding=(), border="constant", value=0.0):
         for k, i in enumerate(index):
             j = border_index(i - shift[k], crop.shape[k], border)
             if j is None:
-                return np.float32(value)
+                return float_type()(value)
             src.append(j)
         return crop[tuple(src)]
-    return _set_output(fill)(out_shape, np.float32)
+    return _set_output(fill)(out_shape, float_type())
 
 
 @pad.fast
 def _pad_fast(input, padding=(), border="constant", value=0.0):
     x = scalar(input)
     _pad_shape(x.shape, padding, border, value)
-    return np.ascontiguousarray(pad_array(x, _pad_pairs("pad", padding, x.ndim), border, np.float32(value)))
+    return np.ascontiguousarray(pad_array(x, _pad_pairs("pad", padding, x.ndim), border, float_type()(value)))
 
 
 @tile.shape
@@ -635,7 +636,7 @@ def _source(x):
 def _cast_formal(input, dtype="scalar"):
     x = np.asarray(input)
     src = _source(x)
-    return _set_output(lambda index: _cast_element(x[index], src, dtype))(x.shape, DTYPE_OF[dtype])
+    return _set_output(lambda index: _cast_element(x[index], src, dtype))(x.shape, storage_dtype(dtype))
 
 
 @cast.fast
@@ -650,4 +651,4 @@ def _cast_fast(input, dtype="scalar"):
             bad = x.flat[int(np.flatnonzero(~np.isfinite(f) | (f < -_INT64_LIMIT) | (f >= _INT64_LIMIT))[0])]
             raise op_error("cast", f"value {bad} has no integer counterpart")
         return f.astype(np.int64)
-    return x.astype(DTYPE_OF[dtype])
+    return x.astype(storage_dtype(dtype))

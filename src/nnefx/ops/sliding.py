@@ -202,6 +202,7 @@ from ._common import (  # noqa: E402
     check_output_shape,
     dilated,
     down_extent,
+    float_type,
     op_error,
     pad_array,
     resolve_padding_down,
@@ -481,7 +482,7 @@ def _conv_formal(input, filter, bias=0.0, border="constant", padding=(), stride=
             for g in range(G):
                 wg = w64[(slice(g * cg, g * cg + cg), slice(None)) + j]  # (cg, Cg)
                 out[(slice(None), slice(g * cg, g * cg + cg)) + i] += v[:, g * Cg:g * Cg + Cg] @ wg.T
-    return _add_bias(out, b, c).astype(np.float32)
+    return _add_bias(out, b, c).astype(float_type())
 
 
 def _read_channels(x, src, border):
@@ -526,7 +527,7 @@ def _deconv_formal(input, filter, bias=0.0, border="constant", padding=(), strid
             for g in range(G):
                 wg = w64[(slice(g * cg, g * cg + cg), slice(None)) + j]  # (cg, Cg)
                 out[(slice(None), slice(g * Cg, g * Cg + Cg)) + i] += v[:, g * cg:g * cg + cg] @ wg
-    return _add_bias(out, b, C).astype(np.float32)
+    return _add_bias(out, b, C).astype(float_type())
 
 
 # --- box / debox ----------------------------------------------------------------------------
@@ -537,7 +538,7 @@ def _box_formal(input, size=(), border="constant", padding=(), stride=(), dilati
     x = scalar(input)
     out_shape = box.shape_rule(x.shape, size, border, padding, stride, dilation)
     win = _down_window("box", x.shape, size, padding, stride, dilation)
-    out = np.zeros(out_shape, np.float32)
+    out = np.zeros(out_shape, float_type())
     volume = math.prod(win.size)
     for i in np.ndindex(*out_shape):
         acc, count = 0.0, 0
@@ -580,7 +581,7 @@ def _box_fast(input, size=(), border="constant", padding=(), stride=(), dilation
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 sums = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
-    return sums.astype(np.float32)
+    return sums.astype(float_type())
 
 
 @debox.formal
@@ -591,7 +592,7 @@ def _debox_formal(input, size=(), border="constant", padding=(), stride=(), dila
     out_shape = debox.shape_rule(x.shape, size, border, padding, stride, dilation, output_shape)
     win = _up_window("debox", x.shape, size, padding, stride, dilation, out_shape)
     volume = math.prod(win.size)
-    out = np.zeros(out_shape, np.float32)
+    out = np.zeros(out_shape, float_type())
     for i in np.ndindex(*out_shape):
         acc, count = 0.0, 0
         for j in win.offsets():
@@ -639,7 +640,7 @@ def _debox_fast(input, size=(), border="constant", padding=(), stride=(), dilati
                 sums = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
         else:
             sums = sums / math.prod(win.size)
-    return sums.astype(np.float32)
+    return sums.astype(float_type())
 
 
 # The fast convolution kernels and the pooling kernels live in their own modules; importing

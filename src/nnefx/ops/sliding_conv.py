@@ -16,6 +16,7 @@ import numpy as np
 
 from . import winograd
 from ._common import (
+    float_type,
     op_error,
     pad_array,
     relu_into,
@@ -66,14 +67,14 @@ class ConvEpilogue:
     def fits(self, out_shape: tuple) -> bool:
         """Fusable only without broadcasting: ``skip`` has exactly the result's shape."""
         s = self.skip
-        return s is None or (s.__class__ is np.ndarray and s.dtype == np.float32 and s.shape == tuple(out_shape))
+        return s is None or (s.__class__ is np.ndarray and s.dtype == float_type() and s.shape == tuple(out_shape))
 
     def apply(self, i: int, yi: np.ndarray) -> None:
         if self.skip is not None:
             yi += self.skip[i]
         if self.relu:
             if self.no_negative_zero:
-                np.fmax(yi, np.float32(0.0), out=yi)
+                np.fmax(yi, float_type()(0.0), out=yi)
             else:
                 relu_into(yi, yi)
 
@@ -117,7 +118,7 @@ def _conv_run(x, filter, w, b, border, padding, stride, dilation, groups, out_sh
     F = tuple(w.shape[2:])
     X, K = math.prod(xs), Cg * math.prod(F)
     wm = w.reshape(G, cg, K)
-    y = np.empty((B, G, cg, X), np.float32)
+    y = np.empty((B, G, cg, X), float_type())
     bias_item = b.reshape(()) if b.size == 1 else b.reshape((c,) + (1,) * n)
     pointwise = all(f == 1 for f in F) and not any(p or q for p, q in win.pads)
     if (allow_winograd and n == 2 and G == 1 and F == (3, 3) and win.stride == [1, 1] and win.dilation == [1, 1]
@@ -156,7 +157,7 @@ def _conv_run(x, filter, w, b, border, padding, stride, dilation, groups, out_sh
     if group == 1:
         # One batch item's columns at a time, in one reused buffer: the buffer stays
         # cache-sized and is allocated (page-faulted) once instead of B times as large.
-        cols = np.empty((C,) + (() if pointwise else F) + xs, np.float32)
+        cols = np.empty((C,) + (() if pointwise else F) + xs, float_type())
         for i in range(B):
             src = columns(i)
             if pointwise and src.flags.c_contiguous:
@@ -177,8 +178,8 @@ def _conv_run(x, filter, w, b, border, padding, stride, dilation, groups, out_sh
     for i0 in range(0, B, group):
         m = min(group, B - i0)
         if m not in buffers:
-            cols = np.empty((G, K, m * X), np.float32)
-            out = np.empty((G, cg, m * X), np.float32)
+            cols = np.empty((G, K, m * X), float_type())
+            out = np.empty((G, cg, m * X), float_type())
             buffers[m] = (cols, cols.reshape((C,) + (() if pointwise else F) + (m,) + xs),  # views
                           out, out.reshape((c, m) + xs))
         cols, into, out, parts = buffers[m]
@@ -307,7 +308,7 @@ def _conv_wide_rows(x, wm, bias_item, y, win, F, G, epilogue):
     Hq, Wq = -(-Hp // sh), -(-Wp // sw)
     N = Ho * Wq
     length = Hq * Wq + (fw - 1) * dw // sw  # the last offset's run reaches past the last row
-    flat = np.zeros((sh, sw, C, length), np.float32)
+    flat = np.zeros((sh, sw, C, length), float_type())
     fills = []  # (phase interior view, input rows, input columns) per phase
     for a in range(sh):
         i0 = (a - pt) % sh  # first input row landing in phase row set a
@@ -321,7 +322,7 @@ def _conv_wide_rows(x, wm, bias_item, y, win, F, G, epilogue):
             r0, q0 = (i0 + pt) // sh, (j0 + pl) // sw
             fills.append((grid[:, r0:r0 + len(rows_in), q0:q0 + len(cols_in)],
                           (slice(None), slice(i0, H, sh), slice(j0, W, sw))))
-    cols = np.empty((C, fh, fw, N), np.float32)
+    cols = np.empty((C, fh, fw, N), float_type())
     if sh == sw == 1:
         st = flat.strides
         runs = [(cols, np.lib.stride_tricks.as_strided(flat[0, 0], (C, fh, fw, N),
@@ -335,7 +336,7 @@ def _conv_wide_rows(x, wm, bias_item, y, win, F, G, epilogue):
                 b_, q = divmod(jw * dw, sw)[::-1]
                 start = r * Wq + q
                 runs.append((cols[:, jh, jw], flat[a, b_, :, start:start + N]))
-    wide = np.empty((G, wm.shape[1], N), np.float32)
+    wide = np.empty((G, wm.shape[1], N), float_type())
     valid = wide.reshape(c, Ho, Wq)[:, :, :Wo]
     for i in range(B):
         xi = x[i]
@@ -406,7 +407,7 @@ def _deconv_fast(input, filter, bias=0.0, border="constant", padding=(), stride=
     xe = pad_array(x, [(0, 0), (0, 0)] + ext, border)
     lead, start, length = _scatter_geometry(win, ext)
     xs = xe.shape[2:]
-    buf = np.zeros((B, C) + tuple(length), np.float32)
+    buf = np.zeros((B, C) + tuple(length), float_type())
     xg = xe.reshape((B, G, cg) + xs)
     wg = w.reshape((G, cg, Cg) + tuple(w.shape[2:]))
     for j in win.offsets():

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ._common import (
+    float_type,
     op_error,
     pad_array,
     scalar,
@@ -114,7 +115,7 @@ def _sample_formal(input, index, size=(), border="constant", padding=(), stride=
     out_shape = _sample_shape(x.shape, idx.shape, size, border, padding, stride, dilation)
     win = _down_window("sample", x.shape, size, padding, stride, dilation)
     _check_window_index("sample", idx, win)
-    out = np.zeros(out_shape, np.float32)
+    out = np.zeros(out_shape, float_type())
     for i in np.ndindex(*out_shape):
         j = np.unravel_index(int(idx[i]), win.size)
         src = [i[k] * win.stride[k] + int(j[k]) * win.dilation[k] - win.pads[k][0] for k in range(len(i))]
@@ -128,7 +129,7 @@ def sample_fast(x, idx, win, border):
     j = np.unravel_index(idx, win.size)
     grid = np.indices(idx.shape, sparse=True)
     pos = tuple(grid[k] * win.stride[k] + j[k] * win.dilation[k] for k in range(x.ndim))
-    return xp[pos].astype(np.float32)
+    return xp[pos].astype(float_type())
 
 
 @sample.fast
@@ -147,7 +148,7 @@ def _desample_formal(input, index, size=(), border="constant", padding=(), strid
     out_shape = _desample_shape(x.shape, idx.shape, size, border, padding, stride, dilation, output_shape)
     win = _up_window("desample", x.shape, size, padding, stride, dilation, out_shape)
     _check_window_index("desample", idx, win)
-    out = np.zeros(out_shape, np.float32)
+    out = np.zeros(out_shape, float_type())
     for i in np.ndindex(*out_shape):
         acc = 0.0
         for pos, j in enumerate(win.offsets()):
@@ -176,7 +177,7 @@ def _desample_fast(input, index, size=(), border="constant", padding=(), stride=
         inside &= (target[k] >= 0) & (target[k] < out_shape[k])
     out = np.zeros(out_shape, np.float64)
     np.add.at(out, tuple(t[inside] for t in target), x[inside].astype(np.float64))
-    return out.astype(np.float32)
+    return out.astype(float_type())
 
 
 # --- pooling compounds --------------------------------------------------------------------
@@ -246,7 +247,7 @@ def _max_pool_fast(input, size=(), border="constant", padding=(), stride=(), dil
         # running maximum cache-sized (batch 8 of a ResNet stem: 32 -> ~10 ms).  Small items
         # (digits: 50 × 16×8×8) pool whole: there the per-item Python loop would dominate.
         item = _Window([1] + win.X[1:], [1] + win.x[1:], win.size, win.pads, win.stride, win.dilation)
-        out = np.empty(tuple(win.x), np.float32)
+        out = np.empty(tuple(win.x), float_type())
         for i in range(x.shape[0]):
             out[i:i + 1] = _max_pool_window(x[i:i + 1], item, border)
         return out
@@ -255,7 +256,7 @@ def _max_pool_fast(input, size=(), border="constant", padding=(), stride=(), dil
 
 def _max_pool_window(x, win, border):
     if border != "ignore":
-        return _window_max(pad_array(x, win.pads, border), win).astype(np.float32, copy=False)
+        return _window_max(pad_array(x, win.pads, border), win).astype(float_type(), copy=False)
     out = _window_max(pad_array(x, win.pads, "constant", -np.inf), win)
     outside = _windows_all_outside(win)
     if any(m.any() for m in outside):
@@ -264,7 +265,7 @@ def _max_pool_window(x, win, border):
         for k, m in enumerate(outside):
             grid |= m.reshape((1,) * k + (-1,) + (1,) * (out.ndim - k - 1))
         out[grid] = 0.0
-    return out.astype(np.float32, copy=False)
+    return out.astype(float_type(), copy=False)
 
 
 avg_pool.fast(lambda input, size=(), border="constant", padding=(), stride=(), dilation=():

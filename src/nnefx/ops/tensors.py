@@ -36,7 +36,7 @@ import re  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ._common import DTYPE_OF, attr_error, op_error  # noqa: E402
+from ._common import attr_error, op_error, storage_dtype  # noqa: E402
 
 _LABEL = re.compile(r"[A-Za-z0-9_\-./\\]+")
 
@@ -78,7 +78,7 @@ def _constant_formal(shape=(), value=(), dtype="scalar", **_):
     """Row-major fill; a one-item ``value`` is repeated over the whole tensor."""
     shape = _constant_shape(shape, value)
     values = list(value)
-    out = np.empty(shape, dtype=DTYPE_OF[dtype or "scalar"])
+    out = np.empty(shape, dtype=storage_dtype(dtype or "scalar"))
     for k, index in enumerate(np.ndindex(*shape)):
         out[index] = values[0] if len(values) == 1 else values[k]
     return out
@@ -86,7 +86,7 @@ def _constant_formal(shape=(), value=(), dtype="scalar", **_):
 
 def _constant_fast(shape=(), value=(), dtype="scalar", **_):
     shape = _constant_shape(shape, value)
-    data = np.asarray(list(value), dtype=DTYPE_OF[dtype or "scalar"])
+    data = np.asarray(list(value), dtype=storage_dtype(dtype or "scalar"))
     if data.size == 1:
         return np.full(shape, data[0], dtype=data.dtype)
     return data.reshape(shape)
@@ -108,7 +108,7 @@ def _update_shape(variable, value, dtype=None):
 def _update_kernel(variable, value, dtype=None):
     """The value side of ``update``: ``result`` reads the new value (the session stores it)."""
     variable = np.asarray(variable)
-    value = np.asarray(value, dtype=DTYPE_OF[dtype] if dtype else variable.dtype)
+    value = np.asarray(value, dtype=storage_dtype(dtype) if dtype else variable.dtype)
     _update_shape(variable.shape, value.shape)
     return value.copy()
 
