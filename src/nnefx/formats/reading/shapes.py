@@ -127,7 +127,8 @@ def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
     The operation's registry element-type rule decides where it has one (``@op.etypes``:
     called with its tensor inputs' element types, as shape rules are with shapes); otherwise
     a result takes the element type of the first tensor input of its own abstract data type
-    (``add`` of two int8 tensors is int8, ``select`` of float16 values is float16), and a
+    that has one (``add`` of two int8 tensors is int8, ``select`` of float16 values is float16,
+    ``select`` of a float64 tensor and a reader-made constant float64), and a
     result of a type no input has (``argmax`` indices, comparison results) its type's default.
     ``unify`` replaces "the first": it maps the element types (defaults filled in) of those
     inputs to the result's (tract's common super type, :func:`nnefx.semantics.dialect.carry_etypes`).
@@ -160,7 +161,9 @@ def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
     for name in outs:
         t = graph.tensors[name]
         if unify is None:
-            t.etype = next((s.etype for s in sources if s.dtype == t.dtype), None)
+            # an input without an element type (a constant the reader made for a literal, in
+            # the default storage) does not narrow a typed one: max(x, 0) of float64 x is float64
+            t.etype = next((s.etype for s in sources if s.dtype == t.dtype and s.etype is not None), None)
         else:
             et = unify([etypes.of(s) for s in sources if s.dtype == t.dtype])
             t.etype = None if et is None or etypes.DEFAULTS.get(t.dtype) == et else et
