@@ -156,3 +156,23 @@ def test_double_computes_in_float64(case, backend, tmp_path):
     assert got.dtype == np.float64
     # atol: normalisations subtract a mean, so outputs near 0 carry the cancellation of |x|~2
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["fast", "formal"])
+@pytest.mark.parametrize("op, gates", [("LSTM", 4), ("GRU", 3), ("RNN", 1)])
+def test_double_recurrent_sequences_compute_in_float64(op, gates, backend, tmp_path):
+    steps, batch, size, hidden = 4, 2, 3, 5
+    shapes = {"X": (steps, batch, size), "W": (1, gates * hidden, size), "R": (1, gates * hidden, hidden),
+              "B": (1, 2 * gates * hidden)}
+    inputs = [helper.make_tensor_value_info(k, TensorProto.DOUBLE, v) for k, v in shapes.items()]
+    outputs = [helper.make_tensor_value_info(k, TensorProto.DOUBLE, None) for k in ("Y", "Y_h")]
+    node = helper.make_node(op, list(shapes), ["Y", "Y_h"], hidden_size=hidden)
+    model = helper.make_model(helper.make_graph([node], "g", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 21)])
+    onnx.save(model, tmp_path / "m.onnx")
+    feeds = {k: _data(v, lo=-1.0, hi=1.0) for k, v in shapes.items()}
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    got = Session(nnefx.load(tmp_path / "m.onnx"), backend).run(feeds)
+    for name, want in zip(("Y", "Y_h"), expected, strict=True):
+        assert got[name].dtype == np.float64
+        np.testing.assert_allclose(got[name], want, rtol=1e-12, atol=1e-14)

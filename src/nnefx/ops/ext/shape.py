@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ...diagnostics import NNEFXError
+from .._common import float_type
 from ..registry import define
 
 # --- run-time shapes ------------------------------------------------------------------------
@@ -160,6 +161,6 @@ def _range_formal(a, b, c, dtype=None):
         raise NNEFXError(f"arange: {count} items is too many")
     out = a + np.arange(count) * c
     kind = "f" if dtype == "scalar" else "i"
-    return out.astype(np.float32 if kind == "f" else np.int64)
+    return out.astype(float_type() if kind == "f" else np.int64)
 
 

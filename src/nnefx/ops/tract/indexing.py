@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._common import attr_error, guard_family, op_error
+from .._common import attr_error, float_type, guard_family, op_error
 from ..ext.indexing import _gather_def
 from ..registry import define
 from ._util import DOMAIN, check_axis, int_value
@@ -311,7 +311,7 @@ def _oh_args(x, axis, dim):
 @one_hot.formal
 def _oh_formal(x, axis, dim, value_off=0.0, value_on=1.0):
     x, a, dim = _oh_args(x, axis, dim)
-    out = np.empty(x.shape[:a] + (dim,) + x.shape[a:], np.float32)
+    out = np.empty(x.shape[:a] + (dim,) + x.shape[a:], float_type())
     for pos in np.ndindex(*out.shape):
         k = _wrap("tract_core_one_hot", int(x[pos[:a] + pos[a + 1:]]), dim)
         out[pos] = value_on if pos[a] == k else value_off
@@ -323,7 +323,7 @@ def _oh_fast(x, axis, dim, value_off=0.0, value_on=1.0):
     x, a, dim = _oh_args(x, axis, dim)
     k = np.expand_dims(_wrap_all("tract_core_one_hot", x, dim), a)
     hit = k == np.arange(dim).reshape((dim,) + (1,) * (x.ndim - a))
-    return np.where(hit, np.float32(value_on), np.float32(value_off))
+    return np.where(hit, float_type()(value_on), float_type()(value_off))
 
 
 # --- topk -------------------------------------------------------------------------------------------------

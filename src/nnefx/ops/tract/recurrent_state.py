@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .._common import op_error
+from .._common import float_type, op_error
 from ..registry import define
 from ._util import DOMAIN
 
@@ -76,7 +76,7 @@ def _conv_formal(input, weight, initial_state):
 
 @conv_update.fast
 def _conv_fast(input, weight, initial_state):
-    return _conv(input, weight, initial_state, np.float32)
+    return _conv(input, weight, initial_state, float_type())
 
 
 # --- gdn_recurrent -----------------------------------------------------------------------------------------
@@ -140,4 +140,4 @@ def _gdn_formal(query, key, value, log_decay, beta, initial_state):
 
 @gdn.fast
 def _gdn_fast(query, key, value, log_decay, beta, initial_state):
-    return _gdn(query, key, value, log_decay, beta, initial_state, np.float32)
+    return _gdn(query, key, value, log_decay, beta, initial_state, float_type())

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .._common import attr_error, guard_family, op_error
+from .._common import attr_error, float_type, guard_family, op_error
 from ..registry import define
 from ._util import DOMAIN
 
@@ -154,11 +154,11 @@ def _resize_formal(x, scales=0.0, sizes=0.0, coord_transformer="half_pixel", int
 def _resize_fast(x, scales=0.0, sizes=0.0, coord_transformer="half_pixel", interpolator="nearest",
                  nearest_mode="floor"):
     x, (out_shape, s) = _args(x, scales, sizes, coord_transformer, interpolator, nearest_mode)
-    data = x.astype(np.float32)
+    data = x.astype(float_type())
     for axis, (n, o, v) in enumerate(zip(x.shape, out_shape, s, strict=True)):
         if n == o and v == 1.0:
             continue
-        matrix = np.zeros((o, n), np.float32)
+        matrix = np.zeros((o, n), float_type())
         for p, row in enumerate(taps(n, o, v, coord_transformer, interpolator, nearest_mode, True)):
             for i, w in row:
                 matrix[p, i] += w
