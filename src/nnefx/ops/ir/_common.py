@@ -7,10 +7,12 @@ import math
 import numpy as np
 
 from ...diagnostics import NNEFXError
+from .._common import float_type
 
 
 def f32(x: object) -> np.ndarray:
-    return np.asarray(x, dtype=np.float32)
+    """``x`` as an array of the working float type (float32; float64 in a float64 operation)."""
+    return np.asarray(x, dtype=float_type())
 
 
 def require(cond: bool, op: str, message: str) -> None:

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .._common import float_type
 from ..registry import define
 from ._common import nms_fast, nms_formal, require
 
@@ -109,7 +110,7 @@ def _prior_box_formal(input, image, *, min_size, max_size=(), aspect_ratio=(), f
                         box = [min(max(c, 0.0), 1.0) for c in box]
                     boxes.extend(box)
     var = _variances(variance)
-    out = np.zeros((1, 2, len(boxes)), dtype=np.float32)
+    out = np.zeros((1, 2, len(boxes)), dtype=float_type())
     out[0, 0] = boxes
     for i in range(len(boxes)):
         out[0, 1, i] = var[i % 4]
@@ -140,7 +141,7 @@ def _prior_box_fast(input, image, *, min_size, max_size=(), aspect_ratio=(), fli
     if clip:
         boxes = np.clip(boxes, 0.0, 1.0)
     var = np.tile(np.asarray(_variances(variance)), boxes.size // 4)
-    return np.stack([boxes, var]).reshape(1, 2, -1).astype(np.float32)
+    return np.stack([boxes, var]).reshape(1, 2, -1).astype(float_type())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ def _pbc_formal(input, image, *, width, height, clip=False, step=0.0, step_w=0.0
                     box = [min(max(c, 0.0), 1.0) for c in box]
                 boxes.extend(box)
     var = _variances(variance)
-    out = np.zeros((1, 2, len(boxes)), dtype=np.float32)
+    out = np.zeros((1, 2, len(boxes)), dtype=float_type())
     out[0, 0] = boxes
     for i in range(len(boxes)):
         out[0, 1, i] = var[i % 4]
@@ -217,7 +218,7 @@ def _pbc_fast(input, image, *, width, height, clip=False, step=0.0, step_w=0.0, 
     if clip:
         boxes = np.clip(boxes, 0.0, 1.0)
     var = np.tile(np.asarray(_variances(variance)), boxes.size // 4)
-    return np.stack([boxes, var]).reshape(1, 2, -1).astype(np.float32)
+    return np.stack([boxes, var]).reshape(1, 2, -1).astype(float_type())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +300,7 @@ def _decode_one(p, v, l, code_type):
 
 
 def _finish_do(dets_per_image, rows):
-    out = np.zeros((1, 1, rows, 7), dtype=np.float32)
+    out = np.zeros((1, 1, rows, 7), dtype=float_type())
     r = 0
     for n, dets in enumerate(dets_per_image):
         for label, score, box in dets:
@@ -550,8 +551,8 @@ def _proposals_fast(cls_prob, bbox_pred, n, anchors, feat_stride, img_h, img_w, 
 def _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre, post, thresh,
                 clip_before, clip_after, normalize, coord_scale, size_scale, score_floor=None):
     N = cls_prob.shape[0]
-    out = np.zeros((N * post, 5), dtype=np.float32)
-    scores = np.zeros((N * post,), dtype=np.float32)
+    out = np.zeros((N * post, 5), dtype=float_type())
+    scores = np.zeros((N * post,), dtype=float_type())
     for n in range(N):
         img_h, img_w, sh, sw = _im_info(im_info, n)
         cands = _proposals_formal(cls_prob, bbox_pred, n, anchors, feat_stride, img_h, img_w, min_size * sw,
@@ -575,8 +576,8 @@ def _rpn_formal(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pr
 def _rpn_fast(cls_prob, bbox_pred, im_info, anchors, feat_stride, min_size, pre, post, thresh,
               clip_before, clip_after, normalize, coord_scale, size_scale, score_floor=None):
     N = cls_prob.shape[0]
-    out = np.zeros((N * post, 5), dtype=np.float32)
-    scores = np.zeros((N * post,), dtype=np.float32)
+    out = np.zeros((N * post, 5), dtype=float_type())
+    scores = np.zeros((N * post,), dtype=float_type())
     for n in range(N):
         img_h, img_w, sh, sw = _im_info(im_info, n)
         score, box = _proposals_fast(cls_prob, bbox_pred, n, anchors, feat_stride, img_h, img_w, min_size * sw,
@@ -769,7 +770,7 @@ def _ry_formal(input, *, coords=4, classes, num, do_softmax=True, mask=(), axis=
                         vals = [_sigmoid(v) for v in cls]
                     for c in range(classes):
                         out[n, base + coords + 1 + c, h, w] = vals[c]
-    return out.astype(np.float32).reshape(_ry_out_shape(input.shape, do_softmax, axis, end_axis))
+    return out.astype(float_type()).reshape(_ry_out_shape(input.shape, do_softmax, axis, end_axis))
 
 
 @region_yolo.fast
@@ -785,7 +786,7 @@ def _ry_fast(input, *, coords=4, classes, num, do_softmax=True, mask=(), axis=1,
         x[:, :, coords + 1:] = e / e.sum(axis=2, keepdims=True)
     else:
         x[:, :, coords + 1:] = 0.5 * (1.0 + np.tanh(0.5 * c))
-    return x.astype(np.float32).reshape(_ry_out_shape(input.shape, do_softmax, axis, end_axis))
+    return x.astype(float_type()).reshape(_ry_out_shape(input.shape, do_softmax, axis, end_axis))
 
 
 reorg_yolo = define(

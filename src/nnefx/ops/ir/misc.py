@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from .._common import float_type
 from ..registry import define
 from ._common import require
 
@@ -53,7 +54,7 @@ def _c_round(v: float) -> float:
 def _fq_formal(input, il, ih, ol, oh, *, levels):
     shape = _fq_shape(input.shape, il.shape, ih.shape, ol.shape, oh.shape, levels=levels)[0]
     arrs = [np.broadcast_to(a, shape) for a in (input, il, ih, ol, oh)]
-    out = np.empty(shape, dtype=np.float32)
+    out = np.empty(shape, dtype=float_type())
     for idx in np.ndindex(*shape):
         x, lo, hi, olo, ohi = (float(a[idx]) for a in arrs)
         if x <= lo:
@@ -75,7 +76,7 @@ def _fq_fast(input, il, ih, ol, oh, *, levels):
         q = np.where(t >= 0, np.floor(t + 0.5), -np.floor(-t + 0.5)) / (levels - 1) * (ohi - olo) + olo
     y = np.where(x <= lo, olo, np.where(x > hi, ohi, q))
     return np.broadcast_to(y, np.broadcast_shapes(x.shape, lo.shape, hi.shape, olo.shape, ohi.shape)) \
-        .astype(np.float32)
+        .astype(float_type())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def _bc_formal(input, filter, *, padding, stride=(), dilation=(), groups=1, pad_
     Cg = filter.shape[1]
     Og = O // groups
     spatial_in = input.shape[2:]
-    out = np.zeros(oshape, dtype=np.float32)
+    out = np.zeros(oshape, dtype=float_type())
     for n in range(N):
         for o in range(O):
             g = o // Og
@@ -173,7 +174,7 @@ def _bc_fast(input, filter, *, padding, stride=(), dilation=(), groups=1, pad_va
             xs = patch[:, g * Cg:(g + 1) * Cg]
             ws = w[(slice(g * Og, (g + 1) * Og), slice(None)) + kpos]      # (Og, Cg)
             out[:, g * Og:(g + 1) * Og] += np.einsum("nc...,oc->no...", xs, ws)
-    return out.astype(np.float32)
+    return out.astype(float_type())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def _topk(values) -> list[tuple[float, int]]:
 def _am_formal(input, *, top_k=1, out_max_val=False, axis=()):
     a = _am_check(input.shape, top_k, axis)
     oshape = _am_shape(input.shape, top_k=top_k, out_max_val=out_max_val, axis=axis)[0]
-    out = np.zeros(oshape, dtype=np.float32)
+    out = np.zeros(oshape, dtype=float_type())
     if a is None:
         for n in range(input.shape[0]):
             best = _topk(input[n].reshape(-1))[:top_k]
@@ -252,10 +253,10 @@ def _am_fast(input, *, top_k=1, out_max_val=False, axis=()):
     order = np.lexsort((np.broadcast_to(idx, x.shape), x), axis=-1)[..., ::-1][..., :top_k]
     vals = np.take_along_axis(x, order, axis=-1)
     if a is None:
-        parts = [order.astype(np.float32)] + ([vals.astype(np.float32)] if out_max_val else [])
+        parts = [order.astype(float_type())] + ([vals.astype(float_type())] if out_max_val else [])
         return np.stack(parts, axis=1)
     res = vals if out_max_val else order
-    return np.ascontiguousarray(np.moveaxis(res.astype(np.float32), -1, a))
+    return np.ascontiguousarray(np.moveaxis(res.astype(float_type()), -1, a))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +366,7 @@ def _interp_formal(input, *, height, width, align_corners=False):
     _interp_check(input.shape, height, width)
     N, C, H, W = input.shape
     ys, xs = _interp_axis(H, height, align_corners), _interp_axis(W, width, align_corners)
-    out = np.empty((N, C, height, width), dtype=np.float32)
+    out = np.empty((N, C, height, width), dtype=float_type())
     for n in range(N):
         for c in range(C):
             for oy, (y0, y1, ly) in enumerate(ys):
@@ -384,7 +385,7 @@ def _interp_fast(input, *, height, width, align_corners=False):
     x0, x1, lx = (np.asarray(t) for t in zip(*_interp_axis(W, width, align_corners), strict=False))
     x = input.astype(np.float64)
     rows = x[:, :, y0, :] * (1 - ly)[:, None] + x[:, :, y1, :] * ly[:, None]
-    return (rows[..., x0] * (1 - lx) + rows[..., x1] * lx).astype(np.float32)
+    return (rows[..., x0] * (1 - lx) + rows[..., x1] * lx).astype(float_type())
 
 
 resample = define(
@@ -439,7 +440,7 @@ def _resample_formal(input, *, output_size, mode="nearest"):
             src = idx[:2] + tuple(s for s, _ in combo)
             total += weight * float(input[src])
         out[idx] = total
-    return out.astype(np.float32)
+    return out.astype(float_type())
 
 
 @resample.fast
@@ -452,4 +453,4 @@ def _resample_fast(input, *, output_size, mode="nearest"):
             for s, w in tap:
                 m[k, s] += w
         x = np.moveaxis(np.tensordot(x, m, axes=([d + 2], [1])), -1, d + 2)
-    return x.astype(np.float32)
+    return x.astype(float_type())

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .._common import float_type
 from ..registry import define
 from ._common import np_round_half_away, require, round_half_away
 
@@ -73,7 +74,7 @@ def _bilinear_coord(ph, pooled, start, end, extent):
 def _roi_formal(input, rois, *, pooled_h, pooled_w, spatial_scale=1.0, method="max"):
     _roi_shape(input.shape, rois.shape, pooled_h=pooled_h, pooled_w=pooled_w, method=method)
     N, C, H, W = input.shape
-    out = np.zeros((rois.shape[0], C, pooled_h, pooled_w), dtype=np.float32)
+    out = np.zeros((rois.shape[0], C, pooled_h, pooled_w), dtype=float_type())
     for r in range(active_rois(rois)):
         b = _batch(rois, r, N)
         x1, y1, x2, y2 = (float(v) for v in rois[r, 1:5])
@@ -111,7 +112,7 @@ def _roi_fast(input, rois, *, pooled_h, pooled_w, spatial_scale=1.0, method="max
     _roi_shape(input.shape, rois.shape, pooled_h=pooled_h, pooled_w=pooled_w, method=method)
     N, C, H, W = input.shape
     R = rois.shape[0]
-    out = np.zeros((R, C, pooled_h, pooled_w), dtype=np.float32)
+    out = np.zeros((R, C, pooled_h, pooled_w), dtype=float_type())
     if R == 0:
         return out
     R = active_rois(rois)
@@ -235,7 +236,7 @@ def _ps_formal(input, rois, *, output_dim, group_size=1, spatial_scale=1.0, mode
     _check_ps(input.shape, rois.shape, output_dim, group_size, mode, spatial_bins_x, spatial_bins_y)
     N, C, H, W = input.shape
     G = group_size
-    out = np.zeros((rois.shape[0], output_dim, G, G), dtype=np.float32)
+    out = np.zeros((rois.shape[0], output_dim, G, G), dtype=float_type())
     for r in range(active_rois(rois)):
         b = _batch(rois, r, N)
         if mode == "average":
@@ -274,7 +275,7 @@ def _ps_fast(input, rois, *, output_dim, group_size=1, spatial_scale=1.0, mode="
     _check_ps(input.shape, rois.shape, output_dim, group_size, mode, spatial_bins_x, spatial_bins_y)
     N, C, H, W = input.shape
     G = group_size
-    out = np.zeros((rois.shape[0], output_dim, G, G), dtype=np.float32)
+    out = np.zeros((rois.shape[0], output_dim, G, G), dtype=float_type())
     for r in range(active_rois(rois)):
         b = _batch(rois, r, N)
         if mode == "average":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._common import float_type
 from ..registry import define
 from ._common import require
 
@@ -34,7 +35,7 @@ def _ctc_shape(data, seq_indicators, *, ctc_merge_repeated=True):
 def _ctc_formal(data, seq_indicators, *, ctc_merge_repeated=True):
     _ctc_check(data.shape, seq_indicators.shape)
     T, N, C = data.shape
-    out = np.full((N, T, 1, 1), -1.0, dtype=np.float32)
+    out = np.full((N, T, 1, 1), -1.0, dtype=float_type())
     for n in range(N):
         prev, k = -1, 0
         for t in range(T):
@@ -61,7 +62,7 @@ def _ctc_fast(data, seq_indicators, *, ctc_merge_repeated=True):
     emit = active & (best != C - 1)
     if ctc_merge_repeated:
         emit &= best != prev
-    out = np.full((N, T, 1, 1), -1.0, dtype=np.float32)
+    out = np.full((N, T, 1, 1), -1.0, dtype=float_type())
     for n in range(N):
         vals = best[emit[:, n], n]
         out[n, :len(vals), 0, 0] = vals
