@@ -66,3 +66,18 @@ def test_float64_operation_computes_in_float64(op):
         finite = b[np.isfinite(b) & (b != np.round(b))]
         if op.name not in _NO_ARITHMETIC and finite.size:
             assert np.any(finite != finite.astype(np.float32)), f"{op.name}: every result is a float32 value"
+
+
+def test_float64_convolution_of_winograd_size_stays_float64():
+    """The fast conv takes Winograd for 3×3 convolutions of many channels; its work arrays are
+    float32, so a float64 convolution of that size goes by im2col instead (checked against torch's
+    float64 conv2d) — through ``prepared_conv``, as the fast backend's pass wraps constant filters."""
+    torch = pytest.importorskip("torch")
+    from nnefx.ops.sliding import prepared_conv
+
+    x = _wide(np.random.default_rng(1).standard_normal((1, 256, 14, 14)).astype(np.float32))
+    w = _wide((np.random.default_rng(2).standard_normal((256, 256, 3, 3)) / 50).astype(np.float32))
+    y = prepared_conv(wide_floats(registry.get("conv").fast_kernel))(x, w, 0.0, padding=[(1, 1), (1, 1)])
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())

@@ -121,7 +121,8 @@ def _conv_run(x, filter, w, b, border, padding, stride, dilation, groups, out_sh
     y = np.empty((B, G, cg, X), float_type())
     bias_item = b.reshape(()) if b.size == 1 else b.reshape((c,) + (1,) * n)
     pointwise = all(f == 1 for f in F) and not any(p or q for p, q in win.pads)
-    if (allow_winograd and n == 2 and G == 1 and F == (3, 3) and win.stride == [1, 1] and win.dilation == [1, 1]
+    # Winograd's transforms are float32 work arrays: a float64 convolution goes by im2col
+    if (allow_winograd and y.dtype == np.float32 and n == 2 and G == 1 and F == (3, 3) and win.stride == [1, 1] and win.dilation == [1, 1]
             and border == "constant" and all(p >= 0 and q >= 0 for p, q in win.pads) and B * X > 0
             and winograd.pays(C, c, B, -(-xs[0] // 2), -(-xs[1] // 2))):
         _conv_winograd(x, filter, w, b, bias_item, win, y.reshape((B, c) + xs), epilogue)
