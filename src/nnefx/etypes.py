@@ -34,7 +34,13 @@ The arithmetic contract every kernel keeps (formal and fast alike):
   :func:`kernel_dtype`); an ONNX operator its spec defines by a function body whose steps
   each round (a float16 ``Softmax``) is read as that body, or its kernel takes its inputs as
   stored and rounds where the body's nodes do (``Attention``, ``ops/onnx/attention.py``).
-* ``f32``/``f64`` compute in their own type (the formal backend in float64).
+* ``f32``/``f64`` compute in their own type (the formal backend in float64): the rule is
+  *accumulate at least as wide as the element type*.  An operation that reads or writes an
+  ``f64`` tensor runs its kernel with float64 as the working float type (the planner wraps it
+  in :func:`nnefx.ops._common.wide_floats`; kernels ask :func:`nnefx.ops._common.float_type`
+  instead of naming float32, and its literals are float64), so a float64 graph is computed in
+  float64 on both backends, not in float32 and returned typed f64.  Float32 kernels are
+  untouched by this (no wrapper, the same arrays).
 
 bfloat16, the float8 and 4-bit kinds are stored through the ``ml_dtypes`` package (numpy
 has no such dtypes); it is imported only when one of them is used.
