@@ -12,6 +12,7 @@ import pytest
 import nnefx
 
 tract = pytest.importorskip("tract")
+from test_tract_read_etypes import _folder  # noqa: E402 - the typed document builder (f64 inputs)
 
 RNG = np.random.default_rng(64)
 
@@ -35,15 +36,6 @@ CASES = [
     ("y = max_pool(x0, size = [1, 1, 2, 2], stride = [1, 1, 2, 2], border = 'ignore');", [IMG]),
     ("y = box(x0, size = [1, 1, 3, 3], border = 'constant', padding = [(0, 0), (0, 0), (1, 1), (1, 1)]);", [IMG]),
 ]
-
-
-def _folder(tmp_path, body: str, inputs: list) -> str:
-    lines = [f"    x{k} = tract_core_external(shape = {list(a.shape)}, datum_type = 'f64');"
-             for k, a in enumerate(inputs)]
-    names = ", ".join(f"x{k}" for k in range(len(inputs)))
-    (tmp_path / "graph.nnef").write_text(f"version 1.0;\nextension tract_registry tract_core;\n\ngraph g( {names} ) "
-                                         f"-> ( y )\n{{\n" + "\n".join(lines) + f"\n    {body}\n}}\n")
-    return str(tmp_path)
 
 
 @pytest.mark.parametrize("body, inputs", CASES, ids=[f"{k}-{c[0][4:].split('(')[0]}" for k, c in enumerate(CASES)])

@@ -28,7 +28,8 @@ U8 = RNG.integers(0, 256, (4, 8)).astype(np.uint8)
 V8 = RNG.integers(0, 256, (4, 8)).astype(np.uint8)
 I32 = RNG.integers(-2 ** 31, 2 ** 31, (4, 8)).astype(np.int32)
 IDX = np.array([[1, 0], [2, 1]], np.int64)
-DATUM = {"float16": "f16", "float32": "f32", "int8": "i8", "uint8": "u8", "int32": "i32", "int64": "i64"}
+DATUM = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "uint8": "u8", "int32": "i32",
+         "int64": "i64"}
 
 
 def _folder(tmp_path, body: str, inputs: list) -> str:
