@@ -1,6 +1,6 @@
 """Engine backends through nnefx against the engines standalone, plus compiled-artifact loading.
 
-    python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2]
+    python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2] [--rows R,...]
                                  [--load-repeats 5] [--only-load] [--baseline SRC] [--engines E,..]
                                  [--overhead] [--ort-export]
 
@@ -11,8 +11,10 @@ to NNEF by nnef-tools; nnefx runs the NNEF folder.
 
 Rows, each in a process of its own (an engine's spinning worker threads slow whatever runs
 next in the same process), alternated A B C ... then ... C B A over ``--rounds`` so drifts
-of machine load hit all alike; every engine limited to ``--threads``; the figure is the
-median latency of ``--runs`` timed runs after two warm-ups, best round:
+of machine load hit all alike, each nnefx row run beside the standalone row it is compared
+with; every engine limited to ``--threads``; the figures are the median latency of ``--runs``
+timed runs after two warm-ups, best round, the CPU time per run (all threads of the process),
+and each pair's ratio within a round, median over the rounds (``--rows`` picks rows):
 
 * ``nnefx auto`` and ``nnefx <engine>`` for onnxruntime, openvino, torch, and the numpy
   ``nnefx fast`` backend — all on the NNEF folder;
@@ -50,6 +52,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROWS = ("nnefx auto", "nnefx onnxruntime", "nnefx openvino", "nnefx torch", "nnefx fast",
         "onnxruntime standalone", "openvino standalone", "torch standalone")
+#: The order rows run in each round (reversed every other round): each nnefx row beside the
+#: standalone row it is compared with, so that each pair of ``PAIRS`` runs seconds apart.
+RUN_ORDER = ("nnefx auto", "onnxruntime standalone", "nnefx onnxruntime", "nnefx openvino", "openvino standalone",
+             "nnefx torch", "torch standalone", "nnefx fast")
+PAIRS = (("nnefx auto", "onnxruntime standalone"), ("nnefx onnxruntime", "onnxruntime standalone"),
+         ("nnefx openvino", "openvino standalone"), ("nnefx torch", "torch standalone"))
 
 
 def _encoder():
@@ -141,16 +149,22 @@ def prepare_module(net: str):
     return resnet({"r18b1": 18, "r50b8": 50}[net]).eval()
 
 
-def median_ms(run, x, runs: int, warmups: int = 2) -> float:
-    """Median latency of ``run(x)`` in milliseconds over ``runs`` timed calls after ``warmups``."""
+def median_ms(run, x, runs: int, warmups: int = 2) -> tuple[float, float]:
+    """Median latency of ``run(x)`` in milliseconds over ``runs`` timed calls after ``warmups``,
+    and the median CPU milliseconds of the process (all its threads) per call.
+
+    The CPU figure is the work a run costs, spinning worker threads included; on a machine
+    other jobs share it moves far less than the wall time (it does not count waiting for a core).
+    """
     for _ in range(warmups):
         run(x)
-    times = []
+    times, cpus = [], []
     for _ in range(runs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run(x)
         times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+        cpus.append(time.process_time() - c)
+    return statistics.median(times) * 1e3, statistics.median(cpus) * 1e3
 
 
 def child(row: str, net: str, onnx_path: str, nnef_path: str, threads: int, runs: int, shape: list[int]) -> dict:
@@ -158,7 +172,8 @@ def child(row: str, net: str, onnx_path: str, nnef_path: str, threads: int, runs
 
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     run, session = _runner(row, net, onnx_path, nnef_path, threads)
-    out = {"row": row, "median_ms": median_ms(run, x, runs)}
+    wall, cpu = median_ms(run, x, runs)
+    out = {"row": row, "median_ms": wall, "cpu_ms": cpu}
     if session is not None and row == "nnefx auto":
         out["reason"] = session.backend_reason
     return out
@@ -331,6 +346,37 @@ def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threa
                   f"{slow['load'] / fast['load']:.1f}x wall, {slow['load_cpu'] / fast['load_cpu']:.1f}x CPU")
 
 
+def print_rows(net: str, shape: list[int], threads: int, n_rounds: int, rounds: dict[str, list[dict]]) -> None:
+    """Per row: the best round's median wall ms and its ratio to standalone onnxruntime's best,
+    the median over rounds of the CPU ms per run; then, for each row beside its standalone
+    counterpart in ``RUN_ORDER``, the median over rounds of the two rows' ratio in the same
+    round (wall and CPU) — a pair measured seconds apart, so that drifts of the machine's load
+    between rounds cancel."""
+    def best(row: str) -> dict:
+        done = [r for r in rounds[row] if "error" not in r]
+        return min(done, key=lambda r: r["median_ms"]) if done else rounds[row][0]
+
+    ort = best("onnxruntime standalone").get("median_ms", math.nan) if "onnxruntime standalone" in rounds else math.nan
+    print(f"\n{net} (input {shape}, {threads} threads): median ms per run, best of {n_rounds} rounds; "
+          "CPU ms per run (all threads), median of the rounds")
+    for row in (r for r in ROWS if r in rounds):
+        res = best(row)
+        if "error" in res:
+            print(f"  {row:24} error: {res['error'][:100]}")
+            continue
+        cpu = statistics.median(r["cpu_ms"] for r in rounds[row] if "error" not in r)
+        print(f"  {row:24} {res['median_ms']:9.2f}   {res['median_ms'] / ort:5.2f}x standalone onnxruntime   "
+              f"CPU {cpu:9.2f}")
+    if "nnefx auto" in rounds and "reason" in best("nnefx auto"):
+        print(f"  ({best('nnefx auto')['reason']})")
+    for row, other in (p for p in PAIRS if p[0] in rounds and p[1] in rounds):
+        pairs = [(a, b) for a, b in zip(rounds[row], rounds[other], strict=True) if "error" not in a and "error" not in b]
+        if pairs:
+            wall = statistics.median(a["median_ms"] / b["median_ms"] for a, b in pairs)
+            cpu = statistics.median(a["cpu_ms"] / b["cpu_ms"] for a, b in pairs)
+            print(f"  {row} / {other}, same round: {wall:.3f}x wall, {cpu:.3f}x CPU (median of {len(pairs)})")
+
+
 def _env(src: str | None = None) -> dict[str, str]:
     # Bytecode caching as in an installed package (pip writes .pyc files): without it every
     # child compiles the modules it imports, which costs the source side more (it imports more).
@@ -353,6 +399,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rows", default=",".join(ROWS),
+                   help="comma-separated rows to run (default all), e.g. 'nnefx auto,onnxruntime standalone'")
     p.add_argument("--load-repeats", type=int, default=5, help="compiled/source load pairs per engine (0: none)")
     p.add_argument("--only-load", action="store_true", help="only the compiled-artifact rows")
     p.add_argument("--baseline", metavar="SRC",
@@ -378,6 +426,10 @@ def main() -> None:
         kind, path, engine, threads, shape = args.load_child
         print(json.dumps(load_child(kind, path, engine, int(threads), json.loads(shape))))
         return
+    wanted = [r.strip() for r in args.rows.split(",")]
+    unknown = [r for r in wanted if r not in ROWS]
+    if unknown:
+        p.error(f"unknown rows {unknown}; rows: {', '.join(ROWS)}")
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -400,23 +452,13 @@ def main() -> None:
                 compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats, args.baseline,
                               tuple(args.engines.split(",")))
                 continue
-            best: dict[str, dict] = {}
+            order = [row for row in RUN_ORDER if row in wanted]
+            rounds: dict[str, list[dict]] = {row: [] for row in order}
             for r in range(args.rounds):
-                for row in ROWS if r % 2 == 0 else ROWS[::-1]:
-                    res = _spawn("--child", row, net, str(onnx_path), str(nnef_path), str(args.threads),
-                                 str(args.runs), json.dumps(shape))
-                    if row not in best or res.get("median_ms", math.inf) < best[row].get("median_ms", math.inf):
-                        best[row] = res
-            ort = best["onnxruntime standalone"].get("median_ms", math.nan)
-            print(f"\n{net} (input {shape}, {args.threads} threads): median ms, best of {args.rounds} rounds")
-            for row in ROWS:
-                res = best[row]
-                if "error" in res:
-                    print(f"  {row:24} error: {res['error'][:100]}")
-                    continue
-                print(f"  {row:24} {res['median_ms']:9.2f}   {res['median_ms'] / ort:5.2f}x standalone onnxruntime")
-            if "reason" in best["nnefx auto"]:
-                print(f"  ({best['nnefx auto']['reason']})")
+                for row in order if r % 2 == 0 else order[::-1]:
+                    rounds[row].append(_spawn("--child", row, net, str(onnx_path), str(nnef_path),
+                                              str(args.threads), str(args.runs), json.dumps(shape)))
+            print_rows(net, shape, args.threads, args.rounds, rounds)
             if args.load_repeats > 0:
                 compiled_rows(net, nnef_path, Path(tmp), shape, args.threads, args.load_repeats, args.baseline,
                               tuple(args.engines.split(",")))
