@@ -115,3 +115,24 @@ def test_chains_over_inputs_are_not_folded(tmp_path):
     b.output(b.op("add", b.op("unsqueeze", x, axes=[0]), b.variable("c", rand(1, 4))), name="y")
     m = _export(b.build(), {"x": rand(4)}, tmp_path)
     assert "Unsqueeze" in _types(m)
+
+
+def test_spatial_mean_becomes_global_average_pool(tmp_path):
+    """A mean over every axis from 2 on is written as GlobalAveragePool (which onnxruntime's
+    NCHWc pass keeps blocked); any other mean stays a ReduceMean."""
+    b = GraphBuilder("gap")
+    x = b.external("x", shape=(2, 3, 4, 5))
+    b.output(b.op("mean_reduce", x, axes=[2, 3]), name="gap")
+    b.output(b.op("mean_reduce", x, axes=[3, 2]), name="gap_unordered")
+    b.output(b.op("mean_reduce", x, axes=[1, 2, 3]), name="with_channels")
+    b.output(b.op("mean_reduce", x, axes=[3]), name="last")
+    m = _export(b.build(), {"x": rand(2, 3, 4, 5)}, tmp_path)
+    assert _types(m) == ["GlobalAveragePool", "GlobalAveragePool", "ReduceMean", "ReduceMean"]
+
+
+def test_mean_of_an_empty_spatial_axis_stays_reduce_mean(tmp_path):
+    b = GraphBuilder("empty")
+    x = b.external("x", shape=(2, 3, 0))
+    b.output(b.op("mean_reduce", x, axes=[2]), name="y")
+    path = save_onnx(b.build(), str(tmp_path / "model.onnx"))
+    assert _types(onnx.load(path)) == ["ReduceMean"]

@@ -351,7 +351,24 @@ def reduce_to_onnx(ctx: OnnxContext, op: Operation) -> None:
         r = reduce(ctx, kind, xi, axes)
         ctx.bind(out(op), ctx.node("Cast", [r], ctx.dims(r), dtype=BOOL, to=tensor_type(BOOL)))
         return
+    if what == "mean" and _spatial_mean(ctx, x, axes):
+        # A mean over every spatial axis of an (N, C, ...) tensor is GlobalAveragePool, the
+        # form onnxruntime's NCHWc layout pass keeps blocked: ReduceMean there makes it
+        # reorder the whole activation back to NCHW first (ResNet-50's last one at batch 8:
+        # [8, 2048, 7, 7] reordered instead of [8, 2048, 1, 1]).
+        ctx.bind(out(op), ctx.node("GlobalAveragePool", [x], nnef_attrs.reduced_shape(ctx.dims(x), axes)))
+        return
     ctx.bind(out(op), reduce(ctx, kind, x, axes))
+
+
+def _spatial_mean(ctx: OnnxContext, x: str, axes: list[int]) -> bool:
+    """Whether a mean over ``axes`` of ``x`` is GlobalAveragePool's (ONNX operator docs:
+    GlobalAveragePool-1, T float16/float/double): every axis from 2 on of a tensor of rank >= 3,
+    none of them empty (the mean of nothing is NaN; the pooling's is not specified)."""
+    dims = ctx.dims(x)
+    return (len(dims) >= 3 and sorted(a % len(dims) for a in axes) == list(range(2, len(dims)))
+            and all(d is not None and d > 0 for d in dims[2:])
+            and ctx.dtype(x) in (np.float16, np.float32, np.float64))
 
 
 @to_ir("ir_argmax")
