@@ -2,7 +2,7 @@
 
     python benchmarks/engines.py [--nets r18b1,r50b8,enc] [--rounds 2] [--runs 20] [--threads 2] [--rows R,...]
                                  [--load-repeats 5] [--only-load] [--baseline SRC] [--engines E,..]
-                                 [--overhead] [--ort-export]
+                                 [--overhead] [--ort-export] [--ov-export]
 
 Networks (random weights, fixed seeds): ResNet-18 at batch 1 and ResNet-50 at batch 8
 (224 x 224, benchmarks/resnet_torch.py), and a transformer encoder (4 pre-norm layers, width
@@ -33,7 +33,8 @@ just these rows; ``--baseline SRC`` adds the same rows of another checkout (``SR
 call (input checks, the shape-variant lookup, output conversion), with the call stubbed.
 ``--ort-export`` runs onnxruntime on torch's export and on nnefx's export of the NNEF folder:
 the operations left after onnxruntime's optimiser (its fusions) and the latency, one process,
-alternated.
+alternated; ``--ov-export`` the same for OpenVINO on torch's export and nnefx's IR v11: the
+execution graphs the CPU plugin built, node by node, and the latency.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def _runner(row: str, net: str, onnx_path: str, nnef_path: str, threads: int):
         core = ov.Core()
         compiled = core.compile_model(core.read_model(onnx_path), "CPU",
                                       {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
-                                       "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+                                       "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})  # compile_config's
         request = compiled.create_infer_request()
         return lambda x: request.infer([x]), None
     import torch
@@ -303,6 +304,57 @@ def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: 
               f"torch's export), min {min(ts) * 1e3:7.2f} ms")
 
 
+def ov_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: int, runs: int) -> None:
+    """OpenVINO on torch's ONNX export and on nnefx's IR v11 export of the NNEF folder, compiled
+    with the openvino backend's settings: the execution graphs the CPU plugin built (its runtime
+    model: each node's layer type, kernel, precision, output layout and shape, in execution
+    order) compared node by node, then the latency, one process, alternated."""
+    import numpy as np
+    import openvino as ov
+
+    import nnefx
+    from nnefx.engines.openvino import compile_config
+    from nnefx.formats.ir import save
+
+    ir_path = work / f"{net}.nnefx.xml"
+    save(nnefx.load(str(nnef_path)), str(ir_path))
+    core = ov.Core()
+    requests, graphs = {}, {}
+    for label, path in (("torch's export", onnx_path), ("nnefx's export", ir_path)):
+        compiled = core.compile_model(core.read_model(str(path)), "CPU", compile_config(threads, "f32"))
+        nodes = []
+        for op in compiled.get_runtime_model().get_ordered_ops():
+            info = op.get_rt_info()
+            fields = [str(info[k].astype(str)) if k in info else "" for k in
+                      ("layerType", "primitiveType", "runtimePrecision", "outputLayouts")]
+            nodes.append((*fields, str(op.get_output_partial_shape(0)) if op.get_output_size() else ""))
+        graphs[label] = nodes
+        requests[label] = (compiled, compiled.create_infer_request())
+    a, b = graphs.values()
+    differ = [k for k, (p, q) in enumerate(zip(a, b, strict=False)) if p != q]
+    print(f"  execution graphs: {len(a)} and {len(b)} nodes, "
+          + ("identical (layer, kernel, precision, layout, shape of every node)" if a == b else
+             f"{len(differ)} differ, first: {a[differ[0]] if differ else a[len(b):][:1]} vs "
+             f"{b[differ[0]] if differ else b[len(a):][:1]}"))
+    x = np.random.default_rng(0).standard_normal(
+        list(requests["nnefx's export"][0].inputs[0].get_partial_shape().to_shape())).astype(np.float32)
+    times: dict[str, list[float]] = {k: [] for k in requests}
+    cpus: dict[str, list[float]] = {k: [] for k in requests}
+    for _, request in requests.values():
+        request.infer([x])
+    for r in range(runs):
+        for label in requests if r % 2 == 0 else list(requests)[::-1]:
+            request = requests[label][1]
+            t, c = time.perf_counter(), time.process_time()
+            request.infer([x])
+            times[label].append(time.perf_counter() - t)
+            cpus[label].append(time.process_time() - c)
+    base = statistics.median(times["torch's export"])
+    for label, ts in times.items():
+        print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.3f}x "
+              f"torch's export), min {min(ts) * 1e3:7.2f} ms, CPU {statistics.median(cpus[label]) * 1e3:7.2f} ms")
+
+
 def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threads: int, repeats: int,
                   baseline: str | None = None, engines: tuple[str, ...] = ("onnxruntime", "openvino")) -> None:
     """``nnefx compile`` for each engine, then load + first run of the compiled folder against
@@ -411,6 +463,8 @@ def main() -> None:
     p.add_argument("--overhead-child", nargs=3, help=argparse.SUPPRESS)
     p.add_argument("--ort-export", action="store_true",
                    help="only onnxruntime on torch's export vs nnefx's (fusions, latency)")
+    p.add_argument("--ov-export", action="store_true",
+                   help="only OpenVINO on torch's export vs nnefx's IR (execution graphs, latency)")
     p.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     p.add_argument("--load-child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -436,6 +490,10 @@ def main() -> None:
         for net in args.nets.split(","):
             onnx_path, nnef_path, pt = prepare(net, Path(tmp))
             shape = torch.load(str(pt))["shape"]
+            if args.ov_export:
+                print(f"\n{net}: OpenVINO, {args.threads} threads, {args.runs} alternated runs")
+                ov_export(net, onnx_path, nnef_path, Path(tmp), args.threads, args.runs)
+                continue
             if args.ort_export:
                 print(f"\n{net}: onnxruntime, {args.threads} threads, {args.runs} alternated runs")
                 ort_export(net, onnx_path, nnef_path, Path(tmp), args.threads, args.runs)
