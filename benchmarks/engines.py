@@ -280,6 +280,7 @@ def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: 
     raw = raw_path.read_bytes()
     models = {"torch's export": onnx_path.read_bytes(), "nnefx's export": raw}
     sessions = {}
+    counts: dict[str, collections.Counter] = {}
     for label, data in models.items():
         opts = ort.SessionOptions()
         opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = threads, 1, 3
@@ -287,21 +288,28 @@ def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: 
         session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         ops = collections.Counter(n.op_type for n in onnx.load(str(work / "optimized.onnx")).graph.node)
         sessions[label] = (session, session.get_inputs()[0].name)
+        counts[label] = ops
         print(f"  {label:22} after ORT's optimiser: {sum(ops.values())} nodes, "
               f"{ops['LayerNormalization']} LayerNormalization, {ops['Gemm']} Gemm, {ops['MatMul']} MatMul, "
               f"{ops['Gelu']} Gelu, {ops['Erf']} Erf")
+    a, b = counts.values()
+    print("  operations only one side has after the optimiser: "
+          + (", ".join(f"{k} {a[k]} vs {b[k]}" for k in sorted(set(a) | set(b)) if a[k] != b[k]) or "none"))
     x = np.random.default_rng(0).standard_normal(list(sessions["nnefx's export"][0].get_inputs()[0].shape)
                                                  ).astype(np.float32)
     times: dict[str, list[float]] = {k: [] for k in sessions}
-    for _ in range(runs):
-        for label, (session, name) in sessions.items():
-            t = time.perf_counter()
+    cpus: dict[str, list[float]] = {k: [] for k in sessions}
+    for r in range(runs):
+        for label in sessions if r % 2 == 0 else list(sessions)[::-1]:
+            session, name = sessions[label]
+            t, c = time.perf_counter(), time.process_time()
             session.run(None, {name: x})
             times[label].append(time.perf_counter() - t)
+            cpus[label].append(time.process_time() - c)
     base = statistics.median(times["torch's export"])
     for label, ts in times.items():
-        print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.2f}x "
-              f"torch's export), min {min(ts) * 1e3:7.2f} ms")
+        print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.3f}x "
+              f"torch's export), min {min(ts) * 1e3:7.2f} ms, CPU {statistics.median(cpus[label]) * 1e3:7.2f} ms")
 
 
 def ov_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: int, runs: int) -> None:
