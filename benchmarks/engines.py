@@ -310,6 +310,28 @@ def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: 
     for label, ts in times.items():
         print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.3f}x "
               f"torch's export), min {min(ts) * 1e3:7.2f} ms, CPU {statistics.median(cpus[label]) * 1e3:7.2f} ms")
+    # Where the time goes: onnxruntime's own node profile, kernel time per operation type
+    # (median over the runs of each node, summed per type), both exports.
+    per_type: dict[str, collections.Counter] = {}
+    for label, data in models.items():
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = threads, 1, 3
+        opts.enable_profiling, opts.profile_file_prefix = True, str(work / "profile")
+        session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        name = session.get_inputs()[0].name
+        for _ in range(min(runs, 20)):
+            session.run(None, {name: x})
+        events = json.loads(Path(session.end_profiling()).read_text())
+        nodes: dict[tuple, list[float]] = collections.defaultdict(list)
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                nodes[(e["args"]["op_name"], e["name"])].append(e["dur"])
+        per_type[label] = collections.Counter()
+        for (op, _), durs in nodes.items():
+            per_type[label][op] += statistics.median(durs) / 1e3
+    a, b = per_type.values()
+    print("  kernel ms per run by operation type (torch's / nnefx's export): "
+          + ", ".join(f"{k} {a[k]:.3f} / {b[k]:.3f}" for k in sorted(set(a) | set(b), key=lambda k: -max(a[k], b[k]))))
 
 
 def ov_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: int, runs: int) -> None:
