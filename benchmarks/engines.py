@@ -263,6 +263,26 @@ def overhead_child(backend: str, nnef_path: str, shape: list[int], calls: int = 
     return {"backend": backend, "overhead_us": best * 1e6}
 
 
+def alternated(calls: dict, runs: int) -> None:
+    """Each call once to warm up, then ``runs`` rounds of every call, in alternating order;
+    print each call's median wall ms (ratio to the first call's), minimum and median CPU ms."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    cpus: dict[str, list[float]] = {k: [] for k in calls}
+    for r in range(runs):
+        for label in calls if r % 2 == 0 else list(calls)[::-1]:
+            t, c = time.perf_counter(), time.process_time()
+            calls[label]()
+            times[label].append(time.perf_counter() - t)
+            cpus[label].append(time.process_time() - c)
+    first = next(iter(calls))
+    base = statistics.median(times[first])
+    for label, ts in times.items():
+        print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.3f}x "
+              f"{first}), min {min(ts) * 1e3:7.2f} ms, CPU {statistics.median(cpus[label]) * 1e3:7.2f} ms")
+
+
 def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: int, runs: int) -> None:
     """onnxruntime on torch's export and on nnefx's export of the NNEF folder: the operations
     after onnxruntime's optimiser and the latency, one process, alternated."""
@@ -297,19 +317,8 @@ def ort_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: 
           + (", ".join(f"{k} {a[k]} vs {b[k]}" for k in sorted(set(a) | set(b)) if a[k] != b[k]) or "none"))
     x = np.random.default_rng(0).standard_normal(list(sessions["nnefx's export"][0].get_inputs()[0].shape)
                                                  ).astype(np.float32)
-    times: dict[str, list[float]] = {k: [] for k in sessions}
-    cpus: dict[str, list[float]] = {k: [] for k in sessions}
-    for r in range(runs):
-        for label in sessions if r % 2 == 0 else list(sessions)[::-1]:
-            session, name = sessions[label]
-            t, c = time.perf_counter(), time.process_time()
-            session.run(None, {name: x})
-            times[label].append(time.perf_counter() - t)
-            cpus[label].append(time.process_time() - c)
-    base = statistics.median(times["torch's export"])
-    for label, ts in times.items():
-        print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.3f}x "
-              f"torch's export), min {min(ts) * 1e3:7.2f} ms, CPU {statistics.median(cpus[label]) * 1e3:7.2f} ms")
+    alternated({label: (lambda s=session, n=name: s.run(None, {n: x})) for label, (session, name) in sessions.items()},
+               runs)
     # Where the time goes: onnxruntime's own node profile, kernel time per operation type
     # (median over the runs of each node, summed per type), both exports.
     per_type: dict[str, collections.Counter] = {}
@@ -368,21 +377,7 @@ def ov_export(net: str, onnx_path: Path, nnef_path: Path, work: Path, threads: i
              f"{b[differ[0]] if differ else b[len(a):][:1]}"))
     x = np.random.default_rng(0).standard_normal(
         list(requests["nnefx's export"][0].inputs[0].get_partial_shape().to_shape())).astype(np.float32)
-    times: dict[str, list[float]] = {k: [] for k in requests}
-    cpus: dict[str, list[float]] = {k: [] for k in requests}
-    for _, request in requests.values():
-        request.infer([x])
-    for r in range(runs):
-        for label in requests if r % 2 == 0 else list(requests)[::-1]:
-            request = requests[label][1]
-            t, c = time.perf_counter(), time.process_time()
-            request.infer([x])
-            times[label].append(time.perf_counter() - t)
-            cpus[label].append(time.process_time() - c)
-    base = statistics.median(times["torch's export"])
-    for label, ts in times.items():
-        print(f"  {label:22} median {statistics.median(ts) * 1e3:7.2f} ms ({statistics.median(ts) / base:.3f}x "
-              f"torch's export), min {min(ts) * 1e3:7.2f} ms, CPU {statistics.median(cpus[label]) * 1e3:7.2f} ms")
+    alternated({label: (lambda r=request: r.infer([x])) for label, (_, request) in requests.items()}, runs)
 
 
 def compiled_rows(net: str, nnef_path: Path, work: Path, shape: list[int], threads: int, repeats: int,
