@@ -257,6 +257,15 @@ def _source_digest(path: str) -> str:
     return model_digest(path)
 
 
+def _stored(session: Any, graph: Any, name: str) -> str:
+    """The numpy dtype the engine model takes for input ``name``: its concrete element type
+    (an ONNX int32 input is int32 to the engine, though random data is drawn as int64)."""
+    from ..etypes import numpy_dtype
+
+    t = graph.tensors[name]
+    return str(numpy_dtype(t.etype) if t.etype else np.dtype(session.plan.storage[t.dtype]))
+
+
 def compile_model(source: str, out: str, *, backend: str = "auto", load_options: dict[str, Any] | None = None,
                   threads: int | None = None, precision: str = "f32") -> dict[str, Any]:
     """Compile the model at ``source`` for ``backend`` into folder ``out``; returns the manifest."""
@@ -315,7 +324,7 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
             "nnefx_version": _nnefx_version(), "source": os.path.abspath(source),
             "source_digest": _source_digest(source), "source_stamp": _stamp(source),
             "threads": runner.threads, "precision": precision,
-            "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": str(inputs[n].dtype)} for n in g.inputs],
+            "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": _stored(session, g, n)} for n in g.inputs],
             "outputs": [{"name": n, "dtype": g.tensors[n].dtype} for n in g.outputs],
             "latency_ms": latency * 1e3,
             "artifact": {name: _digests(os.path.join(tmp, name)) for name in ARTIFACTS[chosen]
@@ -410,13 +419,23 @@ class CompiledModel:
             if list(array.shape) != spec["shape"]:
                 raise NNEFXError(f"input '{spec['name']}': the model was compiled for shape {spec['shape']}, "
                                  f"got {list(array.shape)}; compile again with --shape")
-            if array.dtype != np.dtype(spec["dtype"]):
-                raise NNEFXError(f"input '{spec['name']}' must be {spec['dtype']}, got {array.dtype}")
+            want = np.dtype(spec["dtype"])
+            if array.dtype != want:  # as a Session takes it: the same kind, narrowed where every value fits
+                from ..etypes import parse
+                from ..runtime.dtypes import to_storage
+
+                kind = "logical" if want.kind == "b" else "integer" if want.kind in "iu" else "scalar"
+                array = to_storage(array, kind, {kind: want}, f"input '{spec['name']}'", etype=parse(str(want)))
             feeds[spec["name"]] = array
         unknown = set(inputs) - set(feeds)
         if unknown:
             raise NNEFXError(f"'{sorted(unknown)[0]}' is not an input of the compiled model")
-        results = self.runner(feeds)
+        try:
+            results = self.runner(feeds)
+        except Exception as exc:  # noqa: BLE001 - the engine's own exception types
+            from .base import engine_failure
+
+            raise engine_failure(self.manifest.get("engine", "?"), exc) from None
         return {o["name"]: results[o["name"]] for o in self.outputs}
 
 

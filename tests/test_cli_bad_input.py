@@ -1,0 +1,138 @@
+"""Bad input end to end, as a user meets it: hostile ONNX files and engine failures through the
+command line (``check``/``run``/``convert``/``compile``/``query``) and the API — each a located
+``NNEFXError`` (exit 1, one line, no traceback), nothing written on failure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import nnefx  # noqa: E402
+from nnefx import engines  # noqa: E402
+from nnefx.cli import main  # noqa: E402
+from nnefx.diagnostics import NNEFXError  # noqa: E402
+from nnefx.runtime.session import Session  # noqa: E402
+
+F = TensorProto.FLOAT
+INSTALLED = [name for name, e in engines.engines().items() if e.available()]
+
+
+def _vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def _save(path, nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path.write_bytes(m.SerializeToString())  # not onnx.save: its checker would refuse some of these
+    return str(path)
+
+
+def _one_error_line(capsys, *fragments):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+# --- the reader: names and declarations --------------------------------------------------------
+
+@pytest.mark.parametrize("inputs, inits, message", [
+    ([_vi("x", [2]), _vi("x", [2])], [], "[input 'x']: error: the name 'x' is given to more than one input"),
+    ([_vi("x", [2])], [numpy_helper.from_array(np.ones(2, np.float32), "w")] * 2,
+     "[initializer 'w']: error: the name 'w' is given to more than one initializer"),
+    ([_vi("x", [2]), _vi("w", [3])], [numpy_helper.from_array(np.ones(2, np.float32), "w")],
+     "[input 'w']: error: the initializer of the same name has shape [2], the input declares [3]"),
+    ([_vi("x", [2]), _vi("w", [2], TensorProto.INT32)], [numpy_helper.from_array(np.ones(2, np.float32), "w")],
+     "[input 'w']: error: the initializer of the same name is f32, the input declares i32"),
+    ([_vi("x", [-5])], [], "[input 'x']: error: declares the extent -5"),
+])
+def test_names_and_declarations_that_contradict_each_other(tmp_path, capsys, inputs, inits, message):
+    model = _save(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "x"], ["y"])], inputs, [_vi("y", None)], inits)
+    for command in (["check", model], ["run", model], ["convert", model, str(tmp_path / "out.onnx")]):
+        assert main(command) == 1
+        _one_error_line(capsys, message)
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_an_initialized_input_of_the_declared_type_is_its_constant(tmp_path):
+    w = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "w")
+    model = _save(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [2]), _vi("w", [2])],
+                  [_vi("y", [2])], [w])
+    assert Session(nnefx.load(model)).run({"x": np.zeros(2, np.float32)})["y"].tolist() == [1.0, 2.0]
+
+
+# --- engines: scalars, bounds, their own failures ---------------------------------------------
+
+@pytest.mark.parametrize("engine", INSTALLED)
+def test_rank_0_inputs_keep_their_rank_on_every_engine(tmp_path, engine):
+    model = _save(tmp_path / "s.onnx", [helper.make_node("Add", ["x", "c"], ["y"])], [_vi("x", [])], [_vi("y", [])],
+                  [numpy_helper.from_array(np.array(2.0, np.float32), "c")])
+    y = Session(nnefx.load(model), engine).run({"x": np.array(1.0, np.float32)})["y"]
+    assert y.shape == () and float(y) == 3.0
+
+
+@pytest.mark.parametrize("engine", INSTALLED)
+def test_engines_refuse_what_nnefx_bounds_before_allocating(tmp_path, engine):
+    pads = numpy_helper.from_array(np.array([0, 0, 1 << 40, 0, 0, 0, 0, 0], np.int64), "p")
+    model = _save(tmp_path / "pad.onnx", [helper.make_node("Pad", ["x", "p"], ["y"], name="c")], [_vi("x", [1, 1, 4, 4])],
+                  [_vi("y", None)], [pads])
+    with pytest.raises(NNEFXError, match=r"operation 'pad': result shape \[1, 1, 1099511627780, 4\] has "
+                                         r"4398046511120 elements, more than the 2147483648") as e:
+        Session(nnefx.load(model), engine)
+    assert "node 0 'c' (Pad)" in str(e.value)
+    body = helper.make_graph([helper.make_node("Identity", ["cond"], ["cond_out"]),
+                              helper.make_node("Add", ["v", "v"], ["v_out"])], "body",
+                             [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2])],
+                             [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2])])
+    model = _save(tmp_path / "loop.onnx", [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="L")],
+                  [_vi("x", [2])], [_vi("y", [2])], [numpy_helper.from_array(np.array(1 << 40, np.int64), "M")])
+    with pytest.raises(NNEFXError, match=r"node 0 'L' \(Loop\).*trip count 1099511627776 is more than the 1048576"):
+        Session(nnefx.load(model), engine)
+
+
+def test_a_loop_nothing_stops_is_refused_before_its_first_iteration(tmp_path, capsys):
+    body = helper.make_graph([helper.make_node("Identity", ["cond"], ["cond_out"]),
+                              helper.make_node("Add", ["v", "v"], ["v_out"])], "body",
+                             [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2])],
+                             [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2])])
+    model = _save(tmp_path / "loop.onnx", [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="L")],
+                  [_vi("x", [2])], [_vi("y", [2])], [numpy_helper.from_array(np.array(1 << 40, np.int64), "M")])
+    for backend in ("fast", "formal"):
+        assert main(["run", model, "--backend", backend]) == 1
+        _one_error_line(capsys, "[node 0 'L' (Loop)]", "trip count 1099511627776 is more than the 1048576")
+
+
+@pytest.mark.skipif("onnxruntime" not in INSTALLED, reason="onnxruntime is not installed")
+def test_an_engine_failing_on_a_run_is_one_error_naming_it(tmp_path, capsys):
+    model = _save(tmp_path / "g.onnx", [helper.make_node("Gather", ["x", "i"], ["y"], name="g")],
+                  [_vi("x", [3]), _vi("i", [2], TensorProto.INT64)], [_vi("y", None)])
+    np.save(tmp_path / "i.npy", np.array([7, 0]))
+    assert main(["run", model, "-i", f"i={tmp_path / 'i.npy'}", "--backend", "onnxruntime"]) == 1
+    _one_error_line(capsys, "error: backend 'onnxruntime' failed on this run: ", "idx=7")  # ORT's own log is quiet
+    assert main(["run", model, "-i", f"i={tmp_path / 'i.npy'}", "--backend", "fast"]) == 1
+    _one_error_line(capsys, "[node 0 'g' (Gather)]", "index out of range for extent 3")
+
+
+@pytest.mark.skipif("onnxruntime" not in INSTALLED, reason="onnxruntime is not installed")
+def test_a_compiled_model_takes_its_inputs_in_their_element_type(tmp_path, capsys):
+    model = _save(tmp_path / "c.onnx", [helper.make_node("Clip", ["x", "lo"], ["y"], name="c")],
+                  [_vi("x", [4], TensorProto.INT32), _vi("lo", [], TensorProto.INT32)], [_vi("y", [4], TensorProto.INT32)],
+                  opset=13)
+    out = tmp_path / "c.compiled"
+    assert main(["compile", model, "-o", str(out), "--backend", "onnxruntime", "-q"]) == 0
+    assert main(["run", str(out)]) == 0  # random inputs drawn as int64, taken as the int32 they fit in
+    capsys.readouterr()
+    compiled = nnefx.load(str(out))
+    assert compiled.inputs[1] == {"name": "lo", "shape": [], "dtype": "int32"}
+    assert compiled.run({"x": np.arange(4), "lo": np.array(2)})["y"].tolist() == [2, 2, 2, 3]
+    with pytest.raises(NNEFXError, match=r"input 'x' must be i32 \(integer\) data, got float64"):
+        compiled.run({"x": np.arange(4.0), "lo": np.array(2)})
+    with pytest.raises(NNEFXError, match=r"input 'x' has values outside the int32 range"):
+        compiled.run({"x": np.arange(4) + (1 << 40), "lo": np.array(2)})
