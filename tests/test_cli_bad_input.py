@@ -87,10 +87,7 @@ def test_engines_refuse_what_nnefx_bounds_before_allocating(tmp_path, engine):
                                          r"4398046511120 elements, more than the 2147483648") as e:
         Session(nnefx.load(model), engine)
     assert "node 0 'c' (Pad)" in str(e.value)
-    body = helper.make_graph([helper.make_node("Identity", ["cond"], ["cond_out"]),
-                              helper.make_node("Add", ["v", "v"], ["v_out"])], "body",
-                             [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2])],
-                             [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2])])
+    body = _doubling_body()
     model = _save(tmp_path / "loop.onnx", [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="L")],
                   [_vi("x", [2])], [_vi("y", [2])], [numpy_helper.from_array(np.array(1 << 40, np.int64), "M")])
     with pytest.raises(NNEFXError, match=r"node 0 'L' \(Loop\).*trip count 1099511627776 is more than the 1048576"):
@@ -98,10 +95,7 @@ def test_engines_refuse_what_nnefx_bounds_before_allocating(tmp_path, engine):
 
 
 def test_a_loop_nothing_stops_is_refused_before_its_first_iteration(tmp_path, capsys):
-    body = helper.make_graph([helper.make_node("Identity", ["cond"], ["cond_out"]),
-                              helper.make_node("Add", ["v", "v"], ["v_out"])], "body",
-                             [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2])],
-                             [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2])])
+    body = _doubling_body()
     model = _save(tmp_path / "loop.onnx", [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="L")],
                   [_vi("x", [2])], [_vi("y", [2])], [numpy_helper.from_array(np.array(1 << 40, np.int64), "M")])
     for backend in ("fast", "formal"):
@@ -136,3 +130,65 @@ def test_a_compiled_model_takes_its_inputs_in_their_element_type(tmp_path, capsy
         compiled.run({"x": np.arange(4.0), "lo": np.array(2)})
     with pytest.raises(NNEFXError, match=r"input 'x' has values outside the int32 range"):
         compiled.run({"x": np.arange(4) + (1 << 40), "lo": np.array(2)})
+
+
+def _doubling_body():
+    return helper.make_graph([helper.make_node("Identity", ["cond"], ["cond_out"]),
+                              helper.make_node("Add", ["v", "v"], ["v_out"])], "body",
+                             [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2])],
+                             [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2])])
+
+
+def test_a_loop_with_neither_trip_count_nor_condition_never_stops(tmp_path, capsys):
+    model = _save(tmp_path / "loop.onnx", [helper.make_node("Loop", ["", "", "x"], ["y"], body=_doubling_body(),
+                                                            name="L")], [_vi("x", [2])], [_vi("y", [2])])
+    for backend in ("fast", "formal", *INSTALLED):
+        assert main(["run", model, "--backend", backend]) == 1
+        _one_error_line(capsys, "[node 0 'L' (Loop)]", "neither a trip count nor a condition: it never stops")
+
+
+def test_writers_refuse_results_larger_than_nnefx_computes(tmp_path, capsys):
+    """A Resize to 2e9 x 2e9: the ONNX writer's gather tables alone would be 15 GiB."""
+    scales = numpy_helper.from_array(np.array([1, 1, 1e9, 1e9], np.float32), "sc")
+    model = _save(tmp_path / "r.onnx", [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="r")],
+                  [_vi("x", [1, 1, 2, 2])], [_vi("y", None)], [scales], opset=13)
+    for suffix, fmt in ((".onnx", "ONNX"), (".xml", "IR v11")):
+        assert main(["convert", model, str(tmp_path / f"out{suffix}")]) == 1
+        _one_error_line(capsys, "[node 0 'r' (Resize)]", f"cannot write operation 'interpolate' as {fmt}: ",
+                        "has 4000000000000000000 items, more than the 2147483648 nnefx supports")
+        assert not (tmp_path / f"out{suffix}").exists()
+    assert main(["query", model, "--backend", "onnxruntime", "--backend", "openvino"]) == 1
+    assert "more than the 2147483648 nnefx supports" in capsys.readouterr().out
+
+
+def test_a_graph_input_passed_straight_out_is_a_copy_of_its_own(tmp_path):
+    model = _save(tmp_path / "id.onnx", [], [_vi("x", [2])], [_vi("x", [2])])
+    m = nnefx.load(model)
+    assert m.graph.inputs == ["x"] and m.graph.outputs == ["x_1"]
+    for backend in ("fast", *INSTALLED):
+        assert Session(m, backend).run({"x": np.ones(2, np.float32)})["x_1"].tolist() == [1.0, 1.0]
+    for out in ("back.onnx", "back"):
+        nnefx.save(m, str(tmp_path / out))
+        assert nnefx.load(str(tmp_path / out)).graph.outputs == ["x_1"]
+
+
+def test_bench_of_a_model_that_does_not_load_is_one_located_error(tmp_path, capsys):
+    model = _save(tmp_path / "p.onnx", [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[9, 1], name="c")],
+                  [_vi("x", [1, 1, 4, 4])], [_vi("y", None)])
+    assert main(["bench", model, "--backend", "fast", "--time", "0.1"]) == 1
+    _one_error_line(capsys, "[node 0 'c' (MaxPool)]: error: ")
+
+
+@pytest.mark.skipif("onnxruntime" not in INSTALLED, reason="onnxruntime is not installed")
+def test_verify_beyond_the_bound_on_the_command_line(monkeypatch, capsys):
+    import os
+
+    from nnefx.engines import onnxruntime as ort_engine
+
+    original = ort_engine.OrtModel.__call__
+    monkeypatch.setattr(ort_engine.OrtModel, "__call__",
+                        lambda self, feeds: {k: v * 1.5 for k, v in original(self, feeds).items()})
+    digits = os.path.join(os.path.dirname(__file__), "..", "examples", "digits", "model")
+    assert main(["run", digits, "--backend", "onnxruntime", "--verify"]) == 1
+    _one_error_line(capsys, "graph.nnef:", "disagrees with the formal backend: probabilities:", "bound",
+                    "first diverging: operation")

@@ -319,6 +319,9 @@ def check_bounds(graph: Graph) -> None:
     from ..runtime.subgraphs import MAX_ITERATIONS
 
     for op in graph.operations:
+        if op.op == "onnx_loop" and not op.inputs.get("cond") and not op.inputs.get("max_trip"):
+            raise NNEFXError("operation 'onnx_loop' has neither a trip count nor a condition: it never stops",
+                             op.location)
         if op.op == "onnx_loop" and not op.inputs.get("cond") and op.inputs.get("max_trip"):
             trips = _constant_value(graph, op.inputs["max_trip"][0])
             if trips is not None and trips.size == 1 and int(trips.reshape(-1)[0]) > MAX_ITERATIONS:

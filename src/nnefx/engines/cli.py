@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..cli import positive
@@ -88,25 +89,29 @@ def _query(args: argparse.Namespace, load: Any) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..diagnostics import NNEFXError
     from . import NUMPY_BACKENDS, engines
     from .bench import run, table
 
+    if args.time <= 0:
+        raise NNEFXError(f"--time must be positive, got {args.time}")
+    # Read here first: a model that does not load is one located error, not a failed row per backend.
+    model = load(args.model, **_load_options(args))
     backends = args.backend
     if not backends:
-        from .. import load
         from .query import query
 
-        model = load(args.model, **_load_options(args))
         found = query(model, [*NUMPY_BACKENDS[:1], *[n for n, e in engines().items() if e.available()]])
         backends = [n for n, problems in found.items() if not problems]
-    if args.time <= 0:
-        from ..diagnostics import NNEFXError
-
-        raise NNEFXError(f"--time must be positive, got {args.time}")
     rows = run(args.model, backends, load_options=_load_options(args), threads=args.threads, seconds=args.time,
                warmup=args.warmup, precision=args.precision)
     print(table(rows))
-    return 1 if all("error" in r for r in rows) else 0
+    failed = [r for r in rows if "error" in r]
+    if failed and len(failed) == len(rows):
+        print(failed[0]["error"], file=sys.stderr)  # the first backend's error, as every command reports one
+        return 1
+    return 0
 
 
 def _compile(args: argparse.Namespace) -> int:

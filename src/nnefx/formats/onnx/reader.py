@@ -491,7 +491,10 @@ class OnnxReader:
             name = self.builder.materialise(value, vo.name, loc)
             if name != vo.name or name in graph.outputs or name in graph.inputs:
                 t = graph.tensors[name]
-                if vo.name in graph.tensors and name != vo.name:
+                if vo.name in graph.tensors and (name != vo.name or name in graph.inputs or name in graph.outputs):
+                    # also a graph input passed straight out (or an output listed twice): one tensor
+                    # cannot be both in the data model (nor in NNEF), so the output is a copy
+                    # under a name of its own
                     new = self.builder.unique(vo.name)
                 else:
                     new = vo.name
