@@ -192,3 +192,57 @@ def test_verify_beyond_the_bound_on_the_command_line(monkeypatch, capsys):
     assert main(["run", digits, "--backend", "onnxruntime", "--verify"]) == 1
     _one_error_line(capsys, "graph.nnef:", "disagrees with the formal backend: probabilities:", "bound",
                     "first diverging: operation")
+
+
+# --- compiled models: the artifact and its manifest are files from a stranger ------------------
+
+@pytest.fixture(scope="module")
+def compiled_digits(tmp_path_factory):
+    if "onnxruntime" not in INSTALLED:
+        pytest.skip("onnxruntime is not installed")
+    import os
+    import shutil
+
+    root = tmp_path_factory.mktemp("compiled")
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "examples", "digits", "model"), root / "model")
+    assert main(["compile", str(root / "model"), "-o", str(root / "c"), "--backend", "onnxruntime", "-q"]) == 0
+    return root
+
+
+def _edited(root, tmp_path, edit):
+    import json
+    import shutil
+
+    out = tmp_path / "c"
+    shutil.copytree(root / "c", out)
+    manifest = json.loads((out / "nnefx-compiled.json").read_text())
+    text = edit(manifest)
+    (out / "nnefx-compiled.json").write_text(text if isinstance(text, str) else json.dumps(manifest))
+    return str(out)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: "[" * 100_000 + "]" * 100_000, "unreadable manifest (nested too deeply)"),
+    (lambda m: m.pop("inputs"), "the manifest's 'inputs' must be a list of objects with a 'name'"),
+    (lambda m: m.__setitem__("outputs", "y"), "the manifest's 'outputs' must be a list of objects with a 'name'"),
+    (lambda m: m["inputs"][0].__setitem__("shape", ["a"]), "shapes of non-negative whole numbers"),
+    (lambda m: m["inputs"][0].__setitem__("dtype", "float99"), "numeric element types (input 'input': 'float99')"),
+    (lambda m: m["inputs"][0].__setitem__("dtype", "object"), "numeric element types"),
+    (lambda m: m.__setitem__("threads", 10 ** 9), "the manifest's 'threads' must be a whole number from 1 to 4096"),
+    (lambda m: m.__setitem__("precision", "f8"), "the manifest's 'precision' must be f32, f16 or bf16"),
+])
+def test_an_edited_manifest_is_refused_at_its_field(compiled_digits, tmp_path, capsys, edit, message):
+    out = _edited(compiled_digits, tmp_path, edit)
+    assert main(["run", out]) == 1
+    _one_error_line(capsys, "nnefx-compiled.json: error: ", message)
+
+
+def test_other_commands_on_a_compiled_model_say_what_it_is(compiled_digits, capsys):
+    out = str(compiled_digits / "c")
+    assert main(["bench", out, "--time", "0.1"]) == 1
+    _one_error_line(capsys, "is a compiled model (nnefx compile): it can be run with nnefx run")
+    assert main(["compile", out, "-o", str(compiled_digits / "again")]) == 1
+    _one_error_line(capsys, "this is a compiled model (nnefx compile) already: compile its source")
+    assert not (compiled_digits / "again").exists()
+    assert main(["run", out, "--backend", "openvino", "--verify"]) == 1  # not silently dropped
+    _one_error_line(capsys, "--backend, --verify do not apply to a compiled model")

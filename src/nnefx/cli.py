@@ -151,7 +151,7 @@ def _load(args: argparse.Namespace, **extra):
 
     if not isinstance(model, Model) and getattr(args, "func", None) is not cmd_run:
         raise NNEFXError(f"'{args.model}' is a compiled model (nnefx compile): it can be run with nnefx run; "
-                         "check, inspect, convert and query take its source")
+                         "the other commands take its source")
     return model
 
 
@@ -440,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
         return 2
     except NNEFXError as exc:
-        if exc.location is None and getattr(args, "model", None):
+        if getattr(args, "model", None):  # a location without a file is in the model (not "<input>")
             exc.at_file(args.model)
         print(str(exc), file=sys.stderr)
         return 1

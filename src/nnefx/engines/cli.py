@@ -49,7 +49,7 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("--warmup", type=positive, default=2, help="untimed runs first (default 2)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
     add_load_options(p)
-    p.set_defaults(func=_bench)
+    p.set_defaults(func=lambda args: _bench(args, load))
 
     p = sub.add_parser("compile", help="compile for an engine once, save it, load it fast later",
                        description="Compile the model for an engine (auto: the fastest measured) and save the engine's "
@@ -88,8 +88,7 @@ def _query(args: argparse.Namespace, load: Any) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from .. import load
+def _bench(args: argparse.Namespace, load: Any) -> int:
     from ..diagnostics import NNEFXError
     from . import NUMPY_BACKENDS, engines
     from .bench import run, table
@@ -97,7 +96,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.time <= 0:
         raise NNEFXError(f"--time must be positive, got {args.time}")
     # Read here first: a model that does not load is one located error, not a failed row per backend.
-    model = load(args.model, **_load_options(args))
+    model = load(args)
     backends = args.backend
     if not backends:
         from .query import query

@@ -275,6 +275,8 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
     from . import get as get_engine
 
     model = load(source, **(load_options or {}))
+    if not hasattr(model, "graph"):
+        raise NNEFXError("this is a compiled model (nnefx compile) already: compile its source", Location(source))
     if any(op.op == "update" for op in model.graph.operations):
         raise NNEFXError("nnefx compile supports stateless graphs only (this one updates variables); "
                          "run it with --backend instead", Location(source))
@@ -439,6 +441,40 @@ class CompiledModel:
         return {o["name"]: results[o["name"]] for o in self.outputs}
 
 
+#: The most threads a manifest may ask for (an engine allocates per-thread state up front).
+MAX_THREADS = 4096
+
+
+def _check_fields(manifest: dict[str, Any], where: Location) -> None:
+    """The fields a compiled model is run by, of the types :func:`compile_model` writes: a
+    manifest is a file like any other (edited by hand, or by someone else)."""
+    def bad(field: str, what: str) -> NNEFXError:
+        return NNEFXError(f"the manifest's '{field}' must be {what}", where)
+
+    for field in ("inputs", "outputs"):
+        items = manifest.get(field)
+        if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str)
+                                                  for i in items):
+            raise bad(field, "a list of objects with a 'name'")
+    for spec in manifest["inputs"]:
+        shape = spec.get("shape")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise bad("inputs", f"shapes of non-negative whole numbers (input '{spec['name']}': {shape!r})")
+        import ml_dtypes  # noqa: F401 - registers bfloat16 and the float8 kinds with numpy
+
+        try:
+            dtype = np.dtype(spec.get("dtype"))
+        except TypeError:
+            dtype = np.dtype(object)
+        if dtype.kind not in "biuf" and not (dtype.kind == "V" and dtype.type.__module__.startswith("ml_dtypes")):
+            raise bad("inputs", f"numeric element types (input '{spec['name']}': {spec.get('dtype')!r})")
+    threads = manifest.get("threads")
+    if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
+        raise bad("threads", f"a whole number from 1 to {MAX_THREADS}")
+    if manifest.get("precision", "f32") not in ("f32", "f16", "bf16"):
+        raise bad("precision", "f32, f16 or bf16")
+
+
 def load_compiled(path: str) -> CompiledModel:
     from .loaded import engine_module, engine_version
 
@@ -446,13 +482,15 @@ def load_compiled(path: str) -> CompiledModel:
     try:
         with open(file, encoding="utf-8") as f:
             manifest = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise NNEFXError(f"unreadable manifest ({exc})", Location(file)) from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise NNEFXError(f"unreadable manifest ({reason})", Location(file)) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise NNEFXError("not a compiled model of nnefx", Location(file))
     if manifest.get("version") != VERSION:
         raise NNEFXError(f"written by another nnefx version (compiled-model format {manifest.get('version')!r}, "
                          f"this one reads {VERSION}): compile it again", Location(file))
+    _check_fields(manifest, Location(file))
     engine_name = manifest.get("engine")
     if engine_name not in ARTIFACTS or not isinstance(manifest.get("artifact"), dict):
         raise NNEFXError(f"unknown engine '{engine_name}' in the manifest", Location(file))
