@@ -246,3 +246,23 @@ def test_other_commands_on_a_compiled_model_say_what_it_is(compiled_digits, caps
     assert not (compiled_digits / "again").exists()
     assert main(["run", out, "--backend", "openvino", "--verify"]) == 1  # not silently dropped
     _one_error_line(capsys, "--backend, --verify do not apply to a compiled model")
+
+
+def test_ray_notices_that_tell_a_batch_user_nothing_are_dropped_and_its_security_warning_kept():
+    import logging
+
+    from nnefx.batch.job import _quiet_ray_notices
+
+    _quiet_ray_notices()
+    _quiet_ray_notices()  # once per logger, however often a job connects
+    auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    progress = logging.getLogger("ray.data._internal.progress")
+    assert len(auth.filters) == 1 and len(progress.filters) == 1
+
+    def shown(log, message):
+        return log.filter(log.makeRecord(log.name, logging.WARNING, __file__, 1, message, (), None))
+
+    assert not shown(auth, "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled ...")
+    assert shown(auth, "Token authentication is disabled for this Ray cluster. Anyone with network access ...")
+    assert not shown(progress, "Progress bars disabled. To enable, set ...")
+    assert shown(progress, "something else")
