@@ -266,3 +266,26 @@ def test_ray_notices_that_tell_a_batch_user_nothing_are_dropped_and_its_security
     assert shown(auth, "Token authentication is disabled for this Ray cluster. Anyone with network access ...")
     assert not shown(progress, "Progress bars disabled. To enable, set ...")
     assert shown(progress, "something else")
+
+
+def test_a_hostile_regex_runs_in_linear_time_or_is_refused(tmp_path, monkeypatch):
+    import sys
+    import time
+
+    from nnefx.ops.onnx import re2 as translation
+
+    pytest.importorskip("re2")
+    model = _save(tmp_path / "r.onnx", [helper.make_node("RegexFullMatch", ["x"], ["y"], pattern="(a+)+$", name="r")],
+                  [_vi("x", [1], TensorProto.STRING)], [_vi("y", [1], TensorProto.BOOL)], opset=20)
+    x = np.array(["a" * 100_000 + "!"], dtype=object)   # exponential for a backtracking matcher
+    started = time.perf_counter()
+    for backend in ("fast", "formal"):
+        assert Session(nnefx.load(model), backend).run({"x": x})["y"].tolist() == [False]
+    assert time.perf_counter() - started < 30
+    translation.compile_re2.cache_clear()
+    monkeypatch.setitem(sys.modules, "re2", None)
+    try:
+        with pytest.raises(NNEFXError, match=r"needs RE2 \(google-re2: pip install 'nnefx\[onnx\]'\)"):
+            Session(nnefx.load(model)).run({"x": x})
+    finally:
+        translation.compile_re2.cache_clear()
