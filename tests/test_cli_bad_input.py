@@ -289,3 +289,19 @@ def test_a_hostile_regex_runs_in_linear_time_or_is_refused(tmp_path, monkeypatch
             Session(nnefx.load(model)).run({"x": x})
     finally:
         translation.compile_re2.cache_clear()
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "compile"])
+def test_threads_beyond_what_an_engine_is_asked_for_are_a_usage_error(command, capsys):
+    import os
+
+    digits = os.path.join(os.path.dirname(__file__), "..", "examples", "digits", "model")
+    extra = ["-o", "never-written"] if command == "compile" else []
+    with pytest.raises(SystemExit) as done:
+        main([command, digits, "--threads", "100000", *extra])
+    assert done.value.code == 2
+    assert "--threads: must be at most 4096, got 100000" in capsys.readouterr().err
+    assert not os.path.exists("never-written")
+    if INSTALLED:
+        with pytest.raises(NNEFXError, match="threads must be from 1 to 4096"):
+            Session(nnefx.load(digits), INSTALLED[0], threads=100000)

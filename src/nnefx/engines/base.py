@@ -231,6 +231,11 @@ def _reason(message: str, fmt: str) -> str:
     return message
 
 
+#: The most threads an engine is asked for (each allocates per-thread state up front; a
+#: compiled model's manifest is held to the same bound).
+MAX_THREADS = 4096
+
+
 class EngineRunner:
     """A stateless graph compiled by an engine, one variant per concrete input shapes."""
 
@@ -239,6 +244,8 @@ class EngineRunner:
         self.engine = engine
         engine.require()
         self.stateless = stateless_graph(graph)
+        if threads is not None and not 1 <= threads <= MAX_THREADS:
+            raise NNEFXError(f"threads must be from 1 to {MAX_THREADS}, got {threads}")
         self.threads = threads or os.cpu_count() or 1
         self.precision = precision
         self.device = device

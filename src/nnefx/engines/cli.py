@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..cli import positive
+from ..cli import positive, thread_count
 
 QUERY_EXAMPLES = """examples:
   nnefx query examples/digits/model
@@ -44,7 +44,7 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("model", help="the model (any format nnefx reads)")
     p.add_argument("--backend", action="append", choices=backend_names(),
                    help="benchmark these backends (repeatable; default: fast and every installed engine that can run it)")
-    p.add_argument("--threads", type=positive, help="threads per engine (default: all cores)")
+    p.add_argument("--threads", type=thread_count, help="threads per engine (default: all cores)")
     p.add_argument("--time", type=float, default=3.0, help="seconds of timed runs per backend (default 3)")
     p.add_argument("--warmup", type=positive, default=2, help="untimed runs first (default 2)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
@@ -60,7 +60,7 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the compiled model")
     p.add_argument("--backend", choices=["auto", "onnxruntime", "openvino"], default="auto",
                    help="the engine (default auto: the fastest of those that can save a compiled form)")
-    p.add_argument("--threads", type=positive, help="threads the compiled model runs with (default: all cores)")
+    p.add_argument("--threads", type=thread_count, help="threads the compiled model runs with (default: all cores)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
     add_load_options(p)
     p.set_defaults(func=_compile)

@@ -441,10 +441,6 @@ class CompiledModel:
         return {o["name"]: results[o["name"]] for o in self.outputs}
 
 
-#: The most threads a manifest may ask for (an engine allocates per-thread state up front).
-MAX_THREADS = 4096
-
-
 def _check_fields(manifest: dict[str, Any], where: Location) -> None:
     """The fields a compiled model is run by, of the types :func:`compile_model` writes: a
     manifest is a file like any other (edited by hand, or by someone else)."""
@@ -468,6 +464,8 @@ def _check_fields(manifest: dict[str, Any], where: Location) -> None:
             dtype = np.dtype(object)
         if dtype.kind not in "biuf" and not (dtype.kind == "V" and dtype.type.__module__.startswith("ml_dtypes")):
             raise bad("inputs", f"numeric element types (input '{spec['name']}': {spec.get('dtype')!r})")
+    from .base import MAX_THREADS
+
     threads = manifest.get("threads")
     if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
         raise bad("threads", f"a whole number from 1 to {MAX_THREADS}")
