@@ -1,6 +1,6 @@
 """RE2 patterns (ONNX RegexFullMatch): checked against the subset on which RE2 and Python's
 ``re`` agree, then run by RE2 itself (google-re2), whose matching time is linear in the text —
-``re`` backtracks, and ``(a+)+$`` on 30 letters and a ``!`` already takes minutes.
+``re`` backtracks, in time exponential in the text's length on patterns such as ``(a+)+$``.
 
 ONNX RegexFullMatch-20 names RE2's syntax (github.com/google/re2/wiki/Syntax).  RE2 is a
 subset of what Python's ``re`` accepts, with a few meanings that differ; a pattern is
