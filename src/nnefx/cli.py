@@ -59,7 +59,7 @@ def positive(text: str) -> int:
 
 def thread_count(text: str) -> int:
     """``--threads N``: 1 to the most an engine is asked for, checked while parsing."""
-    from .engines.base import MAX_THREADS
+    from .engines.loaded import MAX_THREADS
 
     return _count(1, MAX_THREADS)(text)
 

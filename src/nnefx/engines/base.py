@@ -28,7 +28,7 @@ import numpy as np
 
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Model, Operation, Tensor
-from .loaded import contiguous  # noqa: F401 - the engines' feeds, shared with the loaded models
+from .loaded import MAX_THREADS, contiguous  # noqa: F401 - shared with the loaded models
 
 #: Prefixes of the names the stateless form gives state inputs and outputs.
 STATE_IN = "nnefx_state_in__"
@@ -229,11 +229,6 @@ def _reason(message: str, fmt: str) -> str:
     if message.startswith(prefix) and ":" in message:
         return message.split(":", 1)[1].strip() + f" (no exact {fmt} form)"
     return message
-
-
-#: The most threads an engine is asked for (each allocates per-thread state up front; a
-#: compiled model's manifest is held to the same bound).
-MAX_THREADS = 4096
 
 
 class EngineRunner:

@@ -464,7 +464,7 @@ def _check_fields(manifest: dict[str, Any], where: Location) -> None:
             dtype = np.dtype(object)
         if dtype.kind not in "biuf" and not (dtype.kind == "V" and dtype.type.__module__.startswith("ml_dtypes")):
             raise bad("inputs", f"numeric element types (input '{spec['name']}': {spec.get('dtype')!r})")
-    from .base import MAX_THREADS
+    from .loaded import MAX_THREADS
 
     threads = manifest.get("threads")
     if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
