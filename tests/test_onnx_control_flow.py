@@ -205,11 +205,17 @@ def test_a_loop_that_never_stops_is_a_located_error(tmp_path, monkeypatch):
         [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Neg", ["y_in"], ["y_out"])],
         "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("y_in", [2])],
         [_vi("cond_out", [], TensorProto.BOOL), _vi("y_out", [2])])
-    m = _model([helper.make_node("Loop", ["", "", "y0"], ["y"], body=body)], [_vi("y0", [2])], [_vi("y", [2])])
+    # a condition the body passes on unchanged: only the iteration budget stops it
+    m = _model([helper.make_node("Loop", ["", "c", "y0"], ["y"], body=body)],
+               [_vi("c", [], TensorProto.BOOL), _vi("y0", [2])], [_vi("y", [2])])
     model = nnefx.load(_save(tmp_path, m))
     with pytest.raises(NNEFXError, match=r"onnx_loop.*ran 50 iterations") as info:
-        Session(model, "fast").run({"y0": np.zeros((2,), np.float32)})
+        Session(model, "fast").run({"c": np.array(True), "y0": np.zeros((2,), np.float32)})
     assert info.value.location is not None and "Loop" in str(info.value.location)
+    # neither a trip count nor a condition: refused before the first iteration
+    m = _model([helper.make_node("Loop", ["", "", "y0"], ["y"], body=body)], [_vi("y0", [2])], [_vi("y", [2])])
+    with pytest.raises(NNEFXError, match=r"onnx_loop.*neither a trip count nor a condition: it never stops"):
+        Session(nnefx.load(_save(tmp_path, m)), "fast").run({"y0": np.zeros((2,), np.float32)})
 
 
 def test_loop_without_a_static_trip_count_is_refused_for_nnef_and_ir(tmp_path):

@@ -57,7 +57,14 @@ def positive(text: str) -> int:
     return _count(1)(text)
 
 
-def _count(minimum: int):
+def thread_count(text: str) -> int:
+    """``--threads N``: 1 to the most an engine is asked for, checked while parsing."""
+    from .engines.loaded import MAX_THREADS
+
+    return _count(1, MAX_THREADS)(text)
+
+
+def _count(minimum: int, maximum: int | None = None):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -65,6 +72,8 @@ def _count(minimum: int):
             raise argparse.ArgumentTypeError(f"expects a whole number, got '{text}'") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     parse.__name__ = "integer"
@@ -151,7 +160,7 @@ def _load(args: argparse.Namespace, **extra):
 
     if not isinstance(model, Model) and getattr(args, "func", None) is not cmd_run:
         raise NNEFXError(f"'{args.model}' is a compiled model (nnefx compile): it can be run with nnefx run; "
-                         "check, inspect, convert and query take its source")
+                         "the other commands take its source")
     return model
 
 
@@ -324,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "an engine (onnxruntime, openvino, torch) or auto (the fastest, measured)")
     p.add_argument("--verify", action="store_true",
                    help="check the backend's outputs against the formal backend and report the error")
-    p.add_argument("--threads", type=_count(1), metavar="N", help="engine threads (default: all cores)")
+    p.add_argument("--threads", type=thread_count, metavar="N", help="engine threads (default: all cores)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32",
                    help="engine computation precision (default f32; the error against formal is reported)")
     p.add_argument("--device", default="cpu", help="torch backend device, e.g. cuda")
@@ -440,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
         return 2
     except NNEFXError as exc:
-        if exc.location is None and getattr(args, "model", None):
+        if getattr(args, "model", None):  # a location without a file is in the model (not "<input>")
             exc.at_file(args.model)
         print(str(exc), file=sys.stderr)
         return 1

@@ -347,12 +347,37 @@ def connect(address: str) -> Any:
         return ray
     if address not in ("local", "auto"):
         _check_answers(address)
+    _quiet_ray_notices()
     try:
         ray.init(address=None if address == "local" else address, include_dashboard=False,
                  log_to_driver=False, logging_level="ERROR", configure_logging=False)
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
         raise NNEFXError(f"cannot connect to the Ray cluster at '{address}' ({exc})") from None
     return ray
+
+
+#: Ray's log lines that tell a batch user nothing (logger name, message start): the notice that
+#: token authentication is on (the security warning that it is off is kept), and Ray Data's
+#: "progress bars disabled" (nnefx draws its own progress line).
+_RAY_NOTICES = (("ray._private.authentication.authentication_token_setup",
+                 "Token authentication is enabled for this Ray cluster"),
+                ("ray.data._internal.progress", "Progress bars disabled"))
+
+
+class _DropNotice(logging.Filter):
+    def __init__(self, start: str):
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+def _quiet_ray_notices() -> None:
+    for name, start in _RAY_NOTICES:
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _DropNotice) and f.start == start for f in log.filters):
+            log.addFilter(_DropNotice(start))
 
 
 def _check_answers(address: str) -> None:

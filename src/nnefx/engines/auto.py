@@ -68,6 +68,7 @@ def choose(session: Any, inputs: dict[str, np.ndarray]) -> tuple[Any, str]:
     state = dict(session._state)
     timings: dict[str, float] = {}
     skipped: dict[str, str] = {}
+    where = None  # the position of the first refusal that has one
     runners: dict[str, Any] = {}
     cached = _CACHE.get(key)
     # The usual losers first (torch's OpenMP pool and numpy's BLAS threads go idle before the
@@ -84,9 +85,10 @@ def choose(session: Any, inputs: dict[str, np.ndarray]) -> tuple[Any, str]:
             runners[name] = runner
         except NNEFXError as exc:
             skipped[name] = exc.message.split(": ", 1)[-1] if "cannot run" in exc.message else exc.message
+            where = where or exc.location
     if not timings:
         raise NNEFXError("backend 'auto' found no backend that runs this graph: "
-                         + "; ".join(f"{n}: {r}" for n, r in skipped.items()))
+                         + "; ".join(f"{n}: {r}" for n, r in skipped.items()), where)
     best = min(timings, key=timings.__getitem__)
     _CACHE[key] = best
     # Release the candidates that lost: their worker threads (onnxruntime's pools, OpenVINO's

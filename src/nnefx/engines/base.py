@@ -28,6 +28,7 @@ import numpy as np
 
 from ..diagnostics import Location, NNEFXError
 from ..graph import Graph, Model, Operation, Tensor
+from .loaded import MAX_THREADS, contiguous  # noqa: F401 - shared with the loaded models
 
 #: Prefixes of the names the stateless form gives state inputs and outputs.
 STATE_IN = "nnefx_state_in__"
@@ -238,6 +239,8 @@ class EngineRunner:
         self.engine = engine
         engine.require()
         self.stateless = stateless_graph(graph)
+        if threads is not None and not 1 <= threads <= MAX_THREADS:
+            raise NNEFXError(f"threads must be from 1 to {MAX_THREADS}, got {threads}")
         self.threads = threads or os.cpu_count() or 1
         self.precision = precision
         self.device = device
@@ -248,6 +251,7 @@ class EngineRunner:
             # Compile the declared shapes now: a graph the engine cannot run fails here, before
             # any run, with the exporter's located message (and nothing is exported twice).
             feeds = {n: np.empty(shapes[n], np.uint8) for n in g.inputs}
+            check_bounds(g)  # a bound of nnefx's, not a gap in the engine: no pointer to nnefx query
             try:
                 self._compiled(g, feeds, self._variants)
             except NNEFXError as exc:
@@ -271,6 +275,7 @@ class EngineRunner:
         compiled = cache.get(signature)
         if compiled is None:
             shaped = with_input_shapes(graph, {n: tuple(feeds[n].shape) for n in graph.inputs})
+            check_bounds(shaped)
             compiled = self.engine.compile(shaped, threads=self.threads, precision=self.precision,
                                            device=self.device)
             if len(cache) >= MAX_VARIANTS:
@@ -295,10 +300,66 @@ class EngineRunner:
         feeds = self._feeds(inputs, state)
         g = self.stateless.graph
         compiled = self._compiled(g, feeds, self._variants)
-        results = compiled({n: feeds[n] for n in g.inputs})
+        try:
+            results = compiled({n: feeds[n] for n in g.inputs})
+        except NNEFXError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each engine raises its own types (RuntimeError, ORT's)
+            raise engine_failure(self.engine.name, exc) from None
         outputs = {n: results[n] for n in g.outputs if not n.startswith(STATE_OUT)}
         new_state = {key: results[out] for key, (_, out) in self.stateless.state.items()}
         return outputs, new_state
+
+
+def check_bounds(graph: Graph) -> None:
+    """Refuse, before an engine allocates or runs anything, what the numpy backends refuse by
+    their bounds: a tensor larger than the registry contract's bound (an engine asked for
+    terabytes fails in its own words, or, where memory is overcommitted, gets the process
+    killed), and a loop that nothing stops before more iterations than one loop may run (an
+    engine would run all of them)."""
+    from ..ops.contract import MAX_ELEMENTS
+    from ..runtime.subgraphs import MAX_ITERATIONS
+
+    for op in graph.operations:
+        if op.op == "onnx_loop" and not op.inputs.get("cond") and not op.inputs.get("max_trip"):
+            raise NNEFXError("operation 'onnx_loop' has neither a trip count nor a condition: it never stops",
+                             op.location)
+        if op.op == "onnx_loop" and not op.inputs.get("cond") and op.inputs.get("max_trip"):
+            trips = _constant_value(graph, op.inputs["max_trip"][0])
+            if trips is not None and trips.size == 1 and int(trips.reshape(-1)[0]) > MAX_ITERATIONS:
+                raise NNEFXError(f"operation 'onnx_loop': its trip count {int(trips.reshape(-1)[0])} is more than "
+                                 f"the {MAX_ITERATIONS} iterations one loop may run", op.location)
+        for name in op.output_names():
+            t = graph.tensors.get(name)
+            if t is None or not t.shape or any(not isinstance(d, int) for d in t.shape):
+                continue
+            n = 1
+            for d in t.shape:
+                n *= d
+            if n > MAX_ELEMENTS:
+                raise NNEFXError(f"operation '{op.op}': result shape {list(t.shape)} has {n} elements, more than "
+                                 f"the {MAX_ELEMENTS} nnefx supports", op.location)
+
+
+def _constant_value(graph: Graph, name: str) -> np.ndarray | None:
+    """The value of tensor ``name`` where a ``constant`` operation gives it, else None."""
+    from ..formats.export.context import constant_array
+
+    for op in graph.operations:
+        if op.op == "constant" and name in op.output_names():
+            shape = graph.tensors[name].shape
+            return None if shape is None or None in shape else constant_array(op, tuple(shape))
+    return None
+
+
+def engine_failure(engine: str, exc: BaseException) -> NNEFXError:
+    """An engine's own exception while it ran (an allocation it could not make, a check of its
+    own) as the one error type: the backend named, the engine's first line kept."""
+    if isinstance(exc, MemoryError):
+        return NNEFXError(f"backend '{engine}' ran out of memory on this run")
+    first = str(exc).strip().splitlines()
+    return NNEFXError(f"backend '{engine}' failed on this run: {type(exc).__name__}: "
+                      + (first[0] if first else "no message") + (" ..." if len(first) > 1 else ""))
 
 
 def output_dtype(graph: Graph, name: str) -> np.dtype:

@@ -92,7 +92,7 @@ def table(rows: list[dict[str, Any]]) -> str:
              f"{'peak MiB':>9} {'load+1st s':>10}"]
     for r in rows:
         if "error" in r:
-            lines.append(f"{r['backend']:12} error: {r['error']}")
+            lines.append(f"{r['backend']:12} failed: {r['error']}")
             continue
         lines.append(f"{r['backend']:12} {r['runs']:6d} {r['p50'] * 1e3:9.3f} {r['p90'] * 1e3:9.3f} "
                      f"{r['p99'] * 1e3:9.3f} {r['throughput']:9.1f} {r['peak_mib']:9.1f} {r['load_first']:10.3f}")
@@ -105,9 +105,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 def _main() -> int:
     from ..diagnostics import NNEFXError as Error
 
+    spec = json.loads(sys.argv[1])
     try:
-        print(json.dumps(child(json.loads(sys.argv[1]))))
+        print(json.dumps(child(spec)))
     except Error as exc:
+        if exc.location is None:
+            exc.at_file(spec["model"])
         print(str(exc), file=sys.stderr)
         return 1
     return 0

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..cli import positive
+from ..cli import positive, thread_count
 
 QUERY_EXAMPLES = """examples:
   nnefx query examples/digits/model
@@ -43,12 +44,12 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("model", help="the model (any format nnefx reads)")
     p.add_argument("--backend", action="append", choices=backend_names(),
                    help="benchmark these backends (repeatable; default: fast and every installed engine that can run it)")
-    p.add_argument("--threads", type=positive, help="threads per engine (default: all cores)")
+    p.add_argument("--threads", type=thread_count, help="threads per engine (default: all cores)")
     p.add_argument("--time", type=float, default=3.0, help="seconds of timed runs per backend (default 3)")
     p.add_argument("--warmup", type=positive, default=2, help="untimed runs first (default 2)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
     add_load_options(p)
-    p.set_defaults(func=_bench)
+    p.set_defaults(func=lambda args: _bench(args, load))
 
     p = sub.add_parser("compile", help="compile for an engine once, save it, load it fast later",
                        description="Compile the model for an engine (auto: the fastest measured) and save the engine's "
@@ -59,7 +60,7 @@ def add_parsers(sub: Any, add_load_options: Any, load: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the compiled model")
     p.add_argument("--backend", choices=["auto", "onnxruntime", "openvino"], default="auto",
                    help="the engine (default auto: the fastest of those that can save a compiled form)")
-    p.add_argument("--threads", type=positive, help="threads the compiled model runs with (default: all cores)")
+    p.add_argument("--threads", type=thread_count, help="threads the compiled model runs with (default: all cores)")
     p.add_argument("--precision", choices=["f32", "f16", "bf16"], default="f32", help="engine precision")
     add_load_options(p)
     p.set_defaults(func=_compile)
@@ -87,26 +88,29 @@ def _query(args: argparse.Namespace, load: Any) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench(args: argparse.Namespace, load: Any) -> int:
+    from ..diagnostics import NNEFXError
     from . import NUMPY_BACKENDS, engines
     from .bench import run, table
 
+    if args.time <= 0:
+        raise NNEFXError(f"--time must be positive, got {args.time}")
+    # Read here first: a model that does not load is one located error, not a failed row per backend.
+    model = load(args)
     backends = args.backend
     if not backends:
-        from .. import load
         from .query import query
 
-        model = load(args.model, **_load_options(args))
         found = query(model, [*NUMPY_BACKENDS[:1], *[n for n, e in engines().items() if e.available()]])
         backends = [n for n, problems in found.items() if not problems]
-    if args.time <= 0:
-        from ..diagnostics import NNEFXError
-
-        raise NNEFXError(f"--time must be positive, got {args.time}")
     rows = run(args.model, backends, load_options=_load_options(args), threads=args.threads, seconds=args.time,
                warmup=args.warmup, precision=args.precision)
     print(table(rows))
-    return 1 if all("error" in r for r in rows) else 0
+    failed = [r for r in rows if "error" in r]
+    if failed and len(failed) == len(rows):
+        print(failed[0]["error"], file=sys.stderr)  # the first backend's error, as every command reports one
+        return 1
+    return 0
 
 
 def _compile(args: argparse.Namespace) -> int:

@@ -257,6 +257,15 @@ def _source_digest(path: str) -> str:
     return model_digest(path)
 
 
+def _stored(session: Any, graph: Any, name: str) -> str:
+    """The numpy dtype the engine model takes for input ``name``: its concrete element type
+    (an ONNX int32 input is int32 to the engine, though random data is drawn as int64)."""
+    from ..etypes import numpy_dtype
+
+    t = graph.tensors[name]
+    return str(numpy_dtype(t.etype) if t.etype else np.dtype(session.plan.storage[t.dtype]))
+
+
 def compile_model(source: str, out: str, *, backend: str = "auto", load_options: dict[str, Any] | None = None,
                   threads: int | None = None, precision: str = "f32") -> dict[str, Any]:
     """Compile the model at ``source`` for ``backend`` into folder ``out``; returns the manifest."""
@@ -266,6 +275,8 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
     from . import get as get_engine
 
     model = load(source, **(load_options or {}))
+    if not hasattr(model, "graph"):
+        raise NNEFXError("this is a compiled model (nnefx compile) already: compile its source", Location(source))
     if any(op.op == "update" for op in model.graph.operations):
         raise NNEFXError("nnefx compile supports stateless graphs only (this one updates variables); "
                          "run it with --backend instead", Location(source))
@@ -315,7 +326,7 @@ def compile_model(source: str, out: str, *, backend: str = "auto", load_options:
             "nnefx_version": _nnefx_version(), "source": os.path.abspath(source),
             "source_digest": _source_digest(source), "source_stamp": _stamp(source),
             "threads": runner.threads, "precision": precision,
-            "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": str(inputs[n].dtype)} for n in g.inputs],
+            "inputs": [{"name": n, "shape": list(inputs[n].shape), "dtype": _stored(session, g, n)} for n in g.inputs],
             "outputs": [{"name": n, "dtype": g.tensors[n].dtype} for n in g.outputs],
             "latency_ms": latency * 1e3,
             "artifact": {name: _digests(os.path.join(tmp, name)) for name in ARTIFACTS[chosen]
@@ -410,14 +421,56 @@ class CompiledModel:
             if list(array.shape) != spec["shape"]:
                 raise NNEFXError(f"input '{spec['name']}': the model was compiled for shape {spec['shape']}, "
                                  f"got {list(array.shape)}; compile again with --shape")
-            if array.dtype != np.dtype(spec["dtype"]):
-                raise NNEFXError(f"input '{spec['name']}' must be {spec['dtype']}, got {array.dtype}")
+            want = np.dtype(spec["dtype"])
+            if array.dtype != want:  # as a Session takes it: the same kind, narrowed where every value fits
+                from ..etypes import parse
+                from ..runtime.dtypes import to_storage
+
+                kind = "logical" if want.kind == "b" else "integer" if want.kind in "iu" else "scalar"
+                array = to_storage(array, kind, {kind: want}, f"input '{spec['name']}'", etype=parse(str(want)))
             feeds[spec["name"]] = array
         unknown = set(inputs) - set(feeds)
         if unknown:
             raise NNEFXError(f"'{sorted(unknown)[0]}' is not an input of the compiled model")
-        results = self.runner(feeds)
+        try:
+            results = self.runner(feeds)
+        except Exception as exc:  # noqa: BLE001 - the engine's own exception types
+            from .base import engine_failure
+
+            raise engine_failure(self.manifest.get("engine", "?"), exc) from None
         return {o["name"]: results[o["name"]] for o in self.outputs}
+
+
+def _check_fields(manifest: dict[str, Any], where: Location) -> None:
+    """The fields a compiled model is run by, of the types :func:`compile_model` writes: a
+    manifest is a file like any other (edited by hand, or by someone else)."""
+    def bad(field: str, what: str) -> NNEFXError:
+        return NNEFXError(f"the manifest's '{field}' must be {what}", where)
+
+    for field in ("inputs", "outputs"):
+        items = manifest.get(field)
+        if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str)
+                                                  for i in items):
+            raise bad(field, "a list of objects with a 'name'")
+    for spec in manifest["inputs"]:
+        shape = spec.get("shape")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise bad("inputs", f"shapes of non-negative whole numbers (input '{spec['name']}': {shape!r})")
+        import ml_dtypes  # noqa: F401 - registers bfloat16 and the float8 kinds with numpy
+
+        try:
+            dtype = np.dtype(spec.get("dtype"))
+        except TypeError:
+            dtype = np.dtype(object)
+        if dtype.kind not in "biuf" and not (dtype.kind == "V" and dtype.type.__module__.startswith("ml_dtypes")):
+            raise bad("inputs", f"numeric element types (input '{spec['name']}': {spec.get('dtype')!r})")
+    from .loaded import MAX_THREADS
+
+    threads = manifest.get("threads")
+    if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
+        raise bad("threads", f"a whole number from 1 to {MAX_THREADS}")
+    if manifest.get("precision", "f32") not in ("f32", "f16", "bf16"):
+        raise bad("precision", "f32, f16 or bf16")
 
 
 def load_compiled(path: str) -> CompiledModel:
@@ -427,13 +480,15 @@ def load_compiled(path: str) -> CompiledModel:
     try:
         with open(file, encoding="utf-8") as f:
             manifest = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise NNEFXError(f"unreadable manifest ({exc})", Location(file)) from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise NNEFXError(f"unreadable manifest ({reason})", Location(file)) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise NNEFXError("not a compiled model of nnefx", Location(file))
     if manifest.get("version") != VERSION:
         raise NNEFXError(f"written by another nnefx version (compiled-model format {manifest.get('version')!r}, "
                          f"this one reads {VERSION}): compile it again", Location(file))
+    _check_fields(manifest, Location(file))
     engine_name = manifest.get("engine")
     if engine_name not in ARTIFACTS or not isinstance(manifest.get("artifact"), dict):
         raise NNEFXError(f"unknown engine '{engine_name}' in the manifest", Location(file))

@@ -17,6 +17,18 @@ import numpy as np
 
 from ..diagnostics import NNEFXError
 
+#: The most threads an engine is asked for (each allocates per-thread state up front; a
+#: compiled model's manifest is held to the same bound).
+MAX_THREADS = 4096
+
+
+def contiguous(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous array of the same shape: ``np.ascontiguousarray`` alone turns a rank-0
+    array into shape [1], which OpenVINO refuses for a scalar input and torch broadcasts to a
+    result of another rank."""
+    return np.ascontiguousarray(array).reshape(np.shape(array))
+
+
 #: nnefx precision names -> OpenVINO's CPU plugin INFERENCE_PRECISION_HINT.
 OV_PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
 #: Engine name -> the package it is and the extra that brings it.
@@ -70,7 +82,7 @@ class OvRequest:
     outputs: list[str]
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = self.request.infer([np.ascontiguousarray(feeds[n]) for n in self.inputs])
+        results = self.request.infer([contiguous(feeds[n]) for n in self.inputs])
         # copied: the next run overwrites the request's buffers
         return {n: np.array(results[port]) for n, port in zip(self.outputs, self.compiled.outputs, strict=True)}
 
@@ -102,7 +114,9 @@ def ort_session_options(ort: Any, threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3  # errors only: ORT's warnings are not the user's business
+    # fatal only: ORT logs a failed run on stderr besides raising it, and nnefx reports the
+    # exception (one located line); its warnings are not the user's business either
+    options.log_severity_level = 4
     return options
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..graph import Graph, Model
 from .base import Engine, Problem, exporter_problems
-from .loaded import OrtLoaded
+from .loaded import OrtLoaded, contiguous
 from .loaded import ort_session_options as session_options
 
 
@@ -67,7 +67,7 @@ class OrtModel:
         self.graph_outputs = list(graph.outputs)
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        values = self.session.run(None, {n: np.ascontiguousarray(feeds[n]) for n in self.inputs})
+        values = self.session.run(None, {n: contiguous(feeds[n]) for n in self.inputs})
         return dict(zip(self.outputs, values, strict=True))
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..diagnostics import NNEFXError
 from ..formats.export.context import constant_array
 from ..graph import Graph, Operation
-from .base import Engine, Problem
+from .base import Engine, Problem, contiguous, engine_failure
 
 Form = Callable[..., Any]
 _FORMS: dict[str, Callable[[Any, Graph, Operation], Form | str]] = {}
@@ -113,7 +113,7 @@ class TorchModel:
                                          f"{list(graph.tensors[name].shape)}", op.location)
                 if data is None:
                     raise NNEFXError(f"variable '{name}' has no data", op.location)
-                self.consts[name] = self._tensor(np.ascontiguousarray(data))
+                self.consts[name] = self._tensor(contiguous(data))
             elif op.op != "external":
                 built = _build(torch, graph, op)
                 if isinstance(built, str):
@@ -144,7 +144,11 @@ class TorchModel:
         env.update(inputs)
         for fn, op in self.steps:
             args = {k: _value(self.torch, env, v, self.device, self.float) for k, v in op.inputs.items()}
-            results = fn(**args)
+            try:
+                results = fn(**args)
+            except Exception as exc:  # noqa: BLE001 - torch's own types (an allocation it cannot make)
+                failure = engine_failure("torch", exc)
+                raise NNEFXError(f"operation '{op.op}': {failure.message}", op.location) from None
             outs = op.output_names()
             if not isinstance(results, (list, tuple)):
                 results = (results,)

@@ -244,6 +244,15 @@ def run_command(args: argparse.Namespace, model: Model) -> int:
 
 def _run_compiled(args: argparse.Namespace, compiled: Any) -> int:
     """``nnefx run OUT`` on a folder written by ``nnefx compile``: the engine's form, fixed shapes."""
+    ignored = [flag for flag, used in (
+        ("--backend", args.backend != "fast"), ("--verify", args.verify), ("--threads", args.threads is not None),
+        ("--precision", args.precision != "f32"), ("--device", args.device != "cpu"), ("--profile", args.profile),
+        ("--quantize", getattr(args, "quantize", False)), ("--fetch", bool(args.fetch)), ("--stats", args.stats),
+        ("--shape", bool(getattr(args, "shape", None)))) if used]
+    if ignored:  # said, not silently dropped: the artifact fixes the engine, its options and shapes
+        raise NNEFXError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to a compiled "
+                         "model (its engine, options and shapes were fixed by nnefx compile); run its source "
+                         "with them instead")
     m = compiled.manifest
     source = str(m["source"])
     try:

@@ -237,7 +237,17 @@ class ExportContextBase(Generic[R]):
 
     def run_exporter(self, fn: Callable[[Any, Operation], None], op: Operation) -> None:
         """``fn(self, op)``, then :meth:`check_outputs`; an error an exporter raised without a
-        location (a helper's, a kernel rule's) gets ``op``'s source position."""
+        location (a helper's, a kernel rule's) gets ``op``'s source position.  A result larger
+        than nnefx computes is refused first: exporters build tables and constants sized by the
+        results' extents (a Resize to 2e9 × 2e9 asked for 15 GiB of gather indices)."""
+        from ...ops.contract import MAX_ELEMENTS
+
+        for name in op.output_names():
+            t = self.graph.tensors.get(name)
+            shape = t.shape if t is not None else None
+            if shape and all(isinstance(d, int) for d in shape) and np.prod(shape, dtype=object) > MAX_ELEMENTS:
+                raise self.fail(f"result '{name}' of shape {list(shape)} has {np.prod(shape, dtype=object)} items, "
+                                f"more than the {MAX_ELEMENTS} nnefx supports")
         try:
             fn(self, op)
         except NNEFXError as exc:

@@ -117,11 +117,20 @@ class OnnxReader:
         if len(g.node) > MAX_NODES:
             raise NNEFXError(f"the graph has {len(g.node)} nodes (more than {MAX_NODES})", self.loc("graph"))
         for init in g.initializer:
+            where = f"{self._prefix}initializer '{init.name}'"
+            if init.name in self.values:  # ONNX IR: a graph is in single static assignment form
+                raise NNEFXError(f"the name '{init.name}' is given to more than one initializer", self.loc(where))
             arr = _tensor_array(init, self.file)
             etype = _etype_code(init.data_type, Location(self.file, None, None, f"initializer '{init.name}'"))
             self.values[init.name] = Value(const=arr, etype=etype, shape=tuple(arr.shape), label=init.name)
+        seen: set[str] = set()
         for k, vi in enumerate(g.input):
+            if vi.name in seen:
+                raise NNEFXError(f"the name '{vi.name}' is given to more than one input",
+                                 self.loc(f"{self._prefix}input '{vi.name}'"))
+            seen.add(vi.name)
             if vi.name in self.values:
+                self._initialized_input(vi, self.values[vi.name])
                 continue
             self.external(vi, (hints or [])[k] if hints is not None and k < len(hints) else None)
             if self.parent is not None:
@@ -320,7 +329,7 @@ class OnnxReader:
                 self.inferred_etypes[vi.name] = _ELEM[tt.elem_type]
             if not tt.HasField("shape"):
                 continue
-            dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+            dims = [int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
             self.inferred_ranks[vi.name] = len(dims)
             if all(d is not None for d in dims):
                 shapes[vi.name] = tuple(dims)
@@ -393,6 +402,24 @@ class OnnxReader:
                         dtype=nnef_dtype(declared))
         return ctx.result(out)
 
+    def _initialized_input(self, vi: Any, value: Value) -> None:
+        """An input that an initializer of the same name gives (ONNX IR: its default value, read
+        here as a constant): the initializer must be of the type the input declares."""
+        kind, tt = _value_kind(vi.type)
+        if kind != "tensor":
+            return  # no tensor type declared (IR version 3 files often leave it out): nothing to hold against
+        where = self.loc(f"{self._prefix}input '{vi.name}'")
+        if tt.elem_type and _ELEM.get(tt.elem_type) != value.etype:
+            raise NNEFXError(f"the initializer of the same name is {value.etype}, the input declares "
+                             f"{_ELEM.get(tt.elem_type) or _NAMES.get(tt.elem_type, tt.elem_type)}", where)
+        if tt.HasField("shape"):
+            declared = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+            shape = list(value.shape or ())
+            if len(declared) != len(shape) or any(d is not None and d != e for d, e in zip(declared, shape,
+                                                                                          strict=True)):
+                raise NNEFXError(f"the initializer of the same name has shape {shape}, the input declares "
+                                 f"{['?' if d is None else d for d in declared]}", where)
+
     def external(self, vi: Any, hint: Value | None = None) -> None:
         where = f"{self._prefix}input '{vi.name}'"
         kind, tt = _value_kind(vi.type)
@@ -404,6 +431,9 @@ class OnnxReader:
         dims: list[int | None] = []
         if tt.HasField("shape"):
             for d in tt.shape.dim:
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    raise NNEFXError(f"declares the extent {d.dim_value}: an extent is a non-negative number "
+                                     "(ONNX IR: dim_value)", self.loc(where))
                 dims.append(int(d.dim_value) if d.HasField("dim_value") else None)
         elif kind == "tensor" and self.parent is not None:
             # a body input of unknown rank: the rank of the value it is given, extents left open
@@ -461,7 +491,10 @@ class OnnxReader:
             name = self.builder.materialise(value, vo.name, loc)
             if name != vo.name or name in graph.outputs or name in graph.inputs:
                 t = graph.tensors[name]
-                if vo.name in graph.tensors and name != vo.name:
+                if vo.name in graph.tensors and (name != vo.name or name in graph.inputs or name in graph.outputs):
+                    # also a graph input passed straight out (or an output listed twice): one tensor
+                    # cannot be both in the data model (nor in NNEF), so the output is a copy
+                    # under a name of its own
                     new = self.builder.unique(vo.name)
                 else:
                     new = vo.name

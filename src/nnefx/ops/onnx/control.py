@@ -112,6 +112,10 @@ def _loop(max_trip, cond, initial, captured, body="", call=None):
     if len(max_trip) and np.asarray(max_trip[0]).size != 1:
         raise op_error(op, f"the trip count must hold one value, got shape {list(np.shape(max_trip[0]))}")
     going = _scalar_bool(op, "the condition", cond[0]) if len(cond) else True
+    if not len(cond) and trips is None:  # ONNX: "for (int i=0; ; ++i)", an endless loop
+        raise op_error(op, "has neither a trip count nor a condition: it never stops")
+    if not len(cond) and trips is not None and trips > limit:  # nothing can stop it sooner: refuse now
+        raise op_error(op, f"its trip count {trips} is more than the {limit} iterations one loop may run")
     carried = list(initial)
     n_carried = len(carried)
     _, outs = call.signature(body)

@@ -1,4 +1,6 @@
-"""RE2 patterns (ONNX RegexFullMatch) run by Python's ``re``: the subset on which the two agree.
+"""RE2 patterns (ONNX RegexFullMatch): checked against the subset on which RE2 and Python's
+``re`` agree, then run by RE2 itself (google-re2), whose matching time is linear in the text —
+``re`` backtracks, in time exponential in the text's length on patterns such as ``(a+)+$``.
 
 ONNX RegexFullMatch-20 names RE2's syntax (github.com/google/re2/wiki/Syntax).  RE2 is a
 subset of what Python's ``re`` accepts, with a few meanings that differ; a pattern is
@@ -19,10 +21,14 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 from ...diagnostics import NNEFXError
 
 MAX_PATTERN = 1 << 16
+#: Without the google-re2 package, run the translation with Python's backtracking ``re``
+#: instead of refusing (time unbounded on a hostile pattern or text: for trusted models only).
+ALLOW_BACKTRACKING = False
 MAX_REPEAT = 1000  # RE2's limit on a repetition count
 
 _CLASSES = {"d": "0-9", "w": "0-9A-Za-z_", "s": "\\t\\n\\f\\r "}
@@ -40,17 +46,34 @@ def _error(pattern: str, pos: int, why: str) -> NNEFXError:
 
 
 @lru_cache(maxsize=256)
-def compile_re2(pattern: str) -> re.Pattern:
-    """``pattern`` (RE2 syntax) compiled by ``re`` to mean what RE2 means, or a located refusal."""
+def compile_re2(pattern: str) -> Any:
+    """``pattern`` (RE2 syntax) compiled by RE2 itself (the google-re2 package: linear-time
+    matching), or a located refusal.  The translation below is checked first, so what nnefx
+    refuses is the same with or without RE2 installed, and is what runs, with ``re``'s
+    backtracking, only where :data:`ALLOW_BACKTRACKING` says so."""
     if not isinstance(pattern, str):
         raise NNEFXError("operation 'onnx_regex_full_match': the pattern must be a string")
     if len(pattern) > MAX_PATTERN:
         raise NNEFXError(f"operation 'onnx_regex_full_match': the pattern is longer than {MAX_PATTERN} characters")
     text, flags = _Translator(pattern).run()
     try:
-        return re.compile(text, flags)
+        translated = re.compile(text, flags)
     except (re.error, RecursionError, OverflowError) as exc:
         raise _error(pattern, getattr(exc, "pos", 0) or 0, f"not a valid regular expression ({exc})") from None
+    try:
+        import re2
+    except ImportError:
+        if ALLOW_BACKTRACKING:
+            return translated
+        raise NNEFXError("operation 'onnx_regex_full_match' needs RE2 (google-re2: pip install 'nnefx[onnx]'): "
+                         "Python's re backtracks, and a hostile pattern or text could make it run for ever, "
+                         "where RE2 matches in linear time") from None
+    options = re2.Options()
+    options.log_errors = False  # its parse errors come back as exceptions, not lines on stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raise _error(pattern, 0, f"RE2 refuses it ({exc})") from None
 
 
 class _Translator:
