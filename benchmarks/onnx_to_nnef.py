@@ -1,12 +1,15 @@
 """ONNX → NNEF keeps the meaning: every node-suite model nnefx runs, converted and read back.
 
-    python benchmarks/onnx_to_nnef.py [--only SUBSTRING] [--backend fast] [--json results.json]
+    python benchmarks/onnx_to_nnef.py [--only SUBSTRING] [--backend fast] [--dialect nnef,tract]
+                                      [--json results.json]
 
 For each case of the installed onnx package's backend node suite
 (``onnx.backend.test.case.node.collect_testcases``) that nnefx loads and runs, the model is
-saved as an NNEF folder (``nnefx.save``), loaded again and run on the same inputs; the
+saved as an NNEF folder by each writer dialect asked for — ``nnef``, nnefx's default
+(``nnefx.save``), and ``tract``, NNEF for tract (``nnefx.save(..., dialect="tract")``, which
+declares element types in tract's own forms) — loaded again and run on the same inputs; the
 outputs must be **bit-identical** (same element type, shape and bytes; NaN equal to NaN).
-Verdicts:
+Verdicts, per dialect:
 
 * **identical**: read back, ran, every output the same;
 * **refused**: ``nnefx.save`` stopped with an ``NNEFXError`` that names a location;
@@ -45,8 +48,13 @@ def same(a: Any, b: Any) -> bool:
     return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
-def roundtrip(model_path: str, inputs: list, folder: str, backend: str = "fast") -> tuple[str, str]:
-    """The verdict for one ONNX model file run on ``inputs`` (positional, as the node suite gives them)."""
+DIALECTS = ("nnef", "tract")
+
+
+def roundtrip(model_path: str, inputs: list, folder: str, backend: str = "fast",
+              dialects: tuple[str, ...] = ("nnef",)) -> dict[str, tuple[str, str]]:
+    """The verdict per dialect for one ONNX model file run on ``inputs`` (positional, as the
+    node suite gives them): ``nnef`` is nnefx's default writer, ``tract`` ``save(..., dialect="tract")``."""
     import nnefx
     from nnefx.diagnostics import NNEFXError
     from nnefx.runtime.session import Session
@@ -57,9 +65,23 @@ def roundtrip(model_path: str, inputs: list, folder: str, backend: str = "fast")
         feeds = dict(zip([i.name for i in session.inputs], inputs, strict=False))
         want = session.run(feeds)
     except NNEFXError as exc:
-        return "skipped", str(exc)
+        return {d: ("skipped", str(exc)) for d in dialects}
+    verdicts = {}
+    for dialect in dialects:
+        where = folder + ("" if dialect == "nnef" else "_" + dialect)
+        options = {} if dialect == "nnef" else {"dialect": dialect}
+        verdicts[dialect] = _written_and_read(model, where, options, backend, feeds, want)
+    return verdicts
+
+
+def _written_and_read(model: Any, folder: str, options: dict, backend: str, feeds: dict,
+                      want: dict) -> tuple[str, str]:
+    import nnefx
+    from nnefx.diagnostics import NNEFXError
+    from nnefx.runtime.session import Session
+
     try:
-        nnefx.save(model, folder)
+        nnefx.save(model, folder, **options)
     except NNEFXError as exc:
         located = exc.location is not None and (exc.location.line is not None or exc.location.field is not None)
         return ("refused" if located else "crashed"), str(exc)
@@ -91,24 +113,36 @@ def case_inputs(case: Any) -> list:
     return [np.asarray(v) if not isinstance(v, (list, dict)) else v for v in inputs]
 
 
-def run_case(case: Any, tmp: str, backend: str = "fast") -> tuple[str, str]:
+def run_cases(case: Any, tmp: str, backend: str = "fast",
+              dialects: tuple[str, ...] = ("nnef",)) -> dict[str, tuple[str, str]]:
+    """One node-suite case through every writer dialect in ``dialects``: verdict and message each."""
     import onnx
 
     path = os.path.join(tmp, case.name + ".onnx")
     onnx.save(case.model, path)
     try:
-        return roundtrip(path, case_inputs(case), os.path.join(tmp, case.name + "_nnef"), backend)
+        return roundtrip(path, case_inputs(case), os.path.join(tmp, case.name + "_nnef"), backend, dialects)
     except Exception as exc:  # noqa: BLE001 - that is what "crashed" counts
-        return "crashed", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return {d: ("crashed", f"{type(exc).__name__}: {str(exc)[:200]}") for d in dialects}
+
+
+def run_case(case: Any, tmp: str, backend: str = "fast", dialect: str = "nnef") -> tuple[str, str]:
+    """One node-suite case through one writer dialect: verdict and message."""
+    return run_cases(case, tmp, backend, (dialect,))[dialect]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="run only cases whose name contains this")
     p.add_argument("--backend", default="fast", choices=("fast", "formal"))
+    p.add_argument("--dialect", default=",".join(DIALECTS),
+                   help="writers to try, comma-separated: nnef (the default writer), tract (dialect='tract')")
     p.add_argument("--json", help="write every case's verdict here")
     p.add_argument("--show", default="differs,unreadable,crashed", help="verdicts to list case by case")
     args = p.parse_args()
+    dialects = tuple(d for d in args.dialect.split(",") if d)
+    if not dialects or any(d not in DIALECTS for d in dialects):
+        p.error(f"--dialect takes {', '.join(DIALECTS)}")
     import warnings
 
     warnings.simplefilter("ignore")
@@ -116,22 +150,24 @@ def main() -> None:
 
     started = time.perf_counter()
     cases = node_cases(args.only)
-    counts: Counter = Counter()
+    counts: dict[str, Counter] = {d: Counter() for d in dialects}
     records = []
     show = set(args.show.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
-            verdict, why = run_case(case, tmp, args.backend)
-            counts[verdict] += 1
-            records.append({"case": case.name, "verdict": verdict, "message": why})
-            if verdict in show:
-                print(f"{verdict:10s} {case.name}: {' '.join(why.split())[:160]}")
-    ran = len(cases) - counts["skipped"]
+            verdicts = run_cases(case, tmp, args.backend, dialects)
+            for dialect, (verdict, why) in verdicts.items():
+                counts[dialect][verdict] += 1
+                records.append({"case": case.name, "dialect": dialect, "verdict": verdict, "message": why})
+                if verdict in show:
+                    print(f"{dialect:5s} {verdict:10s} {case.name}: {' '.join(why.split())[:160]}")
+    ran = len(cases) - counts[dialects[0]]["skipped"]
     print(f"ONNX node suite of onnx {onnx.__version__}, {args.backend} backend: {len(cases)} cases, nnefx runs "
           f"{ran}; converted to NNEF and read back ({time.perf_counter() - started:.0f} s)")
-    print("| " + " | ".join(VERDICTS) + " |")
-    print("|" + "---:|" * len(VERDICTS))
-    print("| " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
+    print("| dialect | " + " | ".join(VERDICTS) + " |")
+    print("|---|" + "---:|" * len(VERDICTS))
+    for dialect in dialects:
+        print(f"| {dialect} | " + " | ".join(str(counts[dialect][v]) for v in VERDICTS) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)

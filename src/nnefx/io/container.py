@@ -536,7 +536,7 @@ def _model_files(model: Model, target: str) -> tuple[str, str, list[tuple[str, l
     from ..syntax.printer import print_graph, print_quant, print_readable
 
     graph = lower_control_flow(model.graph)  # NNEF has no control flow: unrolled where static, else refused
-    text = print_graph(graph) if _tract_dialect(model) else print_readable(graph, where=target)
+    text = print_graph(graph, tract=True) if _tract_dialect(model) else print_readable(graph, where=target)
     quant_text = print_quant(graph)
     stored_bits = model.extras.get("stored_bits", {}) if isinstance(model.extras, dict) else {}
     files: list[tuple[str, list[bytes | memoryview]]] = []
@@ -718,7 +718,7 @@ def save_document(model: Model, path: str | os.PathLike) -> None:
 
     target = os.fspath(path)
     graph = lower_control_flow(model.graph)
-    text = print_graph(graph) if _tract_dialect(model) else print_readable(graph, where=target)
+    text = print_graph(graph, tract=True) if _tract_dialect(model) else print_readable(graph, where=target)
     quant_text = print_quant(graph)
     quant_target = (target[: -len(".nnef")] if target.endswith(".nnef") else target) + ".quant"
     binary.write_atomic(target, [text.encode("utf-8")])

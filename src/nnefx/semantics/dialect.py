@@ -296,6 +296,10 @@ def carry_etypes(graph: Any) -> None:
     from ..formats.reading.shapes import infer_etypes
 
     if not any(t.etype is not None for t in graph.tensors.values()):
+        # every tensor of its default type: only the arithmetic on integer tensors (an i64
+        # index minus an i64 constant) changes from the standard reading
+        for op in graph.operations:
+            _integer_arithmetic(graph, op, etypes)
         return
     from ..ops import registry
 

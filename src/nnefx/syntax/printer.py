@@ -191,8 +191,14 @@ def format_declaration(name: str, generic: bool, generic_default: str | None,
     return f"fragment {name}{g}( {ps} ) -> ( {rs} )"
 
 
-def print_graph(graph: Graph, *, dialect: str = "final") -> str:
-    """The graph as an NNEF document (flat syntax)."""
+def print_graph(graph: Graph, *, dialect: str = "final", tract: bool = False) -> str:
+    """The graph as an NNEF document (flat syntax).
+
+    ``tract``: a graph written for tract (``save(..., dialect="tract")``) is headed by
+    ``extension tract_registry tract_core;`` even where it uses no ``tract_core_*`` operation:
+    the header is what tells a reader that the document means what tract computes (``sub`` of
+    two integer tensors in their datum type, as tract's binary operations do), which nnefx's
+    reader follows too; without it the same text is standard NNEF, which types ``sub`` scalar."""
     if dialect not in ("final", "provisional"):
         raise NNEFXError(f"unknown NNEF dialect '{dialect}' (expected 'final' or 'provisional')")
     end = ";" if dialect == "final" else ""
@@ -201,7 +207,10 @@ def print_graph(graph: Graph, *, dialect: str = "final") -> str:
         raise NNEFXError(f"the graph uses declaration-only fragments ({', '.join(graph.declarations)}); "
                          "nnefx writes their declarations in the final dialect only")
     if dialect == "final":
-        for ext in _domain_extensions(graph):
+        exts = _domain_extensions(graph)
+        if tract and not any(e.startswith("tract_registry ") for e in exts):
+            exts.insert(0, "tract_registry tract_core")
+        for ext in exts:
             lines.append(f"extension {ext};")
         # symbolic extents are written in tract's dialect (its header declares them)
         lines.extend(f"extension tract_symbol {name};" for name in graph.symbols)

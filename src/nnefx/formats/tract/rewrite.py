@@ -114,7 +114,7 @@ class Rewriter:
         """``array`` as a tract constant: a ``variable`` whose data is the array."""
         if fresh:
             name = self.fresh(f"{name}_c")
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # (ascontiguousarray makes rank 0 rank 1)
         kind = array.dtype.kind
         dtype = "logical" if kind == "b" else "integer" if kind in "iu" else "scalar"
         src = self.source.tensors.get(name)
