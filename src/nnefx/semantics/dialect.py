@@ -313,12 +313,14 @@ def carry_etypes(graph: Any) -> None:
             else:
                 if entry is not None and op.dtype is not None:
                     _rebind_generic(graph, op, entry)
-                infer_etypes(graph, op, unify=_common_etype)
-                if entry is not None and entry.domain == "tract":   # (tract_core_cast to 'i32' ...)
-                    for name in op.output_names():
-                        t = graph.tensors.get(name)
-                        if t is not None and t.etype is not None and t.dtype == "scalar":
-                            t.dtype = etypes.abstract(t.etype) or t.dtype
+                given = infer_etypes(graph, op, unify=_common_etype) or []
+                if entry is not None and entry.domain == "tract":   # (tract_core_cast to 'i32', 'i64' ...)
+                    outs = [n for n in op.output_names() if n in graph.tensors]
+                    for k, name in enumerate(outs):
+                        t = graph.tensors[name]
+                        et = t.etype or (given[k] if k < len(given) else None)
+                        if et is not None and t.dtype == "scalar":
+                            t.dtype = etypes.abstract(et) or t.dtype
             ops.extend(_typed_literals(graph, op, etypes))
         ops.append(op)
     graph.operations = ops

@@ -285,8 +285,10 @@ def check_element_types(graph: Graph, where: str | None = None, fmt: str = "NNEF
                                  "NNEF tensor-file item type", loc) from None
         raise NNEFXError(f"cannot write tensor '{name}' as {fmt}: it is {t.etype} data, and {fmt} as nnefx "
                          f"writes and reads it types tensors only as {t.dtype} (computed as "
-                         f"{etypes.DEFAULTS.get(t.dtype)}, which would change its values); write ONNX, or cast "
-                         "it to the default type first", loc)
+                         f"{etypes.DEFAULTS.get(t.dtype)}, which would change its values); write NNEF for "
+                         "tract (`nnefx convert --dialect tract`, save(..., dialect=\"tract\")), which declares "
+                         "element types in tract's forms (tract_core_external datum_type, tract_core_cast), or "
+                         "ONNX, or cast it to the default type first", loc)
 
 
 def print_readable(graph: Graph, *, where: str | None = None) -> str:

@@ -121,7 +121,7 @@ def _shape_of(graph: Graph, v: Any) -> tuple | None:
     return None
 
 
-def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
+def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> list[str | None] | None:
     """The concrete element type (:attr:`~nnefx.graph.Tensor.etype`) of each result of ``op``.
 
     The operation's registry element-type rule decides where it has one (``@op.etypes``:
@@ -132,6 +132,9 @@ def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
     result of a type no input has (``argmax`` indices, comparison results) its type's default.
     ``unify`` replaces "the first": it maps the element types (defaults filled in) of those
     inputs to the result's (tract's common super type, :func:`nnefx.semantics.dialect.carry_etypes`).
+    Returns the element-type rule's results as the rule gave them (a default type included:
+    ``tract_core_cast`` to 'i64' is an integer result although its ``etype`` stays None), or
+    None where the operation has no rule.
     """
     from ... import etypes
     from ...ops import registry
@@ -156,7 +159,7 @@ def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
             t = graph.tensors[name]
             # (a reader may still be setting the result's data type: the plan checks the kinds)
             t.etype = None if et is None or etypes.DEFAULTS.get(etypes.abstract(et) or "") == et else et
-        return
+        return list(results)
     sources = [graph.tensors[v] for v in _flat_shapes(list(op.inputs.values())) if isinstance(v, str) and v in graph.tensors]
     for name in outs:
         t = graph.tensors[name]
@@ -167,6 +170,7 @@ def infer_etypes(graph: Graph, op: Operation, unify: Any = None) -> None:
         else:
             et = unify([etypes.of(s) for s in sources if s.dtype == t.dtype])
             t.etype = None if et is None or etypes.DEFAULTS.get(t.dtype) == et else et
+    return None
 
 
 def _etype_of(graph: Graph, v: Any) -> str | None:

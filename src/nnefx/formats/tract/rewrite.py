@@ -178,6 +178,27 @@ def _fold_values(model: Model, wanted: list[str]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in out.items()}
 
 
+def _untyped_generics(graph: Graph) -> None:
+    """A standard generic operation reading what a ``tract_core_*`` operation computes is
+    written without its ``<integer>``/``<logical>``: tract's headers declare every result
+    ``tensor<scalar>`` and type it by its datum type (a ``tract_core_cast`` to u8, a gather of
+    i32 data), so the operation's type is the one inferred from its arguments, as tract (and
+    nnefx reading tract's dialect) infer it — ``copy<integer>`` of such a result would not check."""
+    from ...ops import registry
+
+    made = set()
+    for k, op in enumerate(graph.operations):
+        entry = registry.find(op.op)
+        if entry is None:
+            continue
+        if entry.domain == "tract":
+            made.update(op.output_names())
+        elif op.dtype not in (None, "scalar") and op.op not in ("external", "variable", "constant") \
+                and any(n in made for n in op.input_names()):
+            graph.operations[k] = copy.copy(op)   # (kept operations are the source graph's own)
+            graph.operations[k].dtype = None
+
+
 def to_tract(model: Model) -> Model:
     """``model`` with every operation in a form tract reads and computes the same way."""
     from ...ops import registry
@@ -226,6 +247,7 @@ def to_tract(model: Model) -> Model:
                             if not (op.op == "variable" and set(op.output_names()) <= dropped)]
     for n in dropped:
         new_graph.tensors.pop(n, None)
+    _untyped_generics(new_graph)
     for attr in ("symbols", "assertions"):
         if hasattr(graph, attr):
             setattr(new_graph, attr, getattr(graph, attr))

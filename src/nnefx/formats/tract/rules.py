@@ -236,6 +236,11 @@ def _arith(rw: Rewriter, op: Operation) -> None:
     name = _ARITH.get(kind) or (_FLOAT_ARITH.get(kind) if floats else None)
     if name is None:
         raise _refuse(op, f"'{kind}' on {'float' if floats else 'integer'} tensors has no exact tract form")
+    # tract computes a binary operation in its operands' common type, and has none for a float
+    # with an integer (ONNX Pow's float base and int64 exponent)
+    found = sorted({etypes.of(rw.tensor(v)) for v in (op.inputs["x"], op.inputs["y"]) if isinstance(v, str)})
+    if len(found) > 1:
+        raise _refuse(op, f"'{kind}' of {' and '.join(found)} operands (tract computes both in one type)")
     _binary(rw, op, name)
 
 
