@@ -294,14 +294,18 @@ def carry_etypes(graph: Any) -> None:
     constant of that type."""
     from .. import etypes
     from ..formats.reading.shapes import infer_etypes
+    from ..ops import registry
 
-    if not any(t.etype is not None for t in graph.tensors.values()):
+    def typing(op: Any) -> bool:   # an operation giving its result a type of its own (a cast)
+        entry = registry.find(op.op) if op.op.startswith("tract_") else None
+        return entry is not None and entry.etype_rule is not None
+
+    if not any(t.etype is not None for t in graph.tensors.values()) and not any(map(typing, graph.operations)):
         # every tensor of its default type: only the arithmetic on integer tensors (an i64
         # index minus an i64 constant) changes from the standard reading
         for op in graph.operations:
             _integer_arithmetic(graph, op, etypes)
         return
-    from ..ops import registry
 
     ops = []
     for op in graph.operations:

@@ -115,6 +115,10 @@ class Rewriter:
         if fresh:
             name = self.fresh(f"{name}_c")
         array = np.ascontiguousarray(array).reshape(np.shape(array))  # (ascontiguousarray makes rank 0 rank 1)
+        if array.size == 0:
+            raise NNEFXError(f"cannot write operation '{like.op}' for tract: it reads an empty constant '{name}' "
+                             f"(shape {list(array.shape)}), and a variable's extents are positive (NNEF spec, "
+                             "variable)", like.location)
         kind = array.dtype.kind
         dtype = "logical" if kind == "b" else "integer" if kind in "iu" else "scalar"
         src = self.source.tensors.get(name)
@@ -173,7 +177,9 @@ def _fold_values(model: Model, wanted: list[str]) -> dict[str, np.ndarray]:
     feed = {}
     for info in session.inputs:
         shape = tuple(d if isinstance(d, int) else 1 for d in (info.shape or ()))
-        feed[info.name] = np.zeros(shape, etypes.numpy_dtype(etypes.of(model.graph.tensors[info.name])))
+        et = etypes.of(model.graph.tensors[info.name])
+        # (a text input is fed empty strings: zeros of an object array are not text)
+        feed[info.name] = np.full(shape, "", dtype=object) if et == "string" else np.zeros(shape, etypes.numpy_dtype(et))
     out = session.run(feed)
     return {k: np.asarray(v) for k, v in out.items()}
 

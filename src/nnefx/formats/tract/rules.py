@@ -209,7 +209,11 @@ def _einsum(rw: Rewriter, op: Operation) -> None:
     eq = op.attribs["equation"]
     if "." in eq:
         raise _refuse(op, "an ellipsis in the equation (tract_core_einsum names every axis)")
-    rw.emit("tract_core_einsum", {"inputs": op.inputs["inputs"]}, {"expr": eq, "acc": "f32", "output": ""},
+    # accumulated in f64 for f64 operands (nnefx's einsum sums in f64; f32 would round every term)
+    from ... import etypes
+
+    acc = "f64" if etypes.of(rw.tensor(_out(op))) == "f64" else "f32"
+    rw.emit("tract_core_einsum", {"inputs": op.inputs["inputs"]}, {"expr": eq, "acc": acc, "output": ""},
             _out(op), like=op, extra={"result": _out(op)})
 
 

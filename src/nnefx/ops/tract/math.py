@@ -154,9 +154,8 @@ def _prod_formal(x, axes):
 def _prod_fast(x, axes):
     x = np.asarray(x)
     _, axes = _reduced_shape("tract_core_product_reduce", x.shape, axes)
-    if x.dtype.kind == "f":
-        return np.prod(x.astype(etypes.compute_dtype(etypes.from_numpy(x.dtype))), axis=tuple(axes),
-                       keepdims=True).astype(x.dtype)
+    if x.dtype.kind == "f":   # as the formal kernel: the product in float64, rounded once
+        return np.prod(x.astype(np.float64), axis=tuple(axes), keepdims=True).astype(x.dtype)
     with np.errstate(over="ignore"):
         return np.prod(x, axis=tuple(axes), keepdims=True, dtype=x.dtype)
 
