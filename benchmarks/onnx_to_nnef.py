@@ -131,12 +131,71 @@ def run_case(case: Any, tmp: str, backend: str = "fast", dialect: str = "nnef") 
     return run_cases(case, tmp, backend, (dialect,))[dialect]
 
 
+_TRACT_CHILD = """
+import sys, numpy as np, tract
+folder, feeds, out = sys.argv[1:4]
+inputs = list(np.load(feeds, allow_pickle=False).values())
+results = tract.nnef().load(folder).into_runnable().run(inputs)
+np.savez(out, *[r.to_numpy() for r in results])
+"""
+
+
+def in_tract(folder: str, inputs: list, backend: str = "fast") -> tuple[str, str]:
+    """Run a folder written with ``dialect="tract"`` in tract itself (its Python bindings, in a
+    child process: a panic inside tract aborts the process) and compare with nnefx's outputs of
+    the same folder: the same element types and shapes, integers and booleans equal, floats
+    within 1e-4 of the largest magnitude (tract's own kernels round differently).  Verdicts:
+    ``agrees``, ``disagrees``, ``fails`` (tract refused or died)."""
+    import subprocess
+
+    import nnefx
+    from nnefx.runtime.session import Session
+
+    model = nnefx.load(folder)
+    session = Session(model, backend)
+    want = list(session.run(dict(zip(model.graph.inputs, inputs, strict=True))).values())
+    feeds, out = os.path.join(folder, "..", os.path.basename(folder) + "_in.npz"), folder + "_out.npz"
+    np.savez(feeds, *inputs)
+    proc = subprocess.run([sys.executable, "-c", _TRACT_CHILD, folder, feeds, out], capture_output=True,
+                          text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        return "fails", _tract_reason(proc.stderr, proc.returncode)
+    got = list(np.load(out).values())
+    if len(got) != len(want):
+        return "disagrees", f"{len(got)} outputs, nnefx {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        w = np.asarray(w)
+        if g.dtype != w.dtype or g.shape != w.shape:
+            return "disagrees", f"output {k}: {g.dtype}{list(g.shape)} vs nnefx {w.dtype}{list(w.shape)}"
+        if w.dtype.kind == "f":
+            scale = max(float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0)), 1e-30)
+            both = np.isfinite(w) & np.isfinite(g)
+            if not np.array_equal(np.isfinite(g), np.isfinite(w)) or \
+                    float(np.max(np.abs(g[both].astype(np.float64) - w[both]), initial=0.0)) > 1e-4 * scale:
+                return "disagrees", f"output {k}: beyond 1e-4 of nnefx's"
+        elif not np.array_equal(g, w):
+            return "disagrees", f"output {k}: values differ"
+    return "agrees", ""
+
+
+def _tract_reason(stderr: str, code: int) -> str:
+    """tract's own words: the last cause of its error chain, or where it panicked."""
+    text = stderr.split("Stack backtrace")[0]
+    if "Caused by:" in text:
+        causes = [ln.strip() for ln in text.split("Caused by:")[-1].splitlines() if ln.strip()]
+        return " / ".join(causes[-2:])[:200]
+    panic = [ln for ln in stderr.splitlines() if "panicked at" in ln or ln.startswith(("assertion", "TractError"))]
+    return " ".join(panic[:2])[:200] or f"exit status {code}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="run only cases whose name contains this")
     p.add_argument("--backend", default="fast", choices=("fast", "formal"))
     p.add_argument("--dialect", default=",".join(DIALECTS),
                    help="writers to try, comma-separated: nnef (the default writer), tract (dialect='tract')")
+    p.add_argument("--in-tract", type=int, default=0, metavar="K",
+                   help="also run every K-th case the tract dialect wrote identically in tract itself")
     p.add_argument("--json", help="write every case's verdict here")
     p.add_argument("--show", default="differs,unreadable,crashed", help="verdicts to list case by case")
     args = p.parse_args()
@@ -153,6 +212,7 @@ def main() -> None:
     counts: dict[str, Counter] = {d: Counter() for d in dialects}
     records = []
     show = set(args.show.split(","))
+    tract_counts: Counter = Counter()
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             verdicts = run_cases(case, tmp, args.backend, dialects)
@@ -161,6 +221,17 @@ def main() -> None:
                 records.append({"case": case.name, "dialect": dialect, "verdict": verdict, "message": why})
                 if verdict in show:
                     print(f"{dialect:5s} {verdict:10s} {case.name}: {' '.join(why.split())[:160]}")
+            if args.in_tract and verdicts.get("tract", ("",))[0] == "identical" \
+                    and counts["tract"]["identical"] % args.in_tract == 1 % args.in_tract:
+                folder = os.path.join(tmp, case.name + "_nnef_tract")
+                try:
+                    verdict, why = in_tract(folder, case_inputs(case), args.backend)
+                except Exception as exc:  # noqa: BLE001 - a timeout or an unreadable result
+                    verdict, why = "fails", f"{type(exc).__name__}: {str(exc)[:160]}"
+                tract_counts[verdict] += 1
+                records.append({"case": case.name, "dialect": "in tract", "verdict": verdict, "message": why})
+                if verdict != "agrees":
+                    print(f"in tract {verdict:9s} {case.name}: {' '.join(why.split())[:160]}")
     ran = len(cases) - counts[dialects[0]]["skipped"]
     print(f"ONNX node suite of onnx {onnx.__version__}, {args.backend} backend: {len(cases)} cases, nnefx runs "
           f"{ran}; converted to NNEF and read back ({time.perf_counter() - started:.0f} s)")
@@ -168,6 +239,9 @@ def main() -> None:
     print("|---|" + "---:|" * len(VERDICTS))
     for dialect in dialects:
         print(f"| {dialect} | " + " | ".join(str(counts[dialect][v]) for v in VERDICTS) + " |")
+    if args.in_tract:
+        print(f"run in tract itself (every {args.in_tract}th identical tract folder): "
+              + ", ".join(f"{v} {tract_counts[v]}" for v in ("agrees", "disagrees", "fails")))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)

@@ -1,5 +1,7 @@
-"""ONNX → NNEF keeps the meaning: node-suite models nnefx runs, written as NNEF, read back and
-run again give bit-identical outputs, or the writer refuses with a located NNEFXError.
+"""ONNX → NNEF keeps the meaning: node-suite models nnefx runs, written as NNEF (nnefx's default
+writer, and NNEF for tract, ``dialect="tract"``, which declares element types in tract's
+forms), read back and run again give bit-identical outputs, or the writer refuses with a
+located NNEFXError.
 
 A deterministic half of the cases (by a checksum of their names, in four shards) is
 converted, each on one of the two backends, to keep the test short;
@@ -20,9 +22,19 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
-from onnx_to_nnef import node_cases, run_case  # noqa: E402
+from onnx_to_nnef import node_cases, run_case, run_cases  # noqa: E402
 
 SHARDS = 4
+
+#: what the tract dialect is known not to round-trip, by case and verdict: ``mish`` is written
+#: as x * tanh(log(1 + exp(x))) in standard operations, each step rounded to float32 (nnefx's
+#: mish rounds once); tract reads ``deconv``'s filter as [C_out, C_in / groups, ...] and the
+#: writer regroups it so, which nnefx reads with NNEF's [C_in, C_out / groups, ...].
+TRACT_KNOWN = {("test_mish", "differs"): "", ("test_convtranspose", "unreadable"): "operation 'deconv': filter"}
+
+
+def _tract_known(name: str, verdict: str, why: str) -> bool:
+    return any(name.startswith(case) and verdict == v and text in why for (case, v), text in TRACT_KNOWN.items())
 
 
 @pytest.fixture(scope="module")
@@ -41,22 +53,25 @@ def test_node_suite_models_convert_to_nnef_and_back(cases, shard, tmp_path):
         if key % (2 * SHARDS) != shard:
             continue
         backend = "fast" if key // (2 * SHARDS) % 2 == 0 else "formal"
-        verdict, why = run_case(case, str(tmp_path), backend)
-        verdicts[verdict] += 1
-        if verdict in ("differs", "unreadable", "crashed"):
-            bad.append(f"{case.name} ({backend}): {verdict}: {why}")
-        elif verdict == "refused":
-            # located: the node, input or output the refusal is about (run_case counts a
-            # refusal without a location as crashed)
-            assert "]: error: " in why, why
+        for dialect, (verdict, why) in run_cases(case, str(tmp_path), backend, ("nnef", "tract")).items():
+            verdicts[dialect, verdict] += 1
+            if dialect == "tract" and _tract_known(case.name, verdict, why):
+                continue
+            if verdict in ("differs", "unreadable", "crashed"):
+                bad.append(f"{case.name} ({backend}, {dialect}): {verdict}: {why}")
+            elif verdict == "refused":
+                # located: the node, input or output the refusal is about (run_case counts a
+                # refusal without a location as crashed)
+                assert "]: error: " in why, why
     assert not bad, "\n".join(bad)
     # a floor, so that a reader that stopped running the suite does not pass this vacuously
-    assert verdicts["identical"] >= 50, verdicts
+    assert verdicts["nnef", "identical"] >= 50 and verdicts["tract", "identical"] >= 50, verdicts
 
 
 @pytest.mark.parametrize("name, message", [
     ("test_constant", "it has no inputs"),
     ("test_maxpool_2d_uint8", "cannot write tensor 'x' as NNEF: it is u8 data"),
+    ("test_maxpool_2d_uint8", "write NNEF for tract (`nnefx convert --dialect tract`"),
     ("test_pow_types_float32_int64", "cannot write operation 'integer_arith' as NNEF"),
 ])
 def test_what_nnef_cannot_express_is_refused_at_its_node(cases, name, message, tmp_path):
@@ -64,4 +79,36 @@ def test_what_nnef_cannot_express_is_refused_at_its_node(cases, name, message, t
     verdict, why = run_case(case, str(tmp_path))
     if verdict in ("identical", "skipped"):  # the writer learned to express it / nnefx does not run it
         return
+    assert verdict == "refused" and message in why and name + ".onnx" in why, (verdict, why)
+
+
+# typed graphs and the forms the tract writer once got wrong: each written for tract, read back
+# by nnefx and run again, bit for bit
+TYPED_FOR_TRACT = [
+    "test_add_uint8", "test_cast_FLOAT_to_FLOAT16", "test_gathernd_example_int32", "test_maxpool_2d_uint8",
+    "test_size",                                          # a rank-0 constant stays rank 0
+    "test_argmax_keepdims_example_select_last_index",     # i64 arithmetic without typed tensors
+    "test_nllloss_NCd1_ii_expanded",                      # tract_core_cast to i64 is an integer
+    "test_reduce_prod_default_axes_keepdims_random",      # tract's product rounded once, as formal
+    "test_einsum_sum",                                    # f64 einsum accumulated in f64
+]
+
+
+@pytest.mark.parametrize("name", TYPED_FOR_TRACT)
+def test_typed_graphs_written_for_tract_read_back_identical(cases, name, tmp_path):
+    case = next(c for c in cases if c.name == name)
+    for backend in ("fast", "formal"):
+        (tmp_path / backend).mkdir()
+        verdict, why = run_case(case, str(tmp_path / backend), backend, "tract")
+        assert verdict == "identical", (backend, verdict, why)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("test_pow_types_float32_int64", "'power' of f32 and i64 operands (tract computes both in one type)"),
+    ("test_shape_start_greater_than_end", "it reads an empty constant 'y' (shape [0])"),
+    ("test_ai_onnx_ml_label_encoder_string_int", "input 'X' is string data, which has no tract datum type"),
+])
+def test_what_tract_cannot_express_is_refused_at_its_node(cases, name, message, tmp_path):
+    case = next(c for c in cases if c.name == name)
+    verdict, why = run_case(case, str(tmp_path), dialect="tract")
     assert verdict == "refused" and message in why and name + ".onnx" in why, (verdict, why)

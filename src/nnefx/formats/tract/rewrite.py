@@ -21,8 +21,9 @@ from ...diagnostics import NNEFXError
 from ...graph import Graph, Model, Operation, Tensor
 
 #: standard NNEF operations tract's own standard library (``nnef/src/ops/nnef/``) does not
-#: provide; ``constant`` has a rule (variable data), the rest are refused.
-TRACT_UNKNOWN = ("constant",)
+#: provide; ``constant`` has a rule (variable data), the rest are refused (tract: "No
+#: definition for operator").
+TRACT_UNKNOWN = ("constant", "split", "selu", "silu")
 
 Rule = Callable[["Rewriter", Operation], None]
 RULES: dict[str, Rule] = {}

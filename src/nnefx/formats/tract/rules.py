@@ -83,6 +83,35 @@ def _reshape(rw: Rewriter, op: Operation) -> None:
             like=op, dtype=op.dtype)
 
 
+@rule("reshape")
+def _reshape_std(rw: Rewriter, op: Operation) -> None:
+    # tract builds a reshape's target by concatenating its extents, and has none for rank 0
+    # (shape = []): the same result is the squeeze of every (unit) axis
+    if list(op.attribs.get("shape", [None])) != [] or op.attribs.get("axis_count", -1) != -1 \
+            or op.attribs.get("axis_start", 0) != 0:
+        rw.keep(op)
+        return
+    x = op.inputs["input"]
+    rank = len(rw.shape(x, op))
+    rw.emit("squeeze" if rank else "copy", {"input" if rank else "x": x}, {"axes": list(range(rank))} if rank else {},
+            _out(op), like=op, dtype=op.dtype)
+
+
+@rule("slice")
+def _slice(rw: Rewriter, op: Operation) -> None:
+    # a negative stride running past the front (end before index 0, as ONNX's reversal writes it)
+    # panics in tract (its extents must not be negative)
+    shape = rw.shape(op.inputs["input"], op)
+    axes, ends, strides = op.attribs.get("axes", []), op.attribs.get("end", []), op.attribs.get("stride", [])
+    for k, axis in enumerate(axes):
+        stride = strides[k] if k < len(strides) else 1
+        end = ends[k] if k < len(ends) else 0
+        if stride < 0 and end < 0 and end + shape[axis] < 0:
+            raise _refuse(op, f"a negative stride running past the front of axis {axis} (end {end}): tract's "
+                              "slice takes no end before index 0")
+    rw.keep(op)
+
+
 @rule("broadcast_to")
 def _broadcast(rw: Rewriter, op: Operation) -> None:
     # numpy / bidirectional: right-aligned, then tract_core_broadcast to the (static) result
