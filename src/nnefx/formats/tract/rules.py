@@ -101,12 +101,13 @@ def _reshape_std(rw: Rewriter, op: Operation) -> None:
 def _slice(rw: Rewriter, op: Operation) -> None:
     # a negative stride running past the front (end before index 0, as ONNX's reversal writes it)
     # panics in tract (its extents must not be negative)
-    shape = rw.shape(op.inputs["input"], op)
+    shape = rw.tensor(op.inputs["input"]).shape or ()
     axes, ends, strides = op.attribs.get("axes", []), op.attribs.get("end", []), op.attribs.get("stride", [])
     for k, axis in enumerate(axes):
         stride = strides[k] if k < len(strides) else 1
         end = ends[k] if k < len(ends) else 0
-        if stride < 0 and end < 0 and end + shape[axis] < 0:
+        extent = shape[axis] if 0 <= axis < len(shape) else None
+        if stride < 0 and end < 0 and (not isinstance(extent, int) or end + extent < 0):
             raise _refuse(op, f"a negative stride running past the front of axis {axis} (end {end}): tract's "
                               "slice takes no end before index 0")
     rw.keep(op)
