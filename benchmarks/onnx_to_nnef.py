@@ -70,7 +70,10 @@ def roundtrip(model_path: str, inputs: list, folder: str, backend: str = "fast",
     for dialect in dialects:
         where = folder + ("" if dialect == "nnef" else "_" + dialect)
         options = {} if dialect == "nnef" else {"dialect": dialect}
-        verdicts[dialect] = _written_and_read(model, where, options, backend, feeds, want)
+        try:
+            verdicts[dialect] = _written_and_read(model, where, options, backend, feeds, want)
+        except Exception as exc:  # noqa: BLE001 - that is what "crashed" counts (this dialect's)
+            verdicts[dialect] = ("crashed", f"{type(exc).__name__}: {str(exc)[:200]}")
     return verdicts
 
 

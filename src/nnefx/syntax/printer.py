@@ -232,12 +232,7 @@ def print_graph(graph: Graph, *, dialect: str = "final", tract: bool = False) ->
         first = next((op.location for op in graph.operations if op.location is not None), None)
         raise NNEFXError(f"cannot write graph '{graph.name}' as NNEF: it has no inputs, and an NNEF "
                          "graph declaration lists at least one (NNEF spec, graph definition)", first)
-    for op in graph.operations:
-        if op.op == DEFERRED:  # a node whose parameters are tensors known only at run time
-            node = op.attribs["node"]
-            raise NNEFXError(f"cannot write {node.kind} as NNEF: it takes the values of "
-                             f"{', '.join(repr(v) for v in node.values)} at run time, and NNEF operations take "
-                             "such parameters as attributes fixed in the document", op.location)
+    refuse_deferred(graph)
     lines.append(f"graph {graph.name}( {', '.join(graph.inputs)} ) -> ( {', '.join(graph.outputs)} )")
     lines.append("{")
     for op in graph.operations:
@@ -250,6 +245,19 @@ def print_graph(graph: Graph, *, dialect: str = "final", tract: bool = False) ->
         lines.append(f"    {text}{end}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def refuse_deferred(graph: Graph, fmt: str = "NNEF") -> None:
+    """A node whose parameters are tensors known only at run time (values, or the extents of
+    a tensor a run tells) cannot be written: NNEF operations take them as attributes fixed in
+    the document.  Raised at the first such node, located at it."""
+    for op in graph.operations:
+        if op.op == DEFERRED:
+            node = op.attribs["node"]
+            needs = (f"the values of {', '.join(repr(v) for v in node.values)}" if node.values else
+                     f"the extents of {', '.join(repr(v) for v in node.shapes)}")
+            raise NNEFXError(f"cannot write {node.kind} as {fmt}: it takes {needs} at run time, and NNEF "
+                             "operations take such parameters as attributes fixed in the document", op.location)
 
 
 def check_element_types(graph: Graph, where: str | None = None, fmt: str = "NNEF") -> None:

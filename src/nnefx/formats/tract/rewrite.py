@@ -209,8 +209,10 @@ def _untyped_generics(graph: Graph) -> None:
 def to_tract(model: Model) -> Model:
     """``model`` with every operation in a form tract reads and computes the same way."""
     from ...ops import registry
+    from ...syntax.printer import refuse_deferred
 
     graph = model.graph
+    refuse_deferred(graph, "NNEF for tract")   # (before folding runs the graph)
     foldable = _foldable(graph)
     # fold what a kept operation reads (not the constants tract could read as they are: all
     # of them become variables anyway, so fold every foldable tensor some operation reads)
