@@ -320,7 +320,12 @@ def _deconv(rw: Rewriter, op: Operation) -> None:
                            like=op, dtype=t.dtype, shape=(g * c_out_g, c_in // g, *k))
     inputs = dict(op.inputs)
     inputs["filter"] = tract_filter
-    rw.emit("deconv", inputs, op.attribs, _out(op), like=op, extra=dict(op.outputs))
+    # groups written out: tract reads groups = 0 as the filter's first extent (here C_out), not
+    # NNEF's C_in; output_shape as the spatial extents only (a full-rank one it ignores)
+    attribs = {**op.attribs, "groups": g}
+    if list(op.attribs.get("output_shape") or []):
+        attribs["output_shape"] = list(op.attribs["output_shape"])[2:]
+    rw.emit("deconv", inputs, attribs, _out(op), like=op, extra=dict(op.outputs))
 
 
 # --- element types ------------------------------------------------------------------------------
