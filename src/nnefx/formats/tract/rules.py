@@ -14,6 +14,7 @@ import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Operation
+from ...ops.sliding import _deconv_groups
 from .rewrite import Rewriter, rule
 
 
@@ -307,7 +308,10 @@ def _deconv(rw: Rewriter, op: Operation) -> None:
     # middle, as a reshape/transpose/reshape tract folds for variable filters.
     f = op.inputs["filter"]
     shape = rw.shape(f, op)
-    g = int(op.attribs.get("groups", 1)) or rw.shape(op.inputs["input"], op)[1] // shape[0]
+    # groups = 0: as many groups as the operation's own rule gives (NNEF §4.3, deconv: output_shape[1]
+    # if given, else the input channels)
+    g = int(_deconv_groups(int(op.attribs.get("groups", 1)), shape, list(op.attribs.get("output_shape") or []),
+                           rw.shape(op.inputs["input"], op)[1]))
     c_in, c_out_g, k = shape[0], shape[1], list(shape[2:])
     t = rw.tensor(f)
     grouped = rw.temp("reshape", {"input": f}, {"shape": [g, c_in // g, c_out_g, *k], "axis_start": 0,
