@@ -310,8 +310,9 @@ def _deconv(rw: Rewriter, op: Operation) -> None:
     shape = rw.shape(f, op)
     # groups = 0: as many groups as the operation's own rule gives (NNEF §4.3, deconv: output_shape[1]
     # if given, else the input channels)
-    g = int(_deconv_groups(int(op.attribs.get("groups", 1)), shape, list(op.attribs.get("output_shape") or []),
-                           rw.shape(op.inputs["input"], op)[1]))
+    groups, output_shape = int(op.attribs.get("groups", 1)), list(op.attribs.get("output_shape") or [])
+    g = groups or int(_deconv_groups(groups, shape, output_shape,
+                                     None if output_shape else rw.shape(op.inputs["input"], op)[1]))
     c_in, c_out_g, k = shape[0], shape[1], list(shape[2:])
     t = rw.tensor(f)
     grouped = rw.temp("reshape", {"input": f}, {"shape": [g, c_in // g, c_out_g, *k], "axis_start": 0,
