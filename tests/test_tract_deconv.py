@@ -73,6 +73,8 @@ WRITER_CASES = {
     "g2": ([2, 4, 3, 4], [4, 3, 3, 2], 6, "[(1, 0), (2, 0)]", "[2, 3]", ", groups = 2"),
     "g0_multiplier": ([1, 3, 5], [3, 2, 3], 6, "[(1, 1)]", "[2]", ", groups = 0"),
     "output_shape": ([1, 2, 4, 4], [2, 3, 3, 3], 3, "[(1, 1), (1, 1)]", "[2, 2]", ", output_shape = [1, 3, 8, 8]"),
+    # tract's separable_deconv (its stdlib fragment of two deconvs) reads both filters in its layout
+    "separable": ([1, 4, 5, 5], [2, 1, 3, 3], 2, "[(1, 0), (0, 1)]", "[2, 1]", "SEPARABLE"),
 }
 
 
@@ -87,8 +89,14 @@ def test_tract_writer_round_trip_matches_tract(tmp_path):
     for key, (xs, ws, c, pad, stride, extra) in WRITER_CASES.items():
         src = tmp_path / f"{key}_src"
         src.mkdir()
-        (src / "graph.nnef").write_text(_DOC.format(xs=xs, ws=ws, c=c, pad=pad, stride=stride, extra=extra))
+        text = _DOC.format(xs=xs, ws=ws, c=c, pad=pad, stride=stride, extra="" if extra == "SEPARABLE" else extra)
+        if extra == "SEPARABLE":
+            text = text.replace("y = deconv(x, w, b,", "q = variable<scalar>(shape = [4, 2, 1, 1], label = 'q');\n"
+                                "    y = separable_deconv(x, w, q, b,")
+        (src / "graph.nnef").write_text(text)
         write_tensor(src / "w.dat", rng.standard_normal(ws).astype(np.float32))
+        if key == "separable":
+            write_tensor(src / "q.dat", rng.standard_normal((4, 2, 1, 1)).astype(np.float32))
         write_tensor(src / "b.dat", rng.standard_normal((1, c)).astype(np.float32))
         models[key] = nnefx.load(src)
         feeds[key] = [rng.standard_normal(xs).astype(np.float32)]
