@@ -459,3 +459,63 @@ def bind_given_shapes(graph: Any, input_shapes: dict[str, tuple] | None) -> None
         op.attribs = {k: dims.substitute_in(v, values) for k, v in op.attribs.items()}
     graph.symbols = [s for s in graph.symbols if s not in values]
     graph.assertions = [a for a in graph.assertions if a.holds(values) is None]
+
+
+def tract_deconv_filters(graph: Any) -> None:
+    """tract reads ``deconv``'s filter as ``[C_out, C_in / groups, ...]`` — the layout of the
+    matching ``conv``'s filter (tract ``nnef/src/ops/nnef/deser.rs`` ``read_conv_parameters``:
+    input channels = filter dim 1 · groups, output channels = filter dim 0; ``conv_like`` builds
+    ``Deconv`` with ``KernelFormat::OIHW``), and ``groups = 0`` as filter dim 0 groups.  NNEF
+    1.0.5 §4.3 reads it ``[C_in, C_out / groups, ...]``.  In tract's dialect each ``deconv``'s
+    filter is regrouped into NNEF's layout (``[g, C_out/g, C_in/g, ...]`` swapped in the middle:
+    a reshape / transpose / reshape, folded with a variable filter) and its groups made explicit.
+    tract's ``output_shape`` lists the spatial extents only (``ser.rs`` ``make_conv_named_args``)
+    and a full-rank one is ignored there: both are refused here rather than read otherwise."""
+    from ..graph import Operation, Tensor
+
+    producers = graph.producers()
+    rewritten: list[Operation] = []
+    for op in graph.operations:
+        if op.op in ("separable_deconv", "planewise_deconv"):
+            raise NNEFXError(f"'{op.op}' in tract's dialect (whose deconv filter layout differs from NNEF's) "
+                             "is not supported", op.location)
+        if op.op != "deconv":
+            rewritten.append(op)
+            continue
+        if list(op.attribs.get("output_shape") or []):
+            raise NNEFXError("deconv's 'output_shape' in tract's dialect (spatial extents only, tract "
+                             "ignores any other length) is not supported", op.location)
+        f = op.inputs["filter"]
+        g = int(op.attribs.get("groups", 1))
+        if g == 0:   # tract: as many groups as the filter's first extent
+            src = producers.get(f) if isinstance(f, str) else None
+            shape = list(src.attribs.get("shape") or []) if src is not None and src.op in ("variable", "constant") \
+                else []
+            if not shape or not isinstance(shape[0], int):
+                raise NNEFXError("deconv with groups = 0 in tract's dialect needs a filter whose shape is known "
+                                 "when the model loads (a variable or constant)", op.location)
+            g = shape[0]
+        if not isinstance(f, str):
+            raise NNEFXError("deconv's filter in tract's dialect must be a tensor", op.location)
+        dtype = graph.tensors[f].dtype if f in graph.tensors else "scalar"
+
+        def temp(kind: str, source: str, attribs: dict, _op=op, _dtype=dtype) -> str:
+            name = f"{_op.output_names()[0]}_tract_filter"
+            while name in graph.tensors:
+                name += "_"
+            graph.tensors[name] = Tensor(name, _dtype)
+            rewritten.append(Operation(kind, {"input": source}, {"output": name}, attribs, _dtype, _op.location))
+            return name
+
+        if g == 1:
+            f = temp("transpose", f, {"axes": [1, 0]})
+        else:
+            f = temp("reshape", f, {"shape": [g, -1], "axis_start": 0, "axis_count": 1})
+            f = temp("transpose", f, {"axes": [0, 2, 1]})
+            f = temp("reshape", f, {"shape": [-1], "axis_start": 0, "axis_count": 2})
+        op.inputs = {**op.inputs, "filter": f}
+        op.attribs = {**op.attribs, "groups": g}
+        rewritten.append(op)
+    graph.operations = rewritten
+    for sub in graph.subgraphs.values():
+        tract_deconv_filters(sub)

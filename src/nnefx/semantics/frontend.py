@@ -27,6 +27,7 @@ from .dialect import (
     lower_externals,
     read_tract_header,
     take_properties,
+    tract_deconv_filters,
 )
 from .expander import Expander
 from .fastpath import compile_if_flat
@@ -145,6 +146,7 @@ def compile_document(text: str, *, file: str | None = None, quant: str | None = 
             graph.declarations = declarations(doc, expander)
             if header is not None:
                 lower_externals(graph)
+                tract_deconv_filters(graph)
                 graph.symbols = list(header.symbols)
                 graph.assertions = list(header.assertions)
                 bind_given_shapes(graph, input_shapes)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...diagnostics import NNEFXError
 from ...graph import Operation
+from ...ops.sliding import _deconv_groups
 from .rewrite import Rewriter, rule
 
 
@@ -299,15 +300,12 @@ def _one_hot(rw: Rewriter, op: Operation) -> None:
              "value_on": on.reshape(()).item()}, out, like=op)
 
 
-@rule("deconv")
-def _deconv(rw: Rewriter, op: Operation) -> None:
-    # NNEF deconv's filter is [C_in, C_out / groups, ...] (the transpose of the matching conv's);
-    # tract's deconv reads [C_out, C_in / groups, ...] (its kernel's second axis must equal the
-    # input's channels).  The same filter, regrouped: [g, C_in/g, C_out/g, ...] swapped in the
-    # middle, as a reshape/transpose/reshape tract folds for variable filters.
-    f = op.inputs["filter"]
-    shape = rw.shape(f, op)
-    g = int(op.attribs.get("groups", 1)) or rw.shape(op.inputs["input"], op)[1] // shape[0]
+def _tract_filter(rw: Rewriter, op: Operation, f: str, shape: tuple, g: int) -> str:
+    """NNEF deconv's filter [C_in, C_out / g, ...] (the transpose of the matching conv's) in the
+    layout tract's deconv reads, [C_out, C_in / g, ...] (tract ``nnef/src/ops/nnef/deser.rs``: its
+    kernel's second axis times the groups must equal the input's channels): regrouped as
+    [g, C_in/g, C_out/g, ...] swapped in the middle, a reshape/transpose/reshape tract folds for
+    variable filters."""
     c_in, c_out_g, k = shape[0], shape[1], list(shape[2:])
     t = rw.tensor(f)
     grouped = rw.temp("reshape", {"input": f}, {"shape": [g, c_in // g, c_out_g, *k], "axis_start": 0,
@@ -315,12 +313,55 @@ def _deconv(rw: Rewriter, op: Operation) -> None:
                       like=op, dtype=t.dtype, shape=(g, c_in // g, c_out_g, *k))
     swapped = rw.temp("transpose", {"input": grouped}, {"axes": [0, 2, 1, *range(3, 3 + len(k))]}, like=op,
                       dtype=t.dtype, shape=(g, c_out_g, c_in // g, *k))
-    tract_filter = rw.temp("reshape", {"input": swapped}, {"shape": [g * c_out_g, c_in // g, *k],
-                                                            "axis_start": 0, "axis_count": -1},
-                           like=op, dtype=t.dtype, shape=(g * c_out_g, c_in // g, *k))
-    inputs = dict(op.inputs)
-    inputs["filter"] = tract_filter
-    rw.emit("deconv", inputs, op.attribs, _out(op), like=op, extra=dict(op.outputs))
+    return rw.temp("reshape", {"input": swapped}, {"shape": [g * c_out_g, c_in // g, *k],
+                                                   "axis_start": 0, "axis_count": -1},
+                   like=op, dtype=t.dtype, shape=(g * c_out_g, c_in // g, *k))
+
+
+def _tract_deconv_attribs(op: Operation, g: int) -> dict:
+    """``groups`` written out (tract reads groups = 0 as the filter's first extent, C_out there,
+    not NNEF's rule) and ``output_shape`` as the spatial extents (a full-rank one tract ignores)."""
+    attribs = {k: v for k, v in op.attribs.items() if k not in ("groups", "output_shape")}
+    attribs["groups"] = g
+    if list(op.attribs.get("output_shape") or []):
+        attribs["output_shape"] = list(op.attribs["output_shape"])[2:]
+    return attribs
+
+
+def _groups(rw: Rewriter, op: Operation, filter_shape: tuple, input_channels: Any) -> int:
+    """``deconv``'s groups, with 0 resolved by NNEF's rule (§4.3: output_shape[1] if given, else
+    the input's channels; ``input_channels`` a number or a callable giving it)."""
+    groups, output_shape = int(op.attribs.get("groups", 1)), list(op.attribs.get("output_shape") or [])
+    if groups or output_shape:
+        return groups or int(_deconv_groups(groups, filter_shape, output_shape, None))
+    return int(input_channels() if callable(input_channels) else input_channels)
+
+
+@rule("deconv")
+def _deconv(rw: Rewriter, op: Operation) -> None:
+    f = op.inputs["filter"]
+    shape = rw.shape(f, op)
+    g = _groups(rw, op, shape, lambda: rw.shape(op.inputs["input"], op)[1])
+    inputs = {**op.inputs, "filter": _tract_filter(rw, op, f, shape, g)}
+    rw.emit("deconv", inputs, _tract_deconv_attribs(op, g), _out(op), like=op, extra=dict(op.outputs))
+
+
+@rule("separable_deconv")
+def _separable_deconv(rw: Rewriter, op: Operation) -> None:
+    # tract's separable_deconv is its standard fragment (two deconvs, nnef/stdlib.nnef) whose
+    # filters it reads in its own deconv layout: written as those two deconvs, each regrouped (the
+    # 1x1 one with explicit zero padding: tract's '[]' is SameUpper, which it refuses for 1x1)
+    x, plane, point = op.inputs["input"], op.inputs["plane_filter"], op.inputs["point_filter"]
+    xs, ps, qs = rw.shape(x, op), rw.shape(plane, op), rw.shape(point, op)
+    g1 = int(op.attribs.get("groups", 1)) or xs[1]
+    mid_c = qs[1] * g1
+    mid = rw.temp("deconv", {"input": x, "filter": _tract_filter(rw, op, point, qs, g1), "bias": 0.0},
+                  {"groups": g1, "padding": [(0, 0)] * (len(xs) - 2)}, like=op, dtype="scalar", shape=(xs[0], mid_c, *xs[2:]))
+    output_shape = list(op.attribs.get("output_shape") or [])
+    g2 = output_shape[1] if output_shape else mid_c
+    attribs = _tract_deconv_attribs(op, g2)
+    rw.emit("deconv", {"input": mid, "filter": _tract_filter(rw, op, plane, ps, g2), "bias": op.inputs.get("bias", 0.0)},
+            attribs, _out(op), like=op, extra=dict(op.outputs))
 
 
 # --- element types ------------------------------------------------------------------------------
