@@ -147,6 +147,29 @@ def test_a_loop_with_neither_trip_count_nor_condition_never_stops(tmp_path, caps
         _one_error_line(capsys, "[node 0 'L' (Loop)]", "neither a trip count nor a condition: it never stops")
 
 
+def test_engines_take_only_loops_a_load_time_trip_count_bounds(tmp_path, capsys):
+    # The body's condition ends this loop (v doubles until it passes 100): the numpy backends stop
+    # any loop at their iteration bound, an engine runs it to its end, so engines refuse it.
+    body = helper.make_graph([helper.make_node("Add", ["v", "v"], ["v_out"]),
+                              helper.make_node("ReduceMax", ["v_out"], ["m"], keepdims=0),
+                              helper.make_node("Less", ["m", "hundred"], ["cond_out"])], "body",
+                             [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2])],
+                             [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2])],
+                             [numpy_helper.from_array(np.array(100.0, np.float32), "hundred")])
+    model = _save(tmp_path / "loop.onnx", [helper.make_node("Loop", ["", "c", "x"], ["y"], body=body, name="L")],
+                  [_vi("x", [2])], [_vi("y", [2])], [numpy_helper.from_array(np.array(True), "c")])
+    x = np.array([1.0, 3.0], np.float32)
+    for engine in INSTALLED:
+        with pytest.raises(NNEFXError, match=r"node 0 'L' \(Loop\).*trip count is not known when the model is "
+                                             r"loaded, so an engine could not be stopped"):
+            Session(nnefx.load(model), engine)
+    expected = [64.0, 192.0]  # 3 doubles to 192 > 100 after 6 iterations
+    assert Session(nnefx.load(model), "fast").run({"x": x})["y"].tolist() == expected
+    if INSTALLED:
+        auto = Session(nnefx.load(model), "auto")
+        assert auto.run({"x": x})["y"].tolist() == expected
+
+
 def test_writers_refuse_results_larger_than_nnefx_computes(tmp_path, capsys):
     """A Resize to 2e9 x 2e9: the ONNX writer's gather tables alone would be 15 GiB."""
     scales = numpy_helper.from_array(np.array([1, 1, 1e9, 1e9], np.float32), "sc")

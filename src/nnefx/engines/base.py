@@ -324,9 +324,18 @@ def check_bounds(graph: Graph) -> None:
         if op.op == "onnx_loop" and not op.inputs.get("cond") and not op.inputs.get("max_trip"):
             raise NNEFXError("operation 'onnx_loop' has neither a trip count nor a condition: it never stops",
                              op.location)
-        if op.op == "onnx_loop" and not op.inputs.get("cond") and op.inputs.get("max_trip"):
-            trips = _constant_value(graph, op.inputs["max_trip"][0])
-            if trips is not None and trips.size == 1 and int(trips.reshape(-1)[0]) > MAX_ITERATIONS:
+        if op.op == "onnx_loop":
+            # An engine runs a loop to its end: nothing nnefx can do stops it midway.  So an
+            # engine takes a loop only where a trip count known now bounds it; a loop that a
+            # run-time count or its body's condition ends runs on the numpy backends, which stop
+            # it at the bound.
+            trip_input = op.inputs.get("max_trip")
+            trips = _constant_value(graph, trip_input[0]) if trip_input else None
+            if trips is None or trips.size != 1:
+                raise NNEFXError("operation 'onnx_loop': its trip count is not known when the model is loaded, so "
+                                 "an engine could not be stopped; the numpy backends run it (at most "
+                                 f"{MAX_ITERATIONS} iterations)", op.location)
+            if int(trips.reshape(-1)[0]) > MAX_ITERATIONS:
                 raise NNEFXError(f"operation 'onnx_loop': its trip count {int(trips.reshape(-1)[0])} is more than "
                                  f"the {MAX_ITERATIONS} iterations one loop may run", op.location)
         for name in op.output_names():
