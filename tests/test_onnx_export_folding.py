@@ -136,3 +136,23 @@ def test_mean_of_an_empty_spatial_axis_stays_reduce_mean(tmp_path):
     b.output(b.op("mean_reduce", x, axes=[2]), name="y")
     path = save_onnx(b.build(), str(tmp_path / "model.onnx"))
     assert _types(onnx.load(path)) == ["ReduceMean"]
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_conv_b_keeps_a_float16_convolution_float16(tmp_path, op):
+    # ONNX binds Conv's X, W and B to one type: a float16 network's B written as float32 was
+    # refused by onnxruntime ("bound to different types").
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(rand(3, 3, 3, 3).astype(np.float16), "w")
+    bias = numpy_helper.from_array(rand(3).astype(np.float16), "b")
+    g = helper.make_graph([helper.make_node(op, ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 3, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 3, 5, 5])], [w, bias])
+    src = tmp_path / "src.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    import nnefx
+    feeds = {"x": rand(1, 3, 5, 5).astype(np.float16)}
+    m = _export(nnefx.load(str(src)), feeds, tmp_path)
+    (node,) = [n for n in m.graph.node if n.op_type == op]
+    assert len(node.input) == 3
+    assert {i.name: i.data_type for i in m.graph.initializer}[node.input[2]] == TensorProto.FLOAT16

@@ -30,7 +30,7 @@ from ..export.lowering import (
 from ..export.registry import to_ir, to_onnx
 from ..ir.spelling import out_shape
 from ..ir.writer import ExportContext as IRContext
-from ..onnx.spelling import F32, pad_node, pads_attr
+from ..onnx.spelling import pad_node, pads_attr
 from ..onnx.writer import ExportContext as OnnxContext
 from ..reading.context import NodeContext
 from ..reading.conventions import const_value
@@ -379,20 +379,21 @@ def _pad_correction(ctx: IRContext, bits: np.ndarray, in_spatial: tuple, out_spa
 
 # --- ONNX helpers ----------------------------------------------------------------------------
 
-def _conv_bias(ctx: OnnxContext, op: Operation, channels: int | None) -> str | None:
-    """The bias as Conv's 1-D ``B`` when it is per-channel load-time data, else None."""
+def _conv_bias(ctx: OnnxContext, op: Operation, channels: int | None, dtype: Any) -> str | None:
+    """The bias as Conv's 1-D ``B`` when it is per-channel load-time data, else None.  ``B`` has
+    the convolution's element type (``dtype``, its input's): ONNX binds X, W and B to one T."""
     bias = op.inputs.get("bias", 0.0)
     if isinstance(bias, str) and bias in ctx.refs:
         return None
     data = ctx.data(bias)
     if data is None or channels is None:
         return None
-    arr = np.asarray(data, dtype=F32)
+    arr = np.asarray(data, dtype=dtype)
     if arr.size == channels and (arr.ndim <= 1 or arr.shape[:2] in ((1, channels), (channels,))) and \
             all(d == 1 for d in arr.shape[2:]):
         return ctx.const(arr.reshape(channels))
     if arr.size == 1:
-        return ctx.const(np.full((channels,), arr.reshape(-1)[0], F32))
+        return ctx.const(np.full((channels,), arr.reshape(-1)[0], dtype))
     return None
 
 
@@ -427,7 +428,7 @@ def conv_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     if groups == 0:
         groups = static(ctx, xd[1:2])[0]
     shape = ctx.dims(out(op))
-    b = _conv_bias(ctx, op, fs[0])
+    b = _conv_bias(ctx, op, fs[0], ctx.dtype(xin))
     y = ctx.node("Conv", [xin, f] + ([b] if b is not None else []), shape, dtype=ctx.dtype(xin),
                  kernel_shape=list(fs[2:]), pads=pads_attr(pads), strides=stride, dilations=dil, group=groups)
     ctx.bind(out(op), y if b is not None else bias_add(ctx, op, y))
@@ -487,7 +488,7 @@ def deconv_to_onnx(ctx: OnnxContext, op: Operation) -> None:
     if groups == 0:   # as nnefx decides it: the output_shape's channels, else the input's
         given = list(op.attribs.get("output_shape", []))
         groups = int(given[1]) if given else static(ctx, xd[1:2])[0]
-    b = _conv_bias(ctx, op, shape[1]) if inside else None
+    b = _conv_bias(ctx, op, shape[1], ctx.dtype(x)) if inside else None
     partial = shape if inside else shape[:2] + tuple(want[i] - extra[i] for i in range(n))
     y = ctx.node("ConvTranspose", [x, f] + ([b] if b is not None else []), partial, dtype=ctx.dtype(x),
                  kernel_shape=list(fs[2:]), pads=pads_attr(pads), strides=stride, dilations=dil, group=groups,
